@@ -1,0 +1,222 @@
+# /// script
+# dependencies = ["nox>=2025.2.9", "uv>=0.5"]
+# ///
+"""Every check of the secure-sandbox monorepo is a nox session.
+
+Packages are discovered from ``packages/*/pyproject.toml``. A session that needs a package
+installs it together with the closure of its sibling dependencies from this checkout, on one
+install command, so the resolver takes each sibling from the working tree and never from PyPI.
+
+    nox -l                        list the sessions
+    nox                           lint, typecheck, tests on 3.10-3.13, build (the CI set)
+    nox -t astguard               every session of one package
+    nox -s "tests-3.12(astguard)" one test session
+    nox -s demo                   start the server and talk to it with the MCP SDK client
+    nox -s serve                  the server on stdio with default settings
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import sys
+import tempfile
+import zipfile
+
+import nox
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "typecheck", "tests", "build"]
+
+ROOT = pathlib.Path(__file__).resolve().parent
+PACKAGES_DIR = ROOT / "packages"
+DIST_DIR = ROOT / "dist"
+PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
+DEFAULT_PYTHON = "3.11"
+_NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _add_pyenv_interpreters() -> None:
+    """Put pyenv's interpreters on PATH so nox finds ``python3.X`` without downloading any."""
+    pyenv_root = pathlib.Path(os.environ.get("PYENV_ROOT", pathlib.Path.home() / ".pyenv"))
+    found: list[str] = []
+    for version in PYTHONS:
+        candidates = sorted((pyenv_root / "versions").glob(f"{version}.*/bin"), reverse=True)
+        found.extend(str(c) for c in candidates if (c / f"python{version}").exists())
+    if found:
+        os.environ["PATH"] = os.pathsep.join([*found, os.environ.get("PATH", "")])
+    # uv must never fetch an interpreter: a missing one is reported and the session skipped.
+    os.environ["UV_PYTHON_DOWNLOADS"] = "never"
+    os.environ["UV_PYTHON_PREFERENCE"] = "only-system"
+
+
+_add_pyenv_interpreters()
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class Package:
+    """One distribution of the monorepo, as read from its ``pyproject.toml``."""
+
+    def __init__(self, path: pathlib.Path) -> None:
+        self.path = path
+        self.pyproject = nox.project.load_toml(path / "pyproject.toml")
+        project = self.pyproject["project"]
+        self.folder = path.name
+        self.dist = _canonical(project["name"])
+        self.import_name = self.dist.replace("-", "_")
+        if self.folder == "mcp-server":
+            self.import_name = "mcp_secure_sandbox"
+        self.requires = [m.group(1) for d in project.get("dependencies", []) if (m := _NAME_RE.match(d))]
+
+    def group(self, name: str) -> list[str]:
+        """The requirements of one PEP 735 dependency group of this package."""
+        return list(nox.project.dependency_groups(self.pyproject, name))
+
+
+PACKAGES = {
+    p.dist: p for p in (Package(f.parent) for f in sorted(PACKAGES_DIR.glob("*/pyproject.toml")))
+}
+BY_FOLDER = {p.folder: p for p in PACKAGES.values()}
+
+
+def closure(dist: str) -> list[Package]:
+    """Sibling dependencies of ``dist``, transitively, dependency-first, ending with ``dist``."""
+    order: list[Package] = []
+
+    def visit(name: str) -> None:
+        pkg = PACKAGES[name]
+        for dep in pkg.requires:
+            dep = _canonical(dep)
+            if dep in PACKAGES and PACKAGES[dep] not in order:
+                visit(dep)
+        if pkg not in order:
+            order.append(pkg)
+
+    visit(dist)
+    return order
+
+
+def install_local(session: nox.Session, dist: str, *groups: str, editable: bool = True) -> None:
+    """Install ``dist`` and its sibling closure from the checkout, plus dependency groups."""
+    args: list[str] = []
+    for pkg in closure(dist):
+        args += ["-e", str(pkg.path)] if editable else [str(pkg.path)]
+    for group in groups:
+        args += PACKAGES[dist].group(group)
+    session.install(*args)
+
+
+def _package_params() -> list[nox.param]:  # type: ignore[name-defined]
+    return [nox.param(p.folder, id=p.folder, tags=[p.folder]) for p in PACKAGES.values()]
+
+
+@nox.session(python=PYTHONS)
+@nox.parametrize("package", _package_params())
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's test suite against the local checkout of its siblings."""
+    pkg = BY_FOLDER[package]
+    install_local(session, pkg.dist, "test")
+    session.chdir(pkg.path)
+    coverage_file = ROOT / f".coverage.{package}.{session.python}"
+    session.run(
+        "coverage",
+        "run",
+        f"--rcfile={ROOT / 'pyproject.toml'}",
+        "-m",
+        "pytest",
+        *session.posargs,
+        env={"COVERAGE_FILE": str(coverage_file)},
+    )
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def lint(session: nox.Session) -> None:
+    """Ruff lint and format check over the whole repository (one configuration)."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "check", str(ROOT))
+    session.run("ruff", "format", "--check", str(ROOT))
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def format(session: nox.Session) -> None:  # noqa: A001 - the session's name is the verb users type
+    """Apply ruff's formatter and safe fixes."""
+    session.install("ruff>=0.8")
+    session.run("ruff", "format", str(ROOT))
+    session.run("ruff", "check", "--fix", str(ROOT))
+
+
+@nox.session(python=DEFAULT_PYTHON)
+@nox.parametrize("package", _package_params())
+def typecheck(session: nox.Session, package: str) -> None:
+    """``mypy --strict`` on one package's sources and tests, with ``python_version = 3.10``."""
+    pkg = BY_FOLDER[package]
+    install_local(session, pkg.dist, "typing")
+    session.chdir(pkg.path)
+    session.run("mypy", "--config-file", str(ROOT / "pyproject.toml"), "src", "tests")
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def build(session: nox.Session) -> None:
+    """Build sdist and wheel of every package, ``twine check --strict`` them, then install each
+    wheel alone (with only its declared dependencies) in a fresh environment and import it."""
+    session.install("build>=1.2", "twine>=5", "uv>=0.5")
+    shutil.rmtree(DIST_DIR, ignore_errors=True)
+    for pkg in PACKAGES.values():
+        session.run("uv", "build", "--sdist", "--wheel", "-o", str(DIST_DIR), str(pkg.path))
+    artifacts = sorted(DIST_DIR.iterdir())
+    session.run("twine", "check", "--strict", *map(str, artifacts))
+    expected = 2 * len(PACKAGES)
+    if len(artifacts) != expected:
+        session.error(f"expected {expected} artifacts in dist/, found {len(artifacts)}")
+
+    wheels = {pkg.dist: _wheel_of(pkg) for pkg in PACKAGES.values()}
+    for pkg in PACKAGES.values():
+        with zipfile.ZipFile(wheels[pkg.dist]) as zf:
+            names = set(zf.namelist())
+        for required in ("py.typed", "__about__.py", "__init__.py"):
+            if f"{pkg.import_name}/{required}" not in names:
+                session.error(f"{wheels[pkg.dist].name} lacks {pkg.import_name}/{required}")
+        with tempfile.TemporaryDirectory(prefix=f"wheel-{pkg.dist}-") as tmp:
+            venv = pathlib.Path(tmp) / "venv"
+            session.run("uv", "venv", "--quiet", "-p", sys.executable, str(venv), external=True)
+            python = str(venv / "bin" / "python")
+            # The wheel plus the wheels of its sibling closure, given as files so nothing
+            # of ours comes from PyPI; third-party dependencies resolve normally.
+            local = [str(wheels[p.dist]) for p in closure(pkg.dist)]
+            session.run("uv", "pip", "install", "--quiet", "-p", python, *local, external=True)
+            check = (
+                "import importlib.resources as r, sys; "
+                f"import {pkg.import_name} as m; "
+                f"assert r.files('{pkg.import_name}').joinpath('py.typed').is_file(); "
+                "print(m.__name__, m.__version__, 'imports with py.typed')"
+            )
+            session.run(python, "-I", "-c", check, external=True)
+
+
+def _wheel_of(pkg: Package) -> pathlib.Path:
+    stem = pkg.dist.replace("-", "_")
+    found = sorted(DIST_DIR.glob(f"{stem}-*.whl"))
+    if len(found) != 1:
+        raise RuntimeError(f"expected one wheel for {pkg.dist} in dist/, found {found}")
+    return found[0]
+
+
+@nox.session(python=DEFAULT_PYTHON, default=False)
+def serve(session: nox.Session) -> None:
+    """Run the MCP server on stdio with default settings (arguments after ``--`` are passed on)."""
+    install_local(session, "mcp-secure-sandbox")
+    session.run("mcp-secure-sandbox", *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON, default=False)
+def demo(session: nox.Session) -> None:
+    """Start the real server, talk to it with the MCP SDK's stdio client, print what it says."""
+    install_local(session, "mcp-secure-sandbox")
+    session.run("python", str(BY_FOLDER["mcp-server"].path / "examples" / "demo.py"), *session.posargs)

@@ -1,0 +1,5 @@
+"""astguard."""
+
+from astguard.__about__ import __version__
+
+__all__ = ["__version__"]

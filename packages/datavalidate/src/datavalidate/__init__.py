@@ -1,0 +1,5 @@
+"""datavalidate."""
+
+from datavalidate.__about__ import __version__
+
+__all__ = ["__version__"]

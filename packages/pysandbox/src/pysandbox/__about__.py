@@ -1,0 +1,5 @@
+"""Version of the ``pysandbox`` distribution (single source, read by hatchling)."""
+
+__all__ = ["__version__"]
+
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+"""pysandbox."""
+
+from pysandbox.__about__ import __version__
+
+__all__ = ["__version__"]

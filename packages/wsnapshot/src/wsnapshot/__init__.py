@@ -1,0 +1,5 @@
+"""wsnapshot."""
+
+from wsnapshot.__about__ import __version__
+
+__all__ = ["__version__"]

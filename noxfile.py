@@ -73,7 +73,9 @@ class Package:
         self.import_name = self.dist.replace("-", "_")
         if self.folder == "mcp-server":
             self.import_name = "mcp_secure_sandbox"
-        self.requires = [m.group(1) for d in project.get("dependencies", []) if (m := _NAME_RE.match(d))]
+        self.requires = [
+            m.group(1) for d in project.get("dependencies", []) if (m := _NAME_RE.match(d))
+        ]
 
     def group(self, name: str) -> list[str]:
         """The requirements of one PEP 735 dependency group of this package."""
@@ -92,8 +94,8 @@ def closure(dist: str) -> list[Package]:
 
     def visit(name: str) -> None:
         pkg = PACKAGES[name]
-        for dep in pkg.requires:
-            dep = _canonical(dep)
+        for requirement in pkg.requires:
+            dep = _canonical(requirement)
             if dep in PACKAGES and PACKAGES[dep] not in order:
                 visit(dep)
         if pkg not in order:
@@ -113,7 +115,7 @@ def install_local(session: nox.Session, dist: str, *groups: str, editable: bool 
     session.install(*args)
 
 
-def _package_params() -> list[nox.param]:  # type: ignore[name-defined]
+def _package_params() -> list[object]:
     return [nox.param(p.folder, id=p.folder, tags=[p.folder]) for p in PACKAGES.values()]
 
 
@@ -145,7 +147,7 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session(python=DEFAULT_PYTHON)
-def format(session: nox.Session) -> None:  # noqa: A001 - the session's name is the verb users type
+def format(session: nox.Session) -> None:
     """Apply ruff's formatter and safe fixes."""
     session.install("ruff>=0.8")
     session.run("ruff", "format", str(ROOT))
@@ -219,4 +221,6 @@ def serve(session: nox.Session) -> None:
 def demo(session: nox.Session) -> None:
     """Start the real server, talk to it with the MCP SDK's stdio client, print what it says."""
     install_local(session, "mcp-secure-sandbox")
-    session.run("python", str(BY_FOLDER["mcp-server"].path / "examples" / "demo.py"), *session.posargs)
+    session.run(
+        "python", str(BY_FOLDER["mcp-server"].path / "examples" / "demo.py"), *session.posargs
+    )

@@ -1,0 +1,52 @@
+"""Command-line entry point: ``mcp-secure-sandbox`` and ``python -m mcp_secure_sandbox``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse settings, prepare the directories and serve MCP until the client goes away.
+
+    Nothing but MCP messages is ever written to stdout; logs and errors go to stderr.
+
+    Args:
+        argv: Arguments without the program name (``sys.argv[1:]`` when ``None``).
+
+    Returns:
+        The process exit status: 0 after a clean shutdown, 2 for a configuration error (one
+        line on stderr, no traceback).
+    """
+    try:
+        settings = prepare_directories(settings_from_args(argv))
+    except ConfigError as exc:
+        print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=settings.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from mcp_secure_sandbox.server import create_server
+
+    app = create_server(settings)
+    logging.getLogger("mcp_secure_sandbox").info(
+        "serving on %s, workspace %s, snapshots %s",
+        settings.transport,
+        settings.workspace,
+        settings.snapshots,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        app.run("stdio")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

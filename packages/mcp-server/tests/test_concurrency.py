@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from mcp_secure_sandbox.concurrency import WorkspaceGate
+
+
+def test_runs_overlap_up_to_the_cap() -> None:
+    gate = WorkspaceGate(max_runs=2)
+    peak = 0
+    events: list[str] = []
+
+    async def one_run(i: int) -> None:
+        nonlocal peak
+        async with gate.run():
+            peak = max(peak, gate.active_runs)
+            events.append(f"start{i}")
+            await anyio.sleep(0.01)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(5):
+                tg.start_soon(one_run, i)
+
+    anyio.run(main)
+    assert peak == 2
+    assert len(events) == 5
+
+
+def test_exclusive_waits_for_runs_and_blocks_new_ones() -> None:
+    gate = WorkspaceGate(max_runs=4)
+    order: list[str] = []
+
+    async def main() -> None:
+        run_started = anyio.Event()
+        release_run = anyio.Event()
+
+        async def long_run() -> None:
+            async with gate.run():
+                order.append("run1-start")
+                run_started.set()
+                await release_run.wait()
+                order.append("run1-end")
+
+        async def snapshot() -> None:
+            async with gate.exclusive():
+                order.append("snapshot")
+
+        async def late_run() -> None:
+            async with gate.run():
+                order.append("run2")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(long_run)
+            await run_started.wait()
+            tg.start_soon(snapshot)
+            await anyio.sleep(0.01)
+            tg.start_soon(late_run)
+            await anyio.sleep(0.01)
+            assert order == ["run1-start"]
+            release_run.set()
+
+    anyio.run(main)
+    assert order == ["run1-start", "run1-end", "snapshot", "run2"]
+
+
+def test_cancelled_exclusive_waiter_does_not_block_runs() -> None:
+    gate = WorkspaceGate(max_runs=1)
+    done: list[str] = []
+
+    async def main() -> None:
+        release = anyio.Event()
+
+        async def holder() -> None:
+            async with gate.run():
+                await release.wait()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            await anyio.sleep(0.01)
+            with anyio.move_on_after(0.02):
+                async with gate.exclusive():
+                    done.append("never")
+            release.set()
+        async with gate.run():
+            done.append("run-after")
+
+    anyio.run(main)
+    assert done == ["run-after"]
+
+
+def test_max_runs_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="max_runs"):
+        WorkspaceGate(0)

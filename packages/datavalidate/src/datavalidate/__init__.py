@@ -1,5 +1,47 @@
-"""datavalidate."""
+"""datavalidate: JSON Schema validation for every draft and streaming CSV validation.
+
+JSON instances are checked against JSON Schema drafts 4, 6, 7, 2019-09 and 2020-12 with
+:func:`validate_json`; CSV files are checked in the Frictionless Table Schema vocabulary with
+:func:`validate_csv`. Both return reports (frozen dataclasses with ``to_dict()``) listing every
+finding with its location. Untrusted patterns run on RE2, a linear-time regex engine.
+"""
 
 from datavalidate.__about__ import __version__
+from datavalidate._json import (
+    DEFAULT_DRAFT,
+    DRAFTS,
+    JsonError,
+    JsonReport,
+    SchemaInfo,
+    SchemaRegistry,
+    asserted_formats,
+    default_registry,
+    is_valid,
+    validate_json,
+)
+from datavalidate.exceptions import (
+    DataValidateError,
+    SchemaError,
+    UnknownSchemaError,
+    UnresolvableReferenceError,
+    UnsupportedPatternError,
+)
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT_DRAFT",
+    "DRAFTS",
+    "DataValidateError",
+    "JsonError",
+    "JsonReport",
+    "SchemaError",
+    "SchemaInfo",
+    "SchemaRegistry",
+    "UnknownSchemaError",
+    "UnresolvableReferenceError",
+    "UnsupportedPatternError",
+    "__version__",
+    "asserted_formats",
+    "default_registry",
+    "is_valid",
+    "validate_json",
+]

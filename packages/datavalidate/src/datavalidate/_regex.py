@@ -1,0 +1,265 @@
+r"""Linear-time regular expressions for untrusted patterns (RE2 via ``google-re2``).
+
+Python's ``re`` backtracks: ``^(a+)+$`` against ``"a" * 40 + "b"`` runs for ages while holding
+the interpreter, and no time budget can interrupt it. Every pattern that comes from a schema
+(JSON Schema ``pattern`` / ``patternProperties``, the ``regex`` format, the CSV ``pattern``
+constraint) therefore runs on RE2, whose matching time is linear in the input. Patterns RE2
+cannot express (back-references, look-around) or whose automaton exceeds the memory budget are
+refused with :class:`~datavalidate.UnsupportedPatternError`; they are never handed to ``re``.
+
+JSON Schema patterns are ECMA-262 regular expressions; :func:`ecma_to_re2` rewrites the ECMA
+escapes RE2 spells differently (``\uXXXX``, ``\u{...}``, ``\p{Letter}``, ``\cX``, Unicode
+``\s``, ``(?<name>``) before compiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol, cast
+
+import re2  # type: ignore[import-untyped]
+
+from datavalidate.exceptions import UnsupportedPatternError
+
+__all__ = ["SafePattern", "compile_pattern", "ecma_to_re2"]
+
+#: Longest pattern accepted, in characters. Longer ones are refused before compiling.
+MAX_PATTERN_CHARS = 16_384
+#: RE2 memory budget per compiled pattern, in bytes (RE2's default is 8 MiB).
+MAX_PATTERN_MEMORY_BYTES = 8 << 20
+
+# ECMA-262 general category long names (and a few aliases) -> RE2's short names.
+_GENERAL_CATEGORIES = {
+    "Letter": "L",
+    "Uppercase_Letter": "Lu",
+    "Lowercase_Letter": "Ll",
+    "Titlecase_Letter": "Lt",
+    "Modifier_Letter": "Lm",
+    "Other_Letter": "Lo",
+    "Mark": "M",
+    "Combining_Mark": "M",
+    "Nonspacing_Mark": "Mn",
+    "Spacing_Mark": "Mc",
+    "Enclosing_Mark": "Me",
+    "Number": "N",
+    "Decimal_Number": "Nd",
+    "digit": "Nd",
+    "Letter_Number": "Nl",
+    "Other_Number": "No",
+    "Punctuation": "P",
+    "punct": "P",
+    "Connector_Punctuation": "Pc",
+    "Dash_Punctuation": "Pd",
+    "Open_Punctuation": "Ps",
+    "Close_Punctuation": "Pe",
+    "Initial_Punctuation": "Pi",
+    "Final_Punctuation": "Pf",
+    "Other_Punctuation": "Po",
+    "Symbol": "S",
+    "Math_Symbol": "Sm",
+    "Currency_Symbol": "Sc",
+    "Modifier_Symbol": "Sk",
+    "Other_Symbol": "So",
+    "Separator": "Z",
+    "Space_Separator": "Zs",
+    "Line_Separator": "Zl",
+    "Paragraph_Separator": "Zp",
+    "Other": "C",
+    "Control": "Cc",
+    "cntrl": "Cc",
+    "Format": "Cf",
+    "Surrogate": "Cs",
+    "Private_Use": "Co",
+}
+# ECMA-262 WhiteSpace and LineTerminator code points (what ECMA's \s matches).
+_ECMA_SPACE = "".join(
+    (
+        r"\t\n\x{0B}\f\r \x{A0}\x{1680}\x{2000}-\x{200A}",
+        r"\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}",
+    )
+)
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+class _RE2Regexp(Protocol):
+    def ok(self) -> bool: ...
+    def error(self) -> bytes: ...
+    def Match(
+        self, anchor: object, text: bytes, pos: int, endpos: int
+    ) -> list[tuple[int, int]]: ...
+
+
+def _property(body: str, negate: bool) -> str:
+    name = body
+    for prefix in ("General_Category=", "gc=", "Script=", "sc=", "Script_Extensions=", "scx="):
+        if body.startswith(prefix):
+            name = body[len(prefix) :]
+            break
+    name = _GENERAL_CATEGORIES.get(name, name)
+    return ("\\P{" if negate else "\\p{") + name + "}"
+
+
+def ecma_to_re2(pattern: str) -> str:
+    """Rewrite an ECMA-262 (JSON Schema) regular expression into RE2 syntax.
+
+    Only spellings differ; the language accepted stays the same. Back-references and
+    look-around are left as they are, and RE2 refuses them when compiling.
+
+    Args:
+        pattern: The ECMA-262 pattern.
+
+    Returns:
+        The equivalent RE2 pattern.
+    """
+    out: list[str] = []
+    in_class = False
+    i = 0
+    n = len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            if nxt in "pP" and i + 2 < n and pattern[i + 2] == "{":
+                end = pattern.find("}", i + 3)
+                if end != -1:
+                    out.append(_property(pattern[i + 3 : end], nxt == "P"))
+                    i = end + 1
+                    continue
+            if nxt == "u":
+                if i + 2 < n and pattern[i + 2] == "{":
+                    end = pattern.find("}", i + 3)
+                    digits = pattern[i + 3 : end] if end != -1 else ""
+                    if digits and set(digits) <= _HEX:
+                        out.append("\\x{" + digits + "}")
+                        i = end + 1
+                        continue
+                digits = pattern[i + 2 : i + 6]
+                if len(digits) == 4 and set(digits) <= _HEX:
+                    out.append("\\x{" + digits + "}")
+                    i += 6
+                    continue
+            if nxt == "c" and i + 2 < n and pattern[i + 2].isascii() and pattern[i + 2].isalpha():
+                out.append("\\x{%02X}" % (ord(pattern[i + 2]) % 32))
+                i += 3
+                continue
+            if nxt == "s":
+                out.append(_ECMA_SPACE if in_class else "[" + _ECMA_SPACE + "]")
+                i += 2
+                continue
+            if nxt == "S" and not in_class:
+                out.append("[^" + _ECMA_SPACE + "]")
+                i += 2
+                continue
+            if nxt == "/":
+                out.append("/")
+                i += 2
+                continue
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            if ch == "]":
+                in_class = False
+            out.append(ch)
+        elif ch == "[":
+            in_class = True
+            out.append(ch)
+            # A leading "]" or "^]" is literal in RE2 but an empty class in ECMA; keep as is.
+        elif (
+            ch == "(" and pattern.startswith("(?<", i) and pattern[i + 3 : i + 4] not in ("=", "!")
+        ):
+            out.append("(?P<")
+            i += 3
+            continue
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+class SafePattern:
+    """A compiled RE2 pattern with ``search`` / ``fullmatch`` returning booleans.
+
+    Instances are immutable and thread-safe. Obtain them from :func:`compile_pattern`.
+
+    Attributes:
+        pattern: The pattern as given.
+    """
+
+    __slots__ = ("_fullmatch", "_search", "pattern")
+
+    def __init__(self, pattern: str, regexp: _RE2Regexp, anchors: Any) -> None:
+        self.pattern = pattern
+        match = regexp.Match
+        unanchored = anchors.UNANCHORED
+        both = anchors.ANCHOR_BOTH
+
+        def search(text: str) -> bool:
+            data = text.encode("utf-8", "surrogatepass")
+            return match(unanchored, data, 0, len(data))[0][0] != -1
+
+        def fullmatch(text: str) -> bool:
+            data = text.encode("utf-8", "surrogatepass")
+            return match(both, data, 0, len(data))[0][0] != -1
+
+        self._search: Callable[[str], bool] = search
+        self._fullmatch: Callable[[str], bool] = fullmatch
+
+    def search(self, text: str) -> bool:
+        """Return whether the pattern matches anywhere in ``text`` (linear time)."""
+        return self._search(text)
+
+    def fullmatch(self, text: str) -> bool:
+        """Return whether the pattern matches all of ``text`` (linear time)."""
+        return self._fullmatch(text)
+
+    def __repr__(self) -> str:
+        return f"SafePattern({self.pattern!r})"
+
+
+_lock = threading.Lock()
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile(pattern: str, ecma: bool) -> SafePattern:
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise UnsupportedPatternError(pattern, f"longer than {MAX_PATTERN_CHARS} characters")
+    translated = ecma_to_re2(pattern) if ecma else pattern
+    options = re2.Options()
+    options.log_errors = False
+    options.never_capture = True
+    options.max_mem = MAX_PATTERN_MEMORY_BYTES
+    binding = cast("Any", re2)._re2
+    try:
+        encoded = translated.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UnsupportedPatternError(pattern, "contains a lone surrogate") from None
+    regexp = cast("_RE2Regexp", binding.RE2(encoded, options))
+    if not regexp.ok():
+        reason = regexp.error().decode("utf-8", "replace")
+        raise UnsupportedPatternError(pattern, reason)
+    return SafePattern(pattern, regexp, binding.RE2.Anchor)
+
+
+def compile_pattern(pattern: str, *, ecma: bool = True) -> SafePattern:
+    """Compile an untrusted pattern for linear-time matching (cached, thread-safe).
+
+    Args:
+        pattern: The regular expression. ECMA-262 syntax when ``ecma`` (JSON Schema),
+            otherwise RE2 syntax (a superset of the common Python/XML Schema subset).
+        ecma: Translate ECMA-262 spellings first (see :func:`ecma_to_re2`).
+
+    Returns:
+        The compiled pattern.
+
+    Raises:
+        UnsupportedPatternError: RE2 refuses the pattern (invalid, back-references,
+            look-around, too long, or over the memory budget).
+        TypeError: ``pattern`` is not a string.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"a pattern must be a string, not {type(pattern).__name__}")
+    with _lock:
+        return _compile(pattern, ecma)

@@ -1,5 +1,68 @@
-"""wsnapshot."""
+"""wsnapshot: crash-safe, content-addressed workspace snapshots with exact restore.
+
+Public API: :class:`SnapshotStore` (create/list/get/restore/delete/diff/export/import_), the result
+types in :mod:`wsnapshot.snapshot`, the errors in :mod:`wsnapshot.exceptions`, and the safe
+workspace accessor :class:`SafeWorkspace` in :mod:`wsnapshot.workspace`.
+"""
+
+from __future__ import annotations
 
 from wsnapshot.__about__ import __version__
+from wsnapshot._store import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_FILES,
+    DEFAULT_STORE_MAX_BYTES,
+    SnapshotStore,
+)
+from wsnapshot.exceptions import (
+    CorruptSnapshot,
+    InvalidRecord,
+    InvalidSnapshotId,
+    QuotaExceeded,
+    SnapshotError,
+    SnapshotExists,
+    SnapshotNotFound,
+    SnapshotTooLarge,
+    StoreConfigError,
+    UnsafePathError,
+    WorkspaceError,
+    WorkspaceLimitError,
+)
+from wsnapshot.snapshot import (
+    Diff,
+    FileRecord,
+    RestoreReport,
+    SkippedEntry,
+    Snapshot,
+    SnapshotInfo,
+)
+from wsnapshot.workspace import FileEntry, SafeWorkspace, split_relpath
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_FILES",
+    "DEFAULT_STORE_MAX_BYTES",
+    "CorruptSnapshot",
+    "Diff",
+    "FileEntry",
+    "FileRecord",
+    "InvalidRecord",
+    "InvalidSnapshotId",
+    "QuotaExceeded",
+    "RestoreReport",
+    "SafeWorkspace",
+    "SkippedEntry",
+    "Snapshot",
+    "SnapshotError",
+    "SnapshotExists",
+    "SnapshotInfo",
+    "SnapshotNotFound",
+    "SnapshotStore",
+    "SnapshotTooLarge",
+    "StoreConfigError",
+    "UnsafePathError",
+    "WorkspaceError",
+    "WorkspaceLimitError",
+    "__version__",
+    "split_relpath",
+]

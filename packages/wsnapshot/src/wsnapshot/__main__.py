@@ -1,0 +1,132 @@
+"""Command line: ``wsnapshot --workspace W --store S COMMAND``, JSON on stdout.
+
+Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID``, ``delete ID``,
+``diff A [B]``, ``export ID [-o FILE]``, ``import FILE`` (``-`` reads standard input).
+Errors are printed to standard error as ``{"error": {"type", "message"}}``; the exit status is
+0 on success, 1 on an error, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wsnapshot.__about__ import __version__
+from wsnapshot._store import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_FILES,
+    DEFAULT_STORE_MAX_BYTES,
+    SnapshotStore,
+)
+from wsnapshot.exceptions import InvalidRecord, SnapshotError
+
+__all__ = ["main"]
+
+_MAX_RECORD_BYTES = 4 * DEFAULT_MAX_BYTES
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wsnapshot",
+        description="Crash-safe, content-addressed snapshots of a workspace directory.",
+    )
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    p.add_argument("--workspace", required=True, help="the workspace directory")
+    p.add_argument("--store", required=True, help="the snapshot store directory")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="bytes per snapshot")
+    p.add_argument("--max-files", type=int, default=DEFAULT_MAX_FILES, help="entries per snapshot")
+    p.add_argument(
+        "--store-max-bytes", type=int, default=DEFAULT_STORE_MAX_BYTES, help="store-wide quota"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("create", help="snapshot the workspace")
+    c.add_argument("-d", "--description", default="")
+    sub.add_parser("list", help="list snapshots, oldest first")
+    for name, text in (
+        ("show", "print a snapshot's registry"),
+        ("restore", "restore the workspace to a snapshot"),
+        ("delete", "delete a snapshot"),
+    ):
+        sub.add_parser(name, help=text).add_argument("id")
+    d = sub.add_parser("diff", help="compare two snapshots, or one with the workspace")
+    d.add_argument("a")
+    d.add_argument("b", nargs="?")
+    e = sub.add_parser("export", help="print a self-contained JSON record")
+    e.add_argument("id")
+    e.add_argument("-o", "--output", help="write to this file instead of standard output")
+    i = sub.add_parser("import", help="store a record made by export")
+    i.add_argument("file", help="the record (- for standard input)")
+    return p
+
+
+def _read_record(name: str) -> object:
+    if name == "-":
+        raw = sys.stdin.buffer.read(_MAX_RECORD_BYTES + 1)
+    else:
+        with Path(name).open("rb") as fh:
+            raw = fh.read(_MAX_RECORD_BYTES + 1)
+    if len(raw) > _MAX_RECORD_BYTES:
+        raise InvalidRecord("", f"record is larger than {_MAX_RECORD_BYTES} bytes")
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRecord("", f"not valid JSON: {exc}") from None
+
+
+def _run(args: argparse.Namespace) -> Any:
+    store = SnapshotStore(
+        args.workspace,
+        args.store,
+        max_bytes=args.max_bytes,
+        max_files=args.max_files,
+        store_max_bytes=args.store_max_bytes,
+    )
+    cmd = args.command
+    if cmd == "create":
+        return store.create(args.description).to_dict()
+    if cmd == "list":
+        return [info.to_dict() for info in store.list()]
+    if cmd == "show":
+        return store.get(args.id).to_dict()
+    if cmd == "restore":
+        return store.restore(args.id).to_dict()
+    if cmd == "delete":
+        store.delete(args.id)
+        return {"deleted": args.id}
+    if cmd == "diff":
+        return store.diff(args.a, args.b).to_dict()
+    if cmd == "export":
+        record = store.export(args.id)
+        if args.output:
+            Path(args.output).write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+            return {"exported": record["id"], "file": args.output}
+        return record
+    return store.import_(_read_record(args.file)).to_dict()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI.
+
+    Args:
+        argv: Arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 success, 1 error, 2 usage error.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        result = _run(args)
+    except (SnapshotError, ValueError, OSError) as exc:
+        err = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+        sys.stderr.write(json.dumps(err) + "\n")
+        return 1
+    sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

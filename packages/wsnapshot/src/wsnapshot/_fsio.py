@@ -1,0 +1,176 @@
+"""Every system call wsnapshot makes, behind one small object.
+
+All file-system access of the package goes through an :class:`Ops` instance. The default one calls
+:mod:`os` directly; the test-suite substitutes a subclass that fails at the k-th call to prove that
+a crash at any step leaves the store and the workspace consistent.
+"""
+
+# File-descriptor and dir_fd= system calls have no pathlib equivalent:
+# ruff: noqa: PTH208
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import sys
+import threading
+
+__all__ = [
+    "O_DIRFLAGS",
+    "O_FILEFLAGS",
+    "RESOLVE_BENEATH",
+    "RESOLVE_NO_MAGICLINKS",
+    "RESOLVE_NO_SYMLINKS",
+    "Ops",
+    "get_ops",
+]
+
+_SYS_OPENAT2 = 437  # the same number on every architecture (unified syscall table, Linux 5.6)
+RESOLVE_NO_MAGICLINKS = 0x02
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_BENEATH = 0x08
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+
+#: Flags for opening a directory to walk or modify it: never through a symlink, never blocking.
+O_DIRFLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+#: Flags for opening a workspace file to read it.
+O_FILEFLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = (
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    )
+
+
+_openat2_state: dict[str, object] = {}
+_openat2_lock = threading.Lock()
+
+
+def _libc_syscall() -> object | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover - no C library to talk to
+        return None
+    return getattr(libc, "syscall", None)
+
+
+class Ops:
+    """The system calls of wsnapshot (a thin layer over :mod:`os`).
+
+    Every method is one system call, so counting calls counts I/O steps.
+    """
+
+    def open(self, path: str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
+        """``openat(2)``."""
+        return os.open(path, flags | _O_CLOEXEC, mode, dir_fd=dir_fd)
+
+    def openat2(self, dir_fd: int, path: str, flags: int, resolve: int) -> int:
+        """``openat2(2)`` with ``resolve`` flags; raises ``OSError(ENOSYS)`` where it is missing."""
+        syscall = _openat2_syscall()
+        if syscall is None:
+            raise OSError(errno.ENOSYS, "openat2 is not available")
+        how = _OpenHow(flags | _O_CLOEXEC, 0, resolve)
+        raw = os.fsencode(path)
+        fd = syscall(  # type: ignore[operator]
+            ctypes.c_long(_SYS_OPENAT2),
+            ctypes.c_int(dir_fd),
+            ctypes.c_char_p(raw),
+            ctypes.byref(how),
+            ctypes.c_size_t(ctypes.sizeof(how)),
+        )
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+        return int(fd)
+
+    def close(self, fd: int) -> None:
+        """``close(2)``."""
+        os.close(fd)
+
+    def read(self, fd: int, size: int) -> bytes:
+        """``read(2)`` of at most ``size`` bytes."""
+        return os.read(fd, size)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        """``write(2)``; returns the number of bytes written."""
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        """``fsync(2)``."""
+        os.fsync(fd)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        """``fstat(2)``."""
+        return os.fstat(fd)
+
+    def lstat(self, path: str, *, dir_fd: int | None = None) -> os.stat_result:
+        """``fstatat(2)`` without following a final symlink."""
+        return os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+
+    def listdir(self, fd: int | str) -> list[str]:
+        """``getdents(2)`` of a directory (names only, ``surrogateescape``-decoded)."""
+        return os.listdir(fd)
+
+    def readlink(self, path: str, *, dir_fd: int | None = None) -> str:
+        """``readlinkat(2)``."""
+        return os.readlink(path, dir_fd=dir_fd)
+
+    def rename(
+        self, src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None
+    ) -> None:
+        """``renameat(2)`` (atomically replaces ``dst``; never follows a symlink)."""
+        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    def unlink(self, path: str, *, dir_fd: int | None = None) -> None:
+        """``unlinkat(2)`` (removes a symlink itself, never its target)."""
+        os.unlink(path, dir_fd=dir_fd)
+
+    def rmdir(self, path: str, *, dir_fd: int | None = None) -> None:
+        """``unlinkat(2)`` with ``AT_REMOVEDIR``."""
+        os.rmdir(path, dir_fd=dir_fd)
+
+    def mkdir(self, path: str, mode: int = 0o700, *, dir_fd: int | None = None) -> None:
+        """``mkdirat(2)``."""
+        os.mkdir(path, mode, dir_fd=dir_fd)
+
+    def symlink(self, target: str, path: str, *, dir_fd: int | None = None) -> None:
+        """``symlinkat(2)``."""
+        os.symlink(target, path, dir_fd=dir_fd)
+
+    def futimens(self, fd: int, mtime_ns: int) -> None:
+        """``futimens(2)``: set access and modification time (ns) of an open file."""
+        os.utime(fd, ns=(mtime_ns, mtime_ns))
+
+    def lutimens(self, path: str, mtime_ns: int, *, dir_fd: int) -> None:
+        """``utimensat(2)`` with ``AT_SYMLINK_NOFOLLOW`` (the link itself, never its target)."""
+        os.utime(path, ns=(mtime_ns, mtime_ns), dir_fd=dir_fd, follow_symlinks=False)
+
+    def fchmod(self, fd: int, mode: int) -> None:
+        """``fchmod(2)`` of an open file, permission bits only."""
+        os.chmod(fd, stat.S_IMODE(mode) & 0o777)
+
+
+def _openat2_syscall() -> object | None:
+    with _openat2_lock:
+        if "syscall" not in _openat2_state:
+            _openat2_state["syscall"] = _libc_syscall()
+        return _openat2_state["syscall"]
+
+
+_OPS = Ops()
+
+
+def get_ops() -> Ops:
+    """The operations object new stores and workspaces use (replaced by tests)."""
+    return _OPS

@@ -1,0 +1,206 @@
+"""The exception tree of :mod:`wsnapshot`, rooted in :class:`SnapshotError`.
+
+Every error carries structured attributes (the snapshot id, the path, the limit that was hit) and a
+human-readable ``str()`` that names what was wrong.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CorruptSnapshot",
+    "InvalidRecord",
+    "InvalidSnapshotId",
+    "QuotaExceeded",
+    "SnapshotError",
+    "SnapshotExists",
+    "SnapshotNotFound",
+    "SnapshotTooLarge",
+    "StoreConfigError",
+    "UnsafePathError",
+    "WorkspaceError",
+    "WorkspaceLimitError",
+]
+
+
+class SnapshotError(Exception):
+    """Base class of every error raised by :mod:`wsnapshot`."""
+
+
+class StoreConfigError(SnapshotError, ValueError):
+    """The workspace or store directory is unusable (missing, overlapping, not a directory).
+
+    Attributes:
+        path: The offending path.
+        reason: Why it was refused.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"unusable path {self.path!r}: {self.reason}"
+
+
+class InvalidSnapshotId(SnapshotError, ValueError):
+    """A snapshot id is not a canonical UUID (``8-4-4-4-12`` hexadecimal digits).
+
+    Attributes:
+        snapshot_id: The value that was given (any type).
+    """
+
+    def __init__(self, snapshot_id: object) -> None:
+        super().__init__(snapshot_id)
+        self.snapshot_id = snapshot_id
+
+    def __str__(self) -> str:
+        shown = repr(self.snapshot_id)
+        if len(shown) > 80:
+            shown = shown[:77] + "..."
+        example = "123e4567-e89b-12d3-a456-426614174000"
+        return f"invalid snapshot id {shown}: expected a UUID such as {example}"
+
+
+class SnapshotNotFound(SnapshotError, LookupError):
+    """No snapshot with this id exists in the store.
+
+    Attributes:
+        snapshot_id: The canonical id that was looked up.
+    """
+
+    def __init__(self, snapshot_id: str) -> None:
+        super().__init__(snapshot_id)
+        self.snapshot_id = snapshot_id
+
+    def __str__(self) -> str:
+        return f"snapshot {self.snapshot_id} not found"
+
+
+class SnapshotExists(SnapshotError):
+    """An imported record carries the id of a snapshot that is already stored.
+
+    Attributes:
+        snapshot_id: The id that is already taken.
+    """
+
+    def __init__(self, snapshot_id: str) -> None:
+        super().__init__(snapshot_id)
+        self.snapshot_id = snapshot_id
+
+    def __str__(self) -> str:
+        return f"snapshot {self.snapshot_id} already exists in the store"
+
+
+class SnapshotTooLarge(SnapshotError):
+    """The workspace passes ``max_bytes`` or ``max_files``; nothing was stored.
+
+    Attributes:
+        limit_name: ``"max_bytes"`` or ``"max_files"``.
+        limit: The configured limit (bytes or entries).
+        actual: The amount seen when the limit was passed (a lower bound).
+    """
+
+    def __init__(self, limit_name: str, limit: int, actual: int) -> None:
+        super().__init__(limit_name, limit, actual)
+        self.limit_name = limit_name
+        self.limit = limit
+        self.actual = actual
+
+    def __str__(self) -> str:
+        unit = "bytes" if self.limit_name == "max_bytes" else "entries"
+        return (
+            f"snapshot too large: at least {self.actual} {unit}, "
+            f"{self.limit_name} is {self.limit} {unit}; nothing was stored"
+        )
+
+
+class QuotaExceeded(SnapshotError):
+    """Storing the new snapshot would take the store past ``store_max_bytes``.
+
+    Attributes:
+        quota: The store-wide quota in bytes.
+        used: Bytes of blobs stored before this snapshot.
+        needed: New blob bytes the snapshot would add.
+    """
+
+    def __init__(self, quota: int, used: int, needed: int) -> None:
+        super().__init__(quota, used, needed)
+        self.quota = quota
+        self.used = used
+        self.needed = needed
+
+    def __str__(self) -> str:
+        return (
+            f"store quota exceeded: {self.used} bytes used + {self.needed} new bytes "
+            f"> store_max_bytes {self.quota}; nothing was stored"
+        )
+
+
+class CorruptSnapshot(SnapshotError):
+    """A manifest or blob on disk fails validation (bad JSON, hostile path, hash mismatch).
+
+    Attributes:
+        snapshot_id: The snapshot concerned, when known.
+        where: The file or the manifest path/field that failed.
+        reason: What was wrong.
+    """
+
+    def __init__(self, snapshot_id: str | None, where: str, reason: str) -> None:
+        super().__init__(snapshot_id, where, reason)
+        self.snapshot_id = snapshot_id
+        self.where = where
+        self.reason = reason
+
+    def __str__(self) -> str:
+        who = f"snapshot {self.snapshot_id}" if self.snapshot_id else "store"
+        return f"corrupt {who}: {self.where}: {self.reason}"
+
+
+class InvalidRecord(SnapshotError, ValueError):
+    """An export record given to ``import_`` is malformed; nothing was written.
+
+    Attributes:
+        where: The field of the record (a JSON-Pointer-like location such as ``/files/a.txt``).
+        reason: What was wrong.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(where, reason)
+        self.where = where
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"invalid snapshot record at {self.where or '/'}: {self.reason}"
+
+
+class WorkspaceError(SnapshotError):
+    """Base class of errors about accessing the workspace.
+
+    Attributes:
+        path: The workspace-relative path concerned (``""`` for the workspace itself).
+        reason: What was wrong.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path!r}: {self.reason}"
+
+
+class UnsafePathError(WorkspaceError):
+    """A workspace path was refused.
+
+    Reasons: absolute, ``..``, NUL byte, a symlink on the way, not a regular file, too large, or
+    otherwise outside what may be touched.
+    """
+
+    def __str__(self) -> str:
+        return f"unsafe workspace path {self.path!r}: {self.reason}"
+
+
+class WorkspaceLimitError(WorkspaceError):
+    """A bounded walk of the workspace met more entries than allowed."""

@@ -1,5 +1,31 @@
-"""pysandbox."""
+"""pysandbox: run untrusted Python with layered isolation.
+
+Layers: an AST gate (astguard), a fresh isolated interpreter, rlimits, Python-level guards,
+Landlock and seccomp (Linux), and parent supervision with process-tree kill and output caps.
+"""
 
 from pysandbox.__about__ import __version__
+from pysandbox._capabilities import Capabilities, LayerInfo
+from pysandbox._limits import Limits
+from pysandbox._result import RunResult, RunStatus
+from pysandbox.exceptions import (
+    IsolationUnavailable,
+    SandboxClosedError,
+    SandboxError,
+    SandboxSetupError,
+)
+from pysandbox.runner import Sandbox
 
-__all__ = ["__version__"]
+__all__ = [
+    "Capabilities",
+    "IsolationUnavailable",
+    "LayerInfo",
+    "Limits",
+    "RunResult",
+    "RunStatus",
+    "Sandbox",
+    "SandboxClosedError",
+    "SandboxError",
+    "SandboxSetupError",
+    "__version__",
+]

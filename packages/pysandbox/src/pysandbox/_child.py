@@ -1,0 +1,663 @@
+"""Bootstrap of the sandboxed child interpreter (standard library only).
+
+The parent starts ``python -I -S -X utf8 <this file> <fd>`` with ``subprocess`` (no
+``preexec_fn``, so no ``fork()`` of the threaded parent). This file reads its configuration from
+``fd`` (a ``marshal`` dump written by the parent, then closed), and applies the layers in order:
+
+1. resource limits (``setrlimit``);
+2. Landlock (``landlock_create_ruleset``/``add_rule``/``restrict_self`` via ``ctypes``);
+3. ``PR_SET_NO_NEW_PRIVS`` and the stacked seccomp filters the parent assembled;
+4. Python-level guards: the closure-based ``open()`` (also bound to ``io.open``), an audit hook
+   whose state is immutable, the import guard for the user's own imports and guarded
+   ``getattr``/``setattr``/``delattr``/``hasattr``;
+
+and then runs the user's code as ``__main__``. A layer that was asked for and cannot be applied
+ends the process with :data:`EXIT_SETUP_FAILED` before any user code runs.
+
+When imported (by the parent, or tests) this module only defines constants and functions.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import marshal
+import os
+import sys
+
+# The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["EXIT_MEMORY", "EXIT_SETUP_FAILED", "RESERVED_EXIT_CODES", "main"]
+
+#: Exit status meaning "the user's code raised MemoryError" (never reachable from user code).
+EXIT_MEMORY = 120
+#: Exit status meaning "a required isolation layer could not be applied"; nothing ran.
+EXIT_SETUP_FAILED = 121
+RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
+
+USER_FILENAME = "<sandbox>"
+_BOOT_FILE = __file__
+
+_AF_UNIX = 1
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class SandboxDenied(PermissionError, ValueError):
+    """Raised by the in-child guards. A ``ValueError`` too, so stdlib fallbacks still work.
+
+    ``typing``, ``collections.namedtuple``, ``enum`` and ``logging`` catch ``ValueError`` around
+    ``sys._getframe`` (for interpreters without it), so denying frame access stays harmless.
+    """
+
+
+def _fail(message: str) -> None:
+    try:
+        os.write(2, f"pysandbox: isolation setup failed: {message}\n".encode())
+    finally:
+        os._exit(EXIT_SETUP_FAILED)
+
+
+# --------------------------------------------------------------------------------------------
+# Layer 3: resource limits
+# --------------------------------------------------------------------------------------------
+def apply_rlimits(limits: list[tuple[int, int, int]]) -> None:
+    """Apply ``(resource, soft, hard)`` triples with ``setrlimit``."""
+    import resource
+
+    for which, soft, hard in limits:
+        resource.setrlimit(which, (soft, hard))
+
+
+# --------------------------------------------------------------------------------------------
+# Layer 5: Landlock and seccomp (ctypes, raw system calls)
+# --------------------------------------------------------------------------------------------
+def _libc() -> Any:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.prctl.restype = ctypes.c_int
+    return libc
+
+
+def _errno_text() -> str:
+    import ctypes
+
+    err = ctypes.get_errno()
+    return f"{os.strerror(err)} (errno {err})"
+
+
+def apply_landlock(libc: Any, plan: dict[str, Any]) -> None:
+    """Create the ruleset, add every path rule and restrict this thread (and its future ones)."""
+    import ctypes
+    import struct
+
+    abi = int(plan["abi"])
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    attr = struct.pack("=QQQ", plan["fs"], plan["net"], plan["scoped"])[:size]
+    syscall = libc.syscall
+    ruleset = syscall(444, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        _fail(f"landlock_create_ruleset: {_errno_text()}")
+    file_only = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
+    for path, rights in plan["rules"]:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # vanished since planning: nothing to grant
+        try:
+            # os.path, not pathlib: importing pathlib would cost every run ~2 ms.
+            mask = rights if os.path.isdir(path) else rights & file_only  # noqa: PTH112
+            if not mask:
+                continue
+            rule = struct.pack("=Qi", mask, fd)
+            if syscall(445, ruleset, 1, rule, ctypes.c_uint32(0)) < 0:
+                _fail(f"landlock_add_rule({path!r}): {_errno_text()}")
+        finally:
+            os.close(fd)
+    set_no_new_privs(libc)
+    if syscall(446, ruleset, ctypes.c_uint32(0)) < 0:
+        _fail(f"landlock_restrict_self: {_errno_text()}")
+    os.close(ruleset)
+
+
+def set_no_new_privs(libc: Any) -> None:
+    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: required for unprivileged Landlock and seccomp."""
+    import ctypes
+
+    ulong = ctypes.c_ulong
+    if libc.prctl(38, ulong(1), ulong(0), ulong(0), ulong(0)) != 0:
+        _fail(f"prctl(PR_SET_NO_NEW_PRIVS): {_errno_text()}")
+
+
+def patch_self_pid(code: bytes, placeholder: int, pid: int) -> bytes:
+    """Replace the pid placeholder in ``JEQ k`` instructions with this process's pid."""
+    import struct
+
+    out = bytearray(code)
+    for offset in range(0, len(out), 8):
+        op, jt, jf, k = struct.unpack_from("=HBBI", out, offset)
+        if op == 0x15 and k == placeholder:
+            struct.pack_into("=HBBI", out, offset, op, jt, jf, pid)
+    return bytes(out)
+
+
+def load_seccomp(libc: Any, filters: list[bytes], placeholder: int) -> None:
+    """Load the stacked classic-BPF filters with ``prctl(PR_SET_SECCOMP, MODE_FILTER)``."""
+    import ctypes
+    import struct
+
+    set_no_new_privs(libc)
+    pid = os.getpid()
+    for code in filters:
+        program = ctypes.create_string_buffer(patch_self_pid(code, placeholder, pid), len(code))
+        fprog = ctypes.create_string_buffer(
+            struct.pack("=H6xQ", len(code) // 8, ctypes.addressof(program)), 16
+        )
+        ulong = ctypes.c_ulong
+        rc = libc.prctl(22, ulong(2), ulong(ctypes.addressof(fprog)), ulong(0), ulong(0))
+        if rc != 0:
+            _fail(f"prctl(PR_SET_SECCOMP): {_errno_text()}")
+
+
+# --------------------------------------------------------------------------------------------
+# Layer 4: Python-level guards
+# --------------------------------------------------------------------------------------------
+def _within(path: str, roots: tuple[str, ...]) -> bool:
+    for root in roots:
+        if path == root or path.startswith(root if root.endswith("/") else root + "/"):
+            return True
+    return False
+
+
+def make_open(
+    real_open: Callable[..., Any],
+    realpath: Callable[[str], str],
+    workspace: str,
+    read_roots: tuple[str, ...],
+) -> Callable[..., Any]:
+    """The seed's closure factory: an ``open()`` confined to the workspace.
+
+    Writes are allowed beneath ``workspace`` only; reads beneath ``workspace`` or a read-only
+    root. Paths are resolved with ``realpath`` (symlinks included) before the check. File
+    descriptors (``int``) pass: the only ones open are stdio.
+    """
+    ws_roots = (workspace,)
+
+    def open(file: Any, mode: Any = "r", *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(file, int):
+            raw = os.fspath(file)
+            text = os.fsdecode(raw)
+            resolved = realpath(text)
+            writing = isinstance(mode, str) and any(c in mode for c in "wax+")
+            if not (_within(resolved, ws_roots) or (not writing and _within(resolved, read_roots))):
+                raise PermissionError(
+                    13, "sandbox: access outside the workspace is not permitted", text
+                )
+        return real_open(file, mode, *args, **kwargs)
+
+    return open
+
+
+_BLOCKED_EVENTS = frozenset(
+    {
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.fork",
+        "os.forkpty",
+        "os.killpg",
+        "os.putenv",
+        "os.unsetenv",
+        "os.chown",
+        "os.chflags",
+        "os.setxattr",
+        "os.removexattr",
+        "subprocess.Popen",
+        "pty.spawn",
+        "sys._getframe",
+        "sys._getframemodulename",
+        "sys._current_frames",
+        "sys._current_exceptions",
+        "sys.settrace",
+        "sys.setprofile",
+        "sys.addaudithook",
+        "sys.monitoring.register_callback",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+        "function.__new__",
+        "code.__new__",
+        "resource.setrlimit",
+        "resource.prlimit",
+        "socket.bind",
+        "socket.connect",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.gethostname",
+        "socket.sethostname",
+        "http.client.connect",
+        "urllib.Request",
+        "webbrowser.open",
+        "sqlite3.enable_load_extension",
+        "sqlite3.load_extension",
+        "shutil.chown",
+        "os.add_dll_directory",
+        "cpython.remote_debugger_script",
+    }
+)
+# Events whose first argument(s) are paths that will be modified.
+_WRITE_PATH_EVENTS = frozenset(
+    {
+        "os.chmod",
+        "os.mkdir",
+        "os.remove",
+        "os.rmdir",
+        "os.utime",
+        "os.truncate",
+        "shutil.rmtree",
+        "shutil.make_archive",
+        "shutil.unpack_archive",
+    }
+)
+_TWO_PATH_EVENTS = frozenset({"os.rename", "os.link", "shutil.copyfile", "shutil.copytree"})
+_READ_PATH_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir", "os.listxattr"})
+
+
+def make_audit_hook(
+    workspace: str,
+    read_roots: tuple[str, ...],
+    realpath: Callable[[str], str],
+    own_pid: int,
+) -> Callable[[str, tuple[Any, ...]], None]:
+    """Build the audit hook. All state is bound as immutable default arguments.
+
+    The hook applies the same file rule as Landlock (reads of the interpreter's files stay
+    allowed), and refuses process creation, sockets other than AF_UNIX ``socketpair``,
+    ``ctypes``, frame access, the ``gc`` object walkers, tracing and code construction.
+    """
+
+    def hook(
+        event: str,
+        args: tuple[Any, ...],
+        _blocked: frozenset[str] = _BLOCKED_EVENTS,
+        _write: frozenset[str] = _WRITE_PATH_EVENTS,
+        _two: frozenset[str] = _TWO_PATH_EVENTS,
+        _read: frozenset[str] = _READ_PATH_EVENTS,
+        _ws: tuple[str, ...] = (workspace,),
+        _ro: tuple[str, ...] = read_roots,
+        _realpath: Callable[[str], str] = realpath,
+        _within: Callable[[str, tuple[str, ...]], bool] = _within,
+        _denied: type[SandboxDenied] = SandboxDenied,
+        _pid: int = own_pid,
+        _flags: int = _WRITE_FLAGS,
+        _isinstance: Callable[[object, Any], bool] = isinstance,
+        _str: type[str] = str,
+        _int: type[int] = int,
+        _fsdecode: Callable[[Any], str] = os.fsdecode,
+        _fspath: Callable[[Any], Any] = os.fspath,
+    ) -> None:
+        if event == "open":
+            path, mode, flags = args
+            if path is None or _isinstance(path, _int):
+                return
+            text = _fsdecode(_fspath(path))
+            resolved = _realpath(text)
+            writing = (_isinstance(mode, _str) and any(c in mode for c in "wax+")) or bool(
+                _isinstance(flags, _int) and flags & _flags
+            )
+            if _within(resolved, _ws) or (not writing and _within(resolved, _ro)):
+                return
+            raise _denied(13, "sandbox: access outside the workspace is not permitted", text)
+        if event in _blocked or event.startswith("ctypes."):
+            raise _denied(1, f"sandbox: {event} is not permitted")
+        if event == "socket.__new__":
+            if args[1] != 1:  # only AF_UNIX (socketpair)
+                raise _denied(1, "sandbox: sockets are not permitted")
+            return
+        if event == "os.kill":
+            if args[0] not in (0, _pid):
+                raise _denied(1, "sandbox: signals to other processes are not permitted")
+            return
+        paths: tuple[Any, ...] = ()
+        if event in _write:
+            paths = (args[0],)
+        elif event in _two or event == "os.symlink":
+            paths = (args[1],) if event == "os.symlink" else (args[0], args[1])
+        elif event in _read:
+            path = args[0]
+            if path is None or _isinstance(path, _int):
+                return
+            resolved = _realpath(_fsdecode(_fspath(path)))
+            if _within(resolved, _ws) or _within(resolved, _ro):
+                return
+            raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
+        for path in paths:
+            if path is None or _isinstance(path, _int):
+                continue
+            resolved = _realpath(_fsdecode(_fspath(path)))
+            if not _within(resolved, _ws):
+                raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
+
+    return hook
+
+
+def module_allowed(name: str, allowed: frozenset[str], denied: frozenset[str]) -> bool:
+    """Whether user code may import ``name`` (astguard's rule, mirrored).
+
+    The longest listed prefix wins between ``allowed`` and ``denied``; a private component
+    (``_x``) is refused unless the prefix ending there is listed exactly in ``allowed``.
+    """
+    parts = name.split(".")
+    best_allowed = best_denied = 0
+    for end in range(1, len(parts) + 1):
+        part = parts[end - 1]
+        if not part.isidentifier():
+            return False
+        prefix = ".".join(parts[:end])
+        if prefix in allowed:
+            best_allowed = end
+        elif part.startswith("_"):
+            return False
+        if prefix in denied:
+            best_denied = end
+    return best_allowed > best_denied
+
+
+def make_import(
+    real_import: Callable[..., Any], allowed: frozenset[str], denied: frozenset[str]
+) -> Callable[..., Any]:
+    """The import guard bound into the user's builtins only (stdlib imports are unaffected)."""
+    module_type = type(sys)
+
+    def __import__(
+        name: Any,
+        globals: Any = None,
+        locals: Any = None,
+        fromlist: Any = (),
+        level: int = 0,
+    ) -> Any:
+        if level != 0:
+            raise ImportError("sandbox: relative imports are not permitted", name=name)
+        if not isinstance(name, str) or not module_allowed(name, allowed, denied):
+            raise ModuleNotFoundError(
+                f"sandbox: import of {name!r} is not permitted (not on the allow-list)",
+                name=str(name),
+            )
+        module = real_import(name, globals, locals, fromlist, level)
+        for item in fromlist or ():
+            value = getattr(module, item, None) if isinstance(item, str) else None
+            if isinstance(value, module_type) and not module_allowed(
+                value.__name__, allowed, denied
+            ):
+                raise ImportError(
+                    f"sandbox: {name}.{item} is a module that is not on the allow-list",
+                    name=name,
+                )
+        return module
+
+    return __import__
+
+
+_INTROSPECTION = frozenset(
+    {
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "f_trace",
+        "f_lineno",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "gi_running",
+        "cr_frame",
+        "cr_code",
+        "cr_await",
+        "cr_origin",
+        "ag_frame",
+        "ag_code",
+        "ag_await",
+        "tb_frame",
+        "tb_next",
+        "tb_lasti",
+        "co_code",
+        "co_consts",
+        "co_names",
+        "func_globals",
+        "func_code",
+        "mro",
+    }
+)
+
+
+def make_attr_guards(
+    allowed_dunders: frozenset[str],
+    allowed: frozenset[str],
+    denied: frozenset[str],
+) -> tuple[Callable[..., Any], Callable[..., None], Callable[..., None], Callable[..., bool]]:
+    """Guarded ``getattr``/``setattr``/``delattr``/``hasattr`` for the user's builtins.
+
+    Refused at run time: dunder names outside ``allowed_dunders``, frame/code/generator
+    internals, private names of modules, module values that are off the import allow-list,
+    and any attribute assignment on a module.
+    """
+    real_getattr, real_setattr, real_delattr = getattr, setattr, delattr
+    module_type = type(sys)
+    missing = object()
+
+    def refused(obj: object, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        if name.startswith("__") and name.endswith("__") and name not in allowed_dunders:
+            return True
+        if name in _INTROSPECTION:
+            return True
+        return isinstance(obj, module_type) and name.startswith("_")
+
+    def check_value(name: str, value: Any) -> Any:
+        if isinstance(value, module_type) and not module_allowed(
+            real_getattr(value, "__name__", ""), allowed, denied
+        ):
+            raise AttributeError(f"sandbox: attribute {name!r} is a module off the allow-list")
+        return value
+
+    def guarded_getattr(obj: object, name: str, default: Any = missing, /) -> Any:
+        if refused(obj, name):
+            raise AttributeError(f"sandbox: attribute {name!r} is not accessible")
+        if default is missing:
+            return check_value(name, real_getattr(obj, name))
+        return check_value(name, real_getattr(obj, name, default))
+
+    def guarded_hasattr(obj: object, name: str, /) -> bool:
+        if refused(obj, name):
+            return False
+        try:
+            guarded_getattr(obj, name)
+        except AttributeError:
+            return False
+        return True
+
+    def guarded_setattr(obj: object, name: str, value: Any, /) -> None:
+        if refused(obj, name) or isinstance(obj, module_type):
+            raise AttributeError(f"sandbox: setting attribute {name!r} is not permitted")
+        real_setattr(obj, name, value)
+
+    def guarded_delattr(obj: object, name: str, /) -> None:
+        if refused(obj, name) or isinstance(obj, module_type):
+            raise AttributeError(f"sandbox: deleting attribute {name!r} is not permitted")
+        real_delattr(obj, name)
+
+    guarded_getattr.__name__ = "getattr"
+    guarded_hasattr.__name__ = "hasattr"
+    guarded_setattr.__name__ = "setattr"
+    guarded_delattr.__name__ = "delattr"
+    return guarded_getattr, guarded_setattr, guarded_delattr, guarded_hasattr
+
+
+_REMOVED_BUILTINS = (
+    "exec",
+    "eval",
+    "compile",
+    "breakpoint",
+    "help",
+    "globals",
+    "locals",
+    "vars",
+    "memoryview",
+    "copyright",
+    "credits",
+    "license",
+    "exit",
+    "quit",
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Running the user's code
+# --------------------------------------------------------------------------------------------
+def _strip(te: Any) -> None:
+    """Remove this bootstrap's frames from a TracebackException and its chain, in place."""
+    import traceback
+
+    seen: set[int] = set()
+    stack = [te]
+    while stack:
+        current = stack.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.stack = traceback.StackSummary.from_list(
+            [frame for frame in current.stack if frame.filename != _BOOT_FILE]
+        )
+        stack.extend([current.__cause__, current.__context__])
+        stack.extend(getattr(current, "exceptions", None) or ())
+
+
+_SOURCE: list[str] = []
+
+
+def _print_exception(exc: BaseException) -> None:
+    try:
+        import linecache
+        import traceback
+
+        if _SOURCE:
+            lines = _SOURCE[0].splitlines(True)
+            linecache.cache[USER_FILENAME] = (len(_SOURCE[0]), None, lines, USER_FILENAME)
+
+        te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
+        _strip(te)
+        sys.stderr.write("".join(te.format()))
+    except BaseException:
+        try:  # noqa: SIM105 - contextlib would cost an import on every run
+            os.write(2, f"{type(exc).__name__}\n".encode())
+        except OSError:
+            pass
+
+
+def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
+    try:
+        exec(code_obj, user_ns)  # noqa: S102 - the point of the sandbox
+    except SystemExit as exc:
+        status = exc.code
+        if status is None:
+            return 0
+        if isinstance(status, int) and not isinstance(status, bool):
+            status &= 0xFF
+            return 1 if status in RESERVED_EXIT_CODES else status
+        try:  # noqa: SIM105
+            sys.stderr.write(f"{status}\n")
+        except Exception:  # noqa: S110
+            pass
+        return 1
+    except MemoryError as exc:
+        _print_exception(exc)
+        return EXIT_MEMORY
+    except BaseException as exc:
+        _print_exception(exc)
+        return 1
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    """Apply every configured layer, then run the user's code; returns the exit status."""
+    fd = int(argv[1])
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    cfg = marshal.loads(b"".join(chunks))  # noqa: S302 - written by our parent, same interpreter
+
+    workspace: str = cfg["workspace"]
+    read_roots = tuple(cfg["read_roots"])
+    sys.path[:] = [*sys.path, *cfg["sys_path"]]
+
+    apply_rlimits(cfg["rlimits"])
+
+    if cfg["landlock"] is not None or cfg["seccomp"] is not None:
+        libc = _libc()
+        if cfg["landlock"] is not None:
+            apply_landlock(libc, cfg["landlock"])
+        if cfg["seccomp"] is not None:
+            load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
+        del libc
+
+    source: str = cfg["code"]
+    _SOURCE.append(source)
+    try:
+        code_obj = compile(source, USER_FILENAME, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        _print_exception(exc)
+        return 1
+
+    allowed = frozenset(cfg["allowed_modules"])
+    denied = frozenset(cfg["denied_modules"])
+    realpath = os.path.realpath
+    guarded_open = make_open(io.open, realpath, workspace, read_roots)
+    g_get, g_set, g_del, g_has = make_attr_guards(
+        frozenset(cfg["allowed_dunders"]), allowed, denied
+    )
+    user_builtins = dict(builtins.__dict__)
+    for name in _REMOVED_BUILTINS:
+        user_builtins.pop(name, None)
+    user_builtins.update(
+        {
+            "open": guarded_open,
+            "__import__": make_import(builtins.__import__, allowed, denied),
+            "getattr": g_get,
+            "setattr": g_set,
+            "delattr": g_del,
+            "hasattr": g_has,
+        }
+    )
+    builtins.open = guarded_open
+    io.open = guarded_open
+
+    main_module = type(sys)("__main__")
+    user_ns = main_module.__dict__
+    user_ns["__builtins__"] = user_builtins
+    sys.modules["__main__"] = main_module
+
+    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid()))
+    status = _run_user_code(code_obj, user_ns)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: S110 - the parent may have closed the pipes
+        pass
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

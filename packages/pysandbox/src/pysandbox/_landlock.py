@@ -1,0 +1,219 @@
+"""Landlock (Linux 5.13+) constants, probing and rule planning for the child's bootstrap.
+
+The parent decides every rule; the child only opens the paths and issues the three system
+calls (``landlock_create_ruleset``, ``landlock_add_rule``, ``landlock_restrict_self``). Rights
+are masked to the running kernel's ABI version as the kernel documentation
+(``Documentation/userspace-api/landlock.rst``) prescribes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "LandlockPlan",
+    "fs_rights_for_abi",
+    "landlock_abi",
+    "plan",
+]
+
+SYS_CREATE_RULESET = 444
+SYS_ADD_RULE = 445
+SYS_RESTRICT_SELF = 446
+CREATE_RULESET_VERSION = 1
+
+# Filesystem rights (linux/landlock.h).
+EXECUTE = 1 << 0
+WRITE_FILE = 1 << 1
+READ_FILE = 1 << 2
+READ_DIR = 1 << 3
+REMOVE_DIR = 1 << 4
+REMOVE_FILE = 1 << 5
+MAKE_CHAR = 1 << 6
+MAKE_DIR = 1 << 7
+MAKE_REG = 1 << 8
+MAKE_SOCK = 1 << 9
+MAKE_FIFO = 1 << 10
+MAKE_BLOCK = 1 << 11
+MAKE_SYM = 1 << 12
+REFER = 1 << 13  # ABI 2
+TRUNCATE = 1 << 14  # ABI 3
+IOCTL_DEV = 1 << 15  # ABI 5
+
+FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
+
+# Network rights (ABI 4) and scopes (ABI 6).
+NET_BIND_TCP = 1 << 0
+NET_CONNECT_TCP = 1 << 1
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+SCOPE_SIGNAL = 1 << 1
+
+READ_ONLY = READ_FILE | READ_DIR
+#: The workspace: everything except creating FIFOs, sockets and device nodes, and executing.
+READ_WRITE = (
+    WRITE_FILE
+    | READ_FILE
+    | READ_DIR
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
+
+_NAMES = {
+    EXECUTE: "execute",
+    WRITE_FILE: "write_file",
+    READ_FILE: "read_file",
+    READ_DIR: "read_dir",
+    REMOVE_DIR: "remove_dir",
+    REMOVE_FILE: "remove_file",
+    MAKE_CHAR: "make_char",
+    MAKE_DIR: "make_dir",
+    MAKE_REG: "make_reg",
+    MAKE_SOCK: "make_sock",
+    MAKE_FIFO: "make_fifo",
+    MAKE_BLOCK: "make_block",
+    MAKE_SYM: "make_sym",
+    REFER: "refer",
+    TRUNCATE: "truncate",
+    IOCTL_DEV: "ioctl_dev",
+}
+
+#: Files outside the interpreter's tree that Python itself may read after confinement.
+SYSTEM_FILES: tuple[str, ...] = (
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/dev/urandom",
+)
+#: Read-only system library trees (shared libraries, zoneinfo).
+SYSTEM_DIRS: tuple[str, ...] = ("/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/share/zoneinfo")
+
+
+def fs_rights_for_abi(abi: int) -> int:
+    """All filesystem rights the given Landlock ABI version knows (the ``handled_access_fs``).
+
+    Args:
+        abi: Landlock ABI version (1 or more).
+
+    Returns:
+        Bit mask of ``LANDLOCK_ACCESS_FS_*`` rights.
+    """
+    rights = (1 << 13) - 1
+    if abi >= 2:
+        rights |= REFER
+    if abi >= 3:
+        rights |= TRUNCATE
+    if abi >= 5:
+        rights |= IOCTL_DEV
+    return rights
+
+
+def rights_names(mask: int) -> list[str]:
+    """Names of the rights set in ``mask``, lowest bit first."""
+    return [name for bit, name in _NAMES.items() if mask & bit]
+
+
+_abi_cache: list[int] = []
+
+
+def landlock_abi() -> int:
+    """Probe the kernel's Landlock ABI version without restricting anything.
+
+    Returns:
+        The ABI version, or 0 when Landlock is unavailable (not Linux, disabled, or blocked).
+    """
+    if _abi_cache:
+        return _abi_cache[0]
+    abi = 0
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            abi = max(0, int(libc.syscall(SYS_CREATE_RULESET, None, 0, CREATE_RULESET_VERSION)))
+        except (OSError, AttributeError):  # pragma: no cover - exotic libc
+            abi = 0
+    _abi_cache.append(abi)
+    return abi
+
+
+@dataclass(frozen=True)
+class LandlockPlan:
+    """Everything the child needs to build and enforce its ruleset.
+
+    Attributes:
+        abi: Kernel ABI version the plan targets.
+        handled_fs: ``handled_access_fs`` mask.
+        handled_net: ``handled_access_net`` mask (0 below ABI 4).
+        scoped: ``scoped`` mask (0 below ABI 6).
+        rules: ``(path, rights)`` pairs; a rule for a non-directory is masked to file rights
+            by the child.
+    """
+
+    abi: int
+    handled_fs: int
+    handled_net: int
+    scoped: int
+    rules: tuple[tuple[str, int], ...]
+
+    def to_wire(self) -> dict[str, object]:
+        """Encode for the child's configuration (``marshal``-compatible types only)."""
+        return {
+            "abi": self.abi,
+            "fs": self.handled_fs,
+            "net": self.handled_net,
+            "scoped": self.scoped,
+            "rules": [list(rule) for rule in self.rules],
+        }
+
+    def describe(self) -> dict[str, object]:
+        """A JSON-compatible description for the capability report."""
+        return {
+            "abi": self.abi,
+            "handled_fs": rights_names(self.handled_fs),
+            "tcp_denied": bool(self.handled_net),
+            "scoped": {
+                "abstract_unix_socket": bool(self.scoped & SCOPE_ABSTRACT_UNIX_SOCKET),
+                "signal": bool(self.scoped & SCOPE_SIGNAL),
+            },
+            "rules": [{"path": path, "rights": rights_names(mask)} for path, mask in self.rules],
+        }
+
+
+def plan(abi: int, *, workspace: str, read_only: tuple[str, ...]) -> LandlockPlan:
+    """Compute the ruleset for one sandbox.
+
+    Args:
+        abi: Kernel ABI version (from :func:`landlock_abi`), at least 1.
+        workspace: Real path of the workspace (read-write without FIFO/socket/device creation).
+        read_only: Real paths granted read-only (interpreter, standard library, extra paths);
+            paths that do not exist are skipped.
+
+    Returns:
+        The plan, with rights masked to ``abi``.
+    """
+    handled = fs_rights_for_abi(abi)
+    rules: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    candidates = [*read_only, *SYSTEM_DIRS, *SYSTEM_FILES]
+    for path in candidates:
+        real = os.path.realpath(path)
+        if real in seen or not Path(real).exists():
+            continue
+        seen.add(real)
+        rules.append((real, READ_ONLY & handled))
+    rules.append(("/dev/null", (READ_FILE | WRITE_FILE) & handled))
+    rules.append((workspace, READ_WRITE & handled))
+    return LandlockPlan(
+        abi=abi,
+        handled_fs=handled,
+        handled_net=(NET_BIND_TCP | NET_CONNECT_TCP) if abi >= 4 else 0,
+        scoped=(SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0,
+        rules=tuple(rules),
+    )

@@ -1,0 +1,109 @@
+"""Outcome of one sandboxed run."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["RunResult", "RunStatus"]
+
+
+class RunStatus(str, enum.Enum):
+    """How a run ended, decided by the parent from what it observed.
+
+    The values and meanings are those of the status table in ``DESIGN.md``.
+    """
+
+    #: Exit code 0.
+    OK = "ok"
+    #: Non-zero exit from an exception in user code (including ``PermissionError`` from a
+    #: confinement layer and ``OSError(EFBIG)`` from the file-size limit).
+    ERROR = "error"
+    #: The static checker refused the code; nothing ran.
+    REJECTED = "rejected"
+    #: The wall-clock deadline or the CPU-time limit ended the run.
+    TIMEOUT = "timeout"
+    #: ``MemoryError`` under the memory limit, or a kill the parent attributes to memory.
+    MEMORY_LIMIT = "memory_limit"
+    #: stdout or stderr passed its cap and the run was stopped.
+    OUTPUT_LIMIT = "output_limit"
+    #: The workspace passed its byte or file-count limit and the run was stopped.
+    DISK_LIMIT = "disk_limit"
+    #: Any other signal (a crash, a seccomp kill, a cancelled run).
+    KILLED = "killed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def violation_to_dict(violation: object) -> dict[str, Any]:
+    """Convert an astguard ``Violation`` (or a mapping) to a JSON-compatible dict."""
+    if isinstance(violation, Mapping):
+        return {str(k): v for k, v in violation.items()}
+    if dataclasses.is_dataclass(violation) and not isinstance(violation, type):
+        return {
+            field.name: getattr(violation, field.name) for field in dataclasses.fields(violation)
+        }
+    keys = ("rule_id", "message", "line", "col", "end_line", "end_col")
+    return {key: getattr(violation, key, None) for key in keys}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The result of :meth:`pysandbox.Sandbox.run`.
+
+    Attributes:
+        status: How the run ended (see :class:`RunStatus`).
+        exit_code: Exit status of the child when it exited normally, else ``None``.
+        signal: Number of the signal that ended the child, else ``None``.
+        stdout: Captured standard output, decoded as UTF-8 with ``backslashreplace``.
+        stderr: Captured standard error (user tracebacks without the bootstrap's frames).
+        stdout_truncated: stdout passed ``Limits.output_bytes`` and was cut there.
+        stderr_truncated: stderr passed ``Limits.output_bytes`` and was cut there.
+        duration_ms: Wall-clock time from start of the child to its end, in milliseconds.
+        cpu_time_ms: User plus system CPU time of the child (``wait4``), in milliseconds.
+        peak_memory_bytes: Peak resident set size of the child (``wait4`` ``ru_maxrss``), bytes.
+        violations: The static checker's findings (non-empty when ``status`` is ``rejected``).
+        layers: Names of the isolation layers that were active for this run.
+        detail: One human sentence about the outcome (which limit tripped, ...), or ``""``.
+    """
+
+    status: RunStatus
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_ms: float = 0.0
+    cpu_time_ms: float = 0.0
+    peak_memory_bytes: int = 0
+    violations: tuple[Any, ...] = ()
+    layers: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the status is ``ok``."""
+        return self.status is RunStatus.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the result as JSON-compatible data (violations as dicts)."""
+        return {
+            "status": self.status.value,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "stdout_truncated": self.stdout_truncated,
+            "stderr_truncated": self.stderr_truncated,
+            "duration_ms": self.duration_ms,
+            "cpu_time_ms": self.cpu_time_ms,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "violations": [violation_to_dict(v) for v in self.violations],
+            "layers": list(self.layers),
+            "detail": self.detail,
+        }

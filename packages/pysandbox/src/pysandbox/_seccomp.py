@@ -1,0 +1,407 @@
+"""seccomp-bpf filters assembled in pure Python (no libseccomp).
+
+The parent builds the programs once; the child's bootstrap loads them with
+``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` after ``PR_SET_NO_NEW_PRIVS``. Two filters are
+stacked: the main deny-list (sockets, process creation, cross-process calls, kernel attack
+surface) and a second one that denies ``execve``/``execveat`` once the interpreter is running.
+
+The filters follow ``seccomp(2)`` and ``Documentation/userspace-api/seccomp_filter.rst``: the
+architecture is checked first (anything but x86-64 is killed, which also covers the i386
+``int 0x80`` entry), x32 system-call numbers are refused, and every rule returns
+``SECCOMP_RET_ERRNO`` so user code sees an ordinary ``OSError``.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+from dataclasses import dataclass
+
+__all__ = [
+    "PID_PLACEHOLDER",
+    "SeccompProgram",
+    "build_filters",
+    "denied_rules",
+    "machine_supported",
+]
+
+# --- BPF opcodes (linux/bpf_common.h) ---------------------------------------------------------
+_LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_RET_K = 0x06  # BPF_RET | BPF_K
+
+# --- seccomp return values (linux/seccomp.h) --------------------------------------------------
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+RET_ALLOW = 0x7FFF0000
+
+AUDIT_ARCH_X86_64 = 0xC000003E
+X32_SYSCALL_BIT = 0x40000000
+
+#: Stand-in for the child's own pid; the child patches it in before loading (``os.getpid()``).
+PID_PLACEHOLDER = 0x7FFFFFFE  # above any pid_max (2**22); never -1
+
+# struct seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]; }
+_OFF_NR = 0
+_OFF_ARCH = 4
+
+
+def _arg_lo(index: int) -> int:
+    """Offset of the low 32 bits of syscall argument ``index`` (little-endian)."""
+    return 16 + 8 * index
+
+
+# x86-64 system-call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
+NR: dict[str, int] = {
+    "socket": 41,
+    "connect": 42,
+    "bind": 49,
+    "listen": 50,
+    "socketpair": 53,
+    "clone": 56,
+    "fork": 57,
+    "vfork": 58,
+    "execve": 59,
+    "kill": 62,
+    "ptrace": 101,
+    "syslog": 103,
+    "personality": 135,
+    "setpriority": 141,
+    "sched_setparam": 142,
+    "sched_setscheduler": 144,
+    "modify_ldt": 154,
+    "pivot_root": 155,
+    "chroot": 161,
+    "acct": 163,
+    "mount": 165,
+    "umount2": 166,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "iopl": 172,
+    "ioperm": 173,
+    "init_module": 175,
+    "delete_module": 176,
+    "quotactl": 179,
+    "tkill": 200,
+    "sched_setaffinity": 203,
+    "kexec_load": 246,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "ioprio_set": 251,
+    "migrate_pages": 256,
+    "unshare": 272,
+    "move_pages": 279,
+    "tgkill": 234,
+    "rt_sigqueueinfo": 129,
+    "rt_tgsigqueueinfo": 297,
+    "perf_event_open": 298,
+    "prlimit64": 302,
+    "name_to_handle_at": 303,
+    "open_by_handle_at": 304,
+    "setns": 308,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "kcmp": 312,
+    "finit_module": 313,
+    "sched_setattr": 314,
+    "kexec_file_load": 320,
+    "bpf": 321,
+    "execveat": 322,
+    "userfaultfd": 323,
+    "pidfd_send_signal": 424,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "pidfd_open": 434,
+    "clone3": 435,
+    "pidfd_getfd": 438,
+    "process_madvise": 440,
+    "mount_setattr": 442,
+    "quotactl_fd": 443,
+    "process_mrelease": 448,
+    "statmount": 457,
+    "listmount": 458,
+}
+
+#: Denied outright with EPERM (kernel attack surface, namespaces, mounts, other processes).
+_DENY_ALWAYS: tuple[str, ...] = (
+    "socket",
+    "connect",
+    "bind",
+    "listen",
+    "fork",
+    "vfork",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_getfd",
+    "pidfd_send_signal",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "unshare",
+    "setns",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "open_tree",
+    "move_mount",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "statmount",
+    "listmount",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "syslog",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "personality",
+    "modify_ldt",
+    "iopl",
+    "ioperm",
+    "migrate_pages",
+    "move_pages",
+    "tkill",
+)
+
+#: Allowed only when the given argument (a pid) is 0 or the caller's own pid.
+_SELF_ONLY: tuple[tuple[str, int], ...] = (
+    ("prlimit64", 0),
+    ("sched_setaffinity", 0),
+    ("sched_setscheduler", 0),
+    ("sched_setparam", 0),
+    ("sched_setattr", 0),
+    ("kill", 0),
+    ("tgkill", 0),
+    ("rt_sigqueueinfo", 0),
+    ("rt_tgsigqueueinfo", 0),
+)
+
+_CLONE_THREAD = 0x00010000
+_AF_UNIX = 1
+_PRIO_PROCESS = 0
+_IOPRIO_WHO_PROCESS = 1
+
+
+@dataclass(frozen=True)
+class SeccompProgram:
+    """One assembled classic-BPF program.
+
+    Attributes:
+        name: What the filter is for (``"main"`` or ``"exec"``).
+        code: The ``struct sock_filter`` array, 8 bytes per instruction, native byte order.
+        rules: Human-readable list of what the filter denies (for the capability report).
+    """
+
+    name: str
+    code: bytes
+    rules: tuple[str, ...]
+
+    @property
+    def length(self) -> int:
+        """Number of BPF instructions."""
+        return len(self.code) // 8
+
+
+class _Asm:
+    """A tiny assembler for classic BPF with forward labels (jumps are 8-bit relative)."""
+
+    def __init__(self) -> None:
+        self.ins: list[tuple[int, int | str, int | str, int]] = []
+        self.labels: dict[str, int] = {}
+
+    def label(self, name: str) -> None:
+        self.labels[name] = len(self.ins)
+
+    def ld(self, offset: int) -> None:
+        self.ins.append((_LD_W_ABS, 0, 0, offset))
+
+    def jmp(self, op: int, k: int, jt: int | str, jf: int | str) -> None:
+        self.ins.append((op, jt, jf, k))
+
+    def ret(self, value: int) -> None:
+        self.ins.append((_RET_K, 0, 0, value))
+
+    def assemble(self) -> bytes:
+        out = bytearray()
+        for index, (code, jt, jf, k) in enumerate(self.ins):
+            rel = [self._rel(index, target) for target in (jt, jf)]
+            out += struct.pack("=HBBI", code, rel[0], rel[1], k & 0xFFFFFFFF)
+        return bytes(out)
+
+    def _rel(self, index: int, target: int | str) -> int:
+        if isinstance(target, int):
+            return target
+        offset = self.labels[target] - index - 1
+        if not 0 <= offset <= 255:  # pragma: no cover - a programming error in this module
+            raise ValueError(f"BPF jump to {target!r} out of range ({offset})")
+        return offset
+
+
+def machine_supported(machine: str | None = None) -> bool:
+    """Whether filters can be built for this CPU architecture (x86-64 only, for now).
+
+    Args:
+        machine: ``platform.machine()`` value to check; the running machine when ``None``.
+
+    Returns:
+        True on x86-64.
+    """
+    return (machine or platform.machine()).lower() in {"x86_64", "amd64"}
+
+
+def _header(asm: _Asm) -> None:
+    asm.ld(_OFF_ARCH)
+    asm.jmp(_JEQ_K, AUDIT_ARCH_X86_64, 1, 0)
+    asm.ret(RET_KILL_PROCESS)
+    asm.ld(_OFF_NR)
+    asm.jmp(_JGE_K, X32_SYSCALL_BIT, 0, 1)
+    asm.ret(RET_ERRNO | errno.EPERM)
+
+
+def _build_main() -> SeccompProgram:
+    asm = _Asm()
+    _header(asm)
+    eperm = RET_ERRNO | errno.EPERM
+    # A holds the syscall number between rule blocks; every block ends in a return.
+    for position, name in enumerate(_DENY_ALWAYS):
+        nxt = f"always{position}"
+        asm.jmp(_JEQ_K, NR[name], 0, nxt)
+        asm.ret(eperm)
+        asm.label(nxt)
+    # clone3 keeps its flags in memory, out of seccomp's reach: ENOSYS makes glibc fall back
+    # to clone(2), whose flags we can inspect.
+    asm.jmp(_JEQ_K, NR["clone3"], 0, "after_clone3")
+    asm.ret(RET_ERRNO | errno.ENOSYS)
+    asm.label("after_clone3")
+    # clone without CLONE_THREAD creates a process: refuse; threads stay possible.
+    asm.jmp(_JEQ_K, NR["clone"], 0, "after_clone")
+    asm.ld(_arg_lo(0))
+    asm.jmp(_JSET_K, _CLONE_THREAD, 0, 1)
+    asm.ret(RET_ALLOW)
+    asm.ret(eperm)
+    asm.label("after_clone")
+    # socketpair only for AF_UNIX (asyncio's self-pipe).
+    asm.jmp(_JEQ_K, NR["socketpair"], 0, "after_socketpair")
+    asm.ld(_arg_lo(0))
+    asm.jmp(_JEQ_K, _AF_UNIX, 0, 1)
+    asm.ret(RET_ALLOW)
+    asm.ret(eperm)
+    asm.label("after_socketpair")
+    # setpriority(which, who, prio) and ioprio_set(which, who, ioprio): only on the caller.
+    for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
+        _self_block(asm, name, which_arg_value=which, pid_arg=1, zero_is_self=True)
+    for name, arg in _SELF_ONLY:
+        _self_block(
+            asm,
+            name,
+            which_arg_value=None,
+            pid_arg=arg,
+            zero_is_self=name not in {"tgkill", "rt_tgsigqueueinfo"},
+        )
+    asm.ret(RET_ALLOW)
+    return SeccompProgram("main", asm.assemble(), denied_rules()[:-1])
+
+
+def _self_block(
+    asm: _Asm, name: str, *, which_arg_value: int | None, pid_arg: int, zero_is_self: bool
+) -> None:
+    """Allow ``name`` only when its pid argument is 0 (the caller) or the caller's own pid.
+
+    With ``which_arg_value`` set, argument 0 must also equal it (``PRIO_PROCESS``,
+    ``IOPRIO_WHO_PROCESS``): the group and user forms would reach other processes.
+    """
+    skip, allow, deny = f"skip_{name}", f"allow_{name}", f"deny_{name}"
+    asm.jmp(_JEQ_K, NR[name], 0, skip)
+    if which_arg_value is not None:
+        asm.ld(_arg_lo(0))
+        asm.jmp(_JEQ_K, which_arg_value, 0, deny)
+    asm.ld(_arg_lo(pid_arg))
+    if zero_is_self:
+        asm.jmp(_JEQ_K, 0, allow, 0)
+    asm.jmp(_JEQ_K, PID_PLACEHOLDER, allow, deny)
+    asm.label(deny)
+    asm.ret(RET_ERRNO | errno.EPERM)
+    asm.label(allow)
+    asm.ret(RET_ALLOW)
+    asm.label(skip)
+
+
+def _build_exec() -> SeccompProgram:
+    asm = _Asm()
+    _header(asm)
+    asm.jmp(_JEQ_K, NR["execve"], 1, 0)
+    asm.jmp(_JEQ_K, NR["execveat"], 0, 1)
+    asm.ret(RET_ERRNO | errno.EPERM)
+    asm.ret(RET_ALLOW)
+    return SeccompProgram("exec", asm.assemble(), ("execve/execveat after start",))
+
+
+def denied_rules() -> tuple[str, ...]:
+    """Describe every rule of the stacked filters, for the capability report.
+
+    Returns:
+        One string per rule, in filter order.
+    """
+    return (
+        "non-x86_64 architectures (incl. i386 int 0x80): kill process",
+        "x32 system calls: EPERM",
+        *(f"{name}: EPERM" for name in _DENY_ALWAYS),
+        "clone3: ENOSYS (glibc falls back to clone)",
+        "clone without CLONE_THREAD (fork): EPERM",
+        "socketpair unless AF_UNIX: EPERM",
+        "setpriority unless PRIO_PROCESS on self: EPERM",
+        "ioprio_set unless IOPRIO_WHO_PROCESS on self: EPERM",
+        *(f"{name} unless aimed at self: EPERM" for name, _ in _SELF_ONLY),
+        "execve/execveat after start (second stacked filter): EPERM",
+    )
+
+
+def build_filters() -> tuple[SeccompProgram, ...]:
+    """Assemble the stacked filters, to be loaded in this order.
+
+    Returns:
+        ``(main, exec)`` programs.
+
+    Raises:
+        OSError: The CPU architecture is not supported (see :func:`machine_supported`).
+    """
+    if not machine_supported():
+        raise OSError(
+            errno.ENOSYS, f"seccomp filters are built for x86-64 only, not {platform.machine()}"
+        )
+    return (_build_main(), _build_exec())

@@ -1,0 +1,564 @@
+"""The :class:`Sandbox`: run untrusted Python in a confined child interpreter."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import marshal
+import math
+import os
+import pathlib
+import re
+import resource
+import secrets
+import signal
+import sys
+import sysconfig
+import threading
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import Any
+
+from pysandbox import _child, _gate, _landlock, _seccomp
+from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, probe_kernel
+from pysandbox._limits import Limits
+from pysandbox._result import RunResult, RunStatus
+from pysandbox._supervisor import Outcome, Supervisor, workspace_usage
+from pysandbox.exceptions import (
+    IsolationUnavailable,
+    SandboxClosedError,
+    SandboxSetupError,
+)
+
+__all__ = ["Sandbox"]
+
+_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_ENV_PASSTHROUGH = ("TZ",)
+_MARKER_NAME = "PYSANDBOX_RUN"
+SOURCE_RULE_ID = "PS001"
+#: The bootstrap, run by path: with -I the script's directory is not put on sys.path.
+_CHILD_SCRIPT = str(pathlib.Path(_child.__file__).resolve())
+
+
+def _stdlib_roots() -> tuple[str, ...]:
+    roots = {os.path.realpath(sysconfig.get_paths()["stdlib"])}
+    for entry in sys.path:
+        if entry and "lib-dynload" in entry:
+            roots.add(os.path.realpath(entry))
+    return tuple(sorted(roots))
+
+
+def _forbidden_workspaces() -> list[pathlib.Path]:
+    homes = {pathlib.Path.home()}
+    with contextlib.suppress(KeyError, ImportError):
+        import pwd
+
+        homes.add(pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir))
+    return [pathlib.Path(os.path.realpath(h)) for h in homes]
+
+
+def _overlaps(a: str, b: str) -> bool:
+    pa, pb = pathlib.PurePosixPath(a), pathlib.PurePosixPath(b)
+    return pa == pb or pa in pb.parents or pb in pa.parents
+
+
+class Sandbox:
+    """Run untrusted Python code confined to one workspace directory.
+
+    Layers, outermost first: the astguard AST gate; a fresh ``python -I -S`` child in its own
+    session with a clean environment; rlimits; Python-level guards (confined ``open()``, an
+    audit hook, an import guard, guarded attribute builtins); Landlock and seccomp (Linux);
+    parent supervision (deadline, output caps, workspace size, process-tree kill).
+
+    Args:
+        workspace: Existing directory the code may read and write (its current directory).
+            Refused: ``/``, a home directory, or anything overlapping the interpreter, the
+            standard library or a read-only path.
+        limits: Resource limits (see :class:`~pysandbox.Limits`).
+        policy: An ``astguard.Policy``; ``None`` for astguard's safe default.
+        require: Kernel layers without which :meth:`run` refuses with
+            :class:`~pysandbox.IsolationUnavailable`. ``require=()`` accepts Python-level
+            isolation and rlimits only: UNSAFE against hostile code.
+        extra_modules: Importable modules beyond the policy (added to the allow-list; their
+            installation directory becomes importable and read-only readable).
+        extra_read_paths: Extra paths the code may read (read-only).
+        kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
+            comparison run only). rlimits and Python-level guards stay on.
+
+    Raises:
+        ValueError: The workspace or an argument is invalid.
+        TypeError: An argument has the wrong type.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str],
+        *,
+        limits: Limits | None = None,
+        policy: Any | None = None,
+        require: Iterable[str] = ("landlock", "seccomp"),
+        extra_modules: Iterable[str] = (),
+        extra_read_paths: Iterable[str | os.PathLike[str]] = (),
+        kernel_layers: bool = True,
+    ) -> None:
+        self._limits = limits if limits is not None else Limits()
+        if not isinstance(self._limits, Limits):
+            raise TypeError(f"limits must be a pysandbox.Limits, not {type(limits).__name__}")
+        if isinstance(require, str):
+            raise TypeError("require must be an iterable of layer names, not a string")
+        self._require = tuple(dict.fromkeys(require))
+        unknown = [name for name in self._require if name not in KERNEL_LAYERS]
+        if unknown:
+            raise ValueError(
+                f"unknown layer(s) in require: {unknown}; known: {list(KERNEL_LAYERS)}"
+            )
+        if not isinstance(kernel_layers, bool):
+            raise TypeError("kernel_layers must be a bool")
+        self._kernel_layers = kernel_layers
+        self._workspace = self._validate_workspace(workspace)
+        self._extra_modules = tuple(self._validate_module(name) for name in extra_modules)
+        self._sys_path, module_roots = self._locate_modules(self._extra_modules)
+        extra_paths = []
+        for path in extra_read_paths:
+            real = os.path.realpath(os.fspath(path))
+            if not pathlib.Path(real).exists():
+                raise ValueError(f"extra_read_paths: {os.fspath(path)!r} does not exist")
+            extra_paths.append(real)
+        self._read_roots = tuple(
+            dict.fromkeys([*_stdlib_roots(), *module_roots, *extra_paths, *_landlock.SYSTEM_DIRS])
+        )
+        for root in (
+            *self._read_roots,
+            os.path.realpath(sys.prefix),
+            os.path.realpath(sys.base_prefix),
+        ):
+            if _overlaps(self._workspace, os.path.realpath(root)):
+                raise ValueError(
+                    f"workspace {self._workspace!r} overlaps {root!r} (interpreter, library or "
+                    "read-only path): choose a dedicated directory"
+                )
+        self._policy = _gate.runtime_policy(policy, self._extra_modules)
+        self._rules = _gate.module_rules(self._policy)
+        self._closed = False
+        self._run_lock = threading.Lock()
+        self._active: set[Supervisor] = set()
+        self._active_lock = threading.Lock()
+        self._landlock_plan: _landlock.LandlockPlan | None = None
+        self._filters: tuple[_seccomp.SeccompProgram, ...] | None = None
+        self._caps: Capabilities | None = None
+
+    # -- validation --
+    @staticmethod
+    def _validate_workspace(workspace: str | os.PathLike[str]) -> str:
+        raw: object = os.fspath(workspace)
+        if not isinstance(raw, str) or not raw:
+            raise TypeError("workspace must be a non-empty str or os.PathLike[str]")
+        real = os.path.realpath(raw)
+        if not pathlib.Path(real).is_dir():
+            raise ValueError(f"workspace {raw!r} is not an existing directory")
+        if real == "/":
+            raise ValueError("workspace must not be the root directory")
+        for home in _forbidden_workspaces():
+            if real == str(home):
+                raise ValueError(f"workspace must not be a home directory ({real})")
+        for system in ("/usr", "/etc", "/proc", "/sys", "/dev", "/bin", "/sbin", "/lib", "/boot"):
+            sys_real = os.path.realpath(system)
+            if real == sys_real or real.startswith(sys_real + "/"):
+                raise ValueError(
+                    f"workspace must not be or lie under the system directory {system}"
+                )
+        return real
+
+    @staticmethod
+    def _validate_module(name: object) -> str:
+        if not isinstance(name, str) or not _MODULE_NAME.match(name):
+            raise ValueError(f"extra_modules: {name!r} is not a dotted module name")
+        return name
+
+    @staticmethod
+    def _locate_modules(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        stdlib = _stdlib_roots()
+        sys_path: list[str] = []
+        roots: list[str] = []
+        for name in names:
+            top = name.split(".")[0]
+            spec = importlib.util.find_spec(top)
+            if spec is None:
+                raise ValueError(f"extra_modules: module {top!r} is not installed")
+            if spec.submodule_search_locations:
+                location = os.path.realpath(next(iter(spec.submodule_search_locations)))
+                entry = str(pathlib.Path(location).parent)
+            elif spec.origin and pathlib.Path(spec.origin).is_absolute():
+                location = os.path.realpath(spec.origin)
+                entry = str(pathlib.Path(location).parent)
+            else:
+                continue  # built-in or frozen: importable already
+            if any(_overlaps(entry, root) and entry.startswith(root) for root in stdlib):
+                continue
+            sys_path.append(entry)
+            roots.append(location)
+        return tuple(dict.fromkeys(sys_path)), tuple(dict.fromkeys(roots))
+
+    # -- public API --
+    @property
+    def workspace(self) -> str:
+        """The workspace's real path."""
+        return self._workspace
+
+    @property
+    def limits(self) -> Limits:
+        """The limits applied to every run."""
+        return self._limits
+
+    def capabilities(self) -> Capabilities:
+        """Report every layer: available, active for this sandbox, and details.
+
+        Returns:
+            The capability report (cached after the first call).
+        """
+        if self._caps is None:
+            self._caps = self._build_capabilities()
+        return self._caps
+
+    def _build_capabilities(self) -> Capabilities:
+        probe = probe_kernel()
+        lim = self._limits
+        layers: list[LayerInfo] = []
+
+        def add(name: str, available: bool, active: bool, reason: str = "", **details: Any) -> None:
+            layers.append(LayerInfo(name, available, active, MappingProxyType(details), reason))
+
+        add("ast_gate", True, True, checker="astguard")
+        add(
+            "isolated_interpreter",
+            True,
+            True,
+            argv=[sys.executable, "-I", "-S", "-X", "utf8"],
+            stdin="/dev/null",
+            new_session=True,
+            env_allow_list=["PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH],
+        )
+        add(
+            "rlimits",
+            True,
+            True,
+            cpu_time_s=lim.cpu_time_s,
+            data_bytes=lim.memory_bytes,
+            address_space_bytes=2 * lim.memory_bytes,
+            file_size_bytes=lim.file_size_bytes,
+            open_files=lim.open_files,
+            core_bytes=0,
+            nproc="not set: the child shares the caller's uid; seccomp denies process creation",
+        )
+        add("open_guard", True, True, workspace=self._workspace)
+        add("audit_hook", True, True, immutable_state=True)
+        add("import_guard", True, True, allowed_modules=sorted(self._rules.allowed))
+        add("attribute_guard", True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
+        off = "" if self._kernel_layers else "kernel layers switched off (kernel_layers=False)"
+        ll_active = probe.landlock_abi > 0 and self._kernel_layers
+        ll_details: dict[str, Any] = {"abi": probe.landlock_abi}
+        if probe.landlock_abi > 0:
+            ll_details.update(self._plan().describe())
+        add(
+            "landlock",
+            probe.landlock_abi > 0,
+            ll_active,
+            probe.landlock_reason or off,
+            **ll_details,
+        )
+        sc_active = probe.seccomp and self._kernel_layers
+        sc_details: dict[str, Any] = {"already_filtered": probe.already_filtered}
+        if probe.seccomp:
+            filters = self._seccomp_filters()
+            sc_details.update(
+                filters=[{"name": f.name, "instructions": f.length} for f in filters],
+                rules=list(_seccomp.denied_rules()),
+            )
+        add("seccomp", probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)
+        add(
+            "no_new_privs",
+            probe.seccomp or probe.landlock_abi > 0,
+            ll_active or sc_active,
+            "" if (ll_active or sc_active) else "set only together with a kernel layer",
+        )
+        add(
+            "supervision",
+            True,
+            True,
+            wall_clock_s=lim.timeout_s,
+            output_bytes_per_stream=lim.output_bytes,
+            workspace_bytes=lim.workspace_bytes,
+            workspace_files=lim.workspace_files,
+        )
+        tree_kill = "killpg+sweep(session,env-marker)"
+        if sc_active:
+            tree_kill += "; process creation denied by seccomp"
+        return Capabilities(
+            platform=f"{sys.platform}/{os.uname().machine if hasattr(os, 'uname') else '?'}",
+            python=sys.version.split()[0],
+            kernel_layers=self._kernel_layers,
+            required=self._require,
+            layers=tuple(layers),
+            tree_kill=tree_kill,
+        )
+
+    def _plan(self) -> _landlock.LandlockPlan:
+        if self._landlock_plan is None:
+            self._landlock_plan = _landlock.plan(
+                probe_kernel().landlock_abi,
+                workspace=self._workspace,
+                read_only=self._read_roots,
+            )
+        return self._landlock_plan
+
+    def _seccomp_filters(self) -> tuple[_seccomp.SeccompProgram, ...]:
+        if self._filters is None:
+            self._filters = _seccomp.build_filters()
+        return self._filters
+
+    def close(self) -> None:
+        """Stop every run in progress (killing its process tree) and refuse further runs."""
+        self._closed = True
+        with self._active_lock:
+            active = list(self._active)
+        for sup in active:
+            sup.kill("cancelled")
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, code: str, *, timeout: float | None = None) -> RunResult:
+        """Check and run ``code`` in a fresh confined child; block until it has ended.
+
+        Args:
+            code: Python source.
+            timeout: Wall-clock limit for this run in seconds; at most ``limits.timeout_s``
+                (larger values are clamped to it). ``None`` uses ``limits.timeout_s``.
+
+        Returns:
+            The run's result. Outcomes of the code (exceptions, limits, rejection) are results,
+            not exceptions.
+
+        Raises:
+            TypeError: ``code`` is not a str.
+            ValueError: ``timeout`` is not a positive finite number.
+            IsolationUnavailable: A required layer is not available.
+            SandboxSetupError: The child could not apply its layers.
+            SandboxClosedError: The sandbox was closed.
+        """
+        prepared = self._prepare(code, timeout)
+        if isinstance(prepared, RunResult):
+            return prepared
+        return self._execute(prepared)
+
+    async def arun(self, code: str, *, timeout: float | None = None) -> RunResult:
+        """Like :meth:`run`, without blocking the event loop.
+
+        If the awaiting task is cancelled, the run's whole process tree is killed and reaped
+        before the cancellation propagates.
+
+        Args:
+            code: Python source.
+            timeout: As for :meth:`run`.
+
+        Returns:
+            The run's result.
+
+        Raises:
+            TypeError: ``code`` is not a str.
+            ValueError: ``timeout`` is not a positive finite number.
+            IsolationUnavailable: A required layer is not available.
+            SandboxSetupError: The child could not apply its layers.
+            SandboxClosedError: The sandbox was closed.
+        """
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(None, self._prepare, code, timeout)
+        if isinstance(prepared, RunResult):
+            return prepared
+        future = loop.run_in_executor(None, self._execute, prepared)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            prepared.supervisor.kill("cancelled")
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(future)
+            raise
+
+    # -- internals --
+    def _prepare(self, code: str, timeout: float | None) -> _Prepared | RunResult:
+        if self._closed:
+            raise SandboxClosedError
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str, not {type(code).__name__}")
+        deadline = self._limits.timeout_s
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise TypeError("timeout must be a number of seconds")
+            if not math.isfinite(timeout) or timeout <= 0:
+                raise ValueError(f"timeout must be a positive finite number, got {timeout!r}")
+            deadline = min(float(timeout), deadline)
+        caps = self.capabilities()
+        layers = caps.active_layers
+        size = len(code.encode("utf-8", "surrogatepass"))
+        if size > self._limits.source_bytes:
+            violation = {
+                "rule_id": SOURCE_RULE_ID,
+                "message": f"source is {size} bytes; the limit is {self._limits.source_bytes}",
+                "line": 1,
+                "col": 0,
+                "end_line": 1,
+                "end_col": 0,
+            }
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+        gate = _gate.check_source(code, self._policy)
+        if not gate.ok:
+            return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
+        missing = caps.missing_required
+        if missing:
+            raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
+        marker_value = secrets.token_hex(16)
+        payload = marshal.dumps(self._child_config(code, caps))
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "HOME": self._workspace,
+            "TMPDIR": self._workspace,
+            _MARKER_NAME: marker_value,
+        }
+        for name in _ENV_PASSTHROUGH:
+            if name in os.environ:
+                env[name] = os.environ[name]
+        supervisor = Supervisor(
+            argv=[sys.executable, "-I", "-S", "-X", "utf8", _CHILD_SCRIPT],
+            env=env,
+            cwd=self._workspace,
+            payload=payload,
+            deadline_s=deadline,
+            output_cap=self._limits.output_bytes,
+            workspace=self._workspace,
+            workspace_bytes=self._limits.workspace_bytes,
+            workspace_files=self._limits.workspace_files,
+            marker=f"{_MARKER_NAME}={marker_value}",
+            always_sweep=not caps.layer("seccomp").active,
+        )
+        return _Prepared(supervisor, layers)
+
+    def _child_config(self, code: str, caps: Capabilities) -> dict[str, Any]:
+        lim = self._limits
+        rlimits = [
+            (resource.RLIMIT_CPU, lim.cpu_time_s, lim.cpu_time_s + 1),
+            (resource.RLIMIT_DATA, lim.memory_bytes, lim.memory_bytes),
+            (resource.RLIMIT_AS, 2 * lim.memory_bytes, 2 * lim.memory_bytes),
+            (resource.RLIMIT_FSIZE, lim.file_size_bytes, lim.file_size_bytes),
+            (resource.RLIMIT_NOFILE, lim.open_files, lim.open_files),
+            (resource.RLIMIT_CORE, 0, 0),
+        ]
+        landlock = self._plan().to_wire() if caps.layer("landlock").active else None
+        seccomp = (
+            [f.code for f in self._seccomp_filters()] if caps.layer("seccomp").active else None
+        )
+        return {
+            "workspace": self._workspace,
+            "read_roots": list(self._read_roots),
+            "sys_path": list(self._sys_path),
+            "rlimits": rlimits,
+            "landlock": landlock,
+            "seccomp": seccomp,
+            "pid_placeholder": _seccomp.PID_PLACEHOLDER,
+            "allowed_modules": sorted(self._rules.allowed),
+            "denied_modules": sorted(self._rules.denied),
+            "allowed_dunders": sorted(self._rules.allowed_dunders),
+            "code": code,
+        }
+
+    def _execute(self, prepared: _Prepared) -> RunResult:
+        with self._run_lock:
+            if self._closed:
+                raise SandboxClosedError
+            with self._active_lock:
+                self._active.add(prepared.supervisor)
+            try:
+                outcome = prepared.supervisor.run()
+            except InterruptedError:
+                return RunResult(
+                    RunStatus.KILLED, layers=prepared.layers, detail="cancelled before start"
+                )
+            finally:
+                with self._active_lock:
+                    self._active.discard(prepared.supervisor)
+        return self._decide(outcome, prepared.layers)
+
+    def _decide(self, o: Outcome, layers: tuple[str, ...]) -> RunResult:
+        lim = self._limits
+        status_raw = o.wait_status
+        exit_code = os.WEXITSTATUS(status_raw) if os.WIFEXITED(status_raw) else None
+        sig = os.WTERMSIG(status_raw) if os.WIFSIGNALED(status_raw) else None
+        stderr = o.stderr.decode("utf-8", "backslashreplace")
+        detail = ""
+        if o.reason == "output_limit":
+            status, detail = RunStatus.OUTPUT_LIMIT, f"output passed {lim.output_bytes} bytes"
+        elif o.reason == "disk_limit":
+            status = RunStatus.DISK_LIMIT
+            detail = (
+                f"workspace passed {lim.workspace_bytes} bytes or {lim.workspace_files} entries"
+            )
+        elif o.reason == "timeout":
+            status, detail = RunStatus.TIMEOUT, "wall-clock deadline reached"
+        elif o.reason == "cancelled":
+            status, detail = RunStatus.KILLED, "run cancelled"
+        elif sig is not None:
+            if sig == signal.SIGXCPU or (
+                sig == signal.SIGKILL and o.cpu_time_s >= lim.cpu_time_s - 0.05
+            ):
+                status, detail = RunStatus.TIMEOUT, f"CPU time limit ({lim.cpu_time_s} s) reached"
+            elif sig == signal.SIGKILL and o.maxrss_bytes >= 0.9 * lim.memory_bytes:
+                status, detail = RunStatus.MEMORY_LIMIT, "killed at the memory limit"
+            else:
+                status = RunStatus.KILLED
+                detail = f"killed by signal {signal.Signals(sig).name}"
+                if sig == signal.SIGSYS:
+                    detail += " (seccomp)"
+        elif exit_code == _child.EXIT_SETUP_FAILED:
+            raise SandboxSetupError(stderr.strip() or "no detail")
+        elif exit_code == _child.EXIT_MEMORY:
+            status, detail = RunStatus.MEMORY_LIMIT, "MemoryError under the memory limit"
+        else:
+            size, count = workspace_usage(self._workspace, lim.workspace_files)
+            if size > lim.workspace_bytes or count > lim.workspace_files:
+                status = RunStatus.DISK_LIMIT
+                detail = (
+                    f"workspace passed {lim.workspace_bytes} bytes or {lim.workspace_files} entries"
+                )
+            else:
+                status = RunStatus.OK if exit_code == 0 else RunStatus.ERROR
+        if o.reason == "leftover":
+            detail = (detail + "; " if detail else "") + "stray processes killed after exit"
+        return RunResult(
+            status=status,
+            exit_code=exit_code,
+            signal=sig,
+            stdout=o.stdout.decode("utf-8", "backslashreplace"),
+            stderr=stderr,
+            stdout_truncated=o.stdout_truncated,
+            stderr_truncated=o.stderr_truncated,
+            duration_ms=round(o.duration_s * 1000.0, 3),
+            cpu_time_ms=round(o.cpu_time_s * 1000.0, 3),
+            peak_memory_bytes=o.maxrss_bytes,
+            layers=layers,
+            detail=detail,
+        )
+
+
+class _Prepared:
+    """A checked run, ready to start."""
+
+    __slots__ = ("layers", "supervisor")
+
+    def __init__(self, supervisor: Supervisor, layers: tuple[str, ...]) -> None:
+        self.supervisor = supervisor
+        self.layers = layers

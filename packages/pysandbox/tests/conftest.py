@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import pathlib
+from collections.abc import Iterator
+
+import pytest
+
+from pysandbox import Sandbox
+from sandbox_helpers import KERNEL
+
+
+@pytest.fixture
+def workspace(tmp_path: pathlib.Path) -> pathlib.Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def sandbox(workspace: pathlib.Path) -> Iterator[Sandbox]:
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    with Sandbox(workspace, require=require) as sb:
+        yield sb
+
+
+@pytest.fixture
+def python_only(workspace: pathlib.Path) -> Iterator[Sandbox]:
+    with Sandbox(workspace, require=(), kernel_layers=False) as sb:
+        yield sb

@@ -221,7 +221,6 @@ _BLOCKED_EVENTS = frozenset(
         "subprocess.Popen",
         "pty.spawn",
         "sys._getframe",
-        "sys._getframemodulename",
         "sys._current_frames",
         "sys._current_exceptions",
         "sys.settrace",
@@ -587,6 +586,36 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
     return 0
 
 
+def install_python_guards(
+    cfg: dict[str, Any], workspace: str, read_roots: tuple[str, ...]
+) -> dict[str, Any]:
+    """Install the Python-level layer; return the builtins dict for the user's namespace."""
+    allowed = frozenset(cfg["allowed_modules"])
+    denied = frozenset(cfg["denied_modules"])
+    realpath = os.path.realpath
+    guarded_open = make_open(io.open, realpath, workspace, read_roots)
+    g_get, g_set, g_del, g_has = make_attr_guards(
+        frozenset(cfg["allowed_dunders"]), allowed, denied
+    )
+    user_builtins = dict(builtins.__dict__)
+    for name in _REMOVED_BUILTINS:
+        user_builtins.pop(name, None)
+    user_builtins.update(
+        {
+            "open": guarded_open,
+            "__import__": make_import(builtins.__import__, allowed, denied),
+            "getattr": g_get,
+            "setattr": g_set,
+            "delattr": g_del,
+            "hasattr": g_has,
+        }
+    )
+    builtins.open = guarded_open
+    io.open = guarded_open
+    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid()))
+    return user_builtins
+
+
 def main(argv: list[str]) -> int:
     """Apply every configured layer, then run the user's code; returns the exit status."""
     fd = int(argv[1])
@@ -621,35 +650,13 @@ def main(argv: list[str]) -> int:
         _print_exception(exc)
         return 1
 
-    allowed = frozenset(cfg["allowed_modules"])
-    denied = frozenset(cfg["denied_modules"])
-    realpath = os.path.realpath
-    guarded_open = make_open(io.open, realpath, workspace, read_roots)
-    g_get, g_set, g_del, g_has = make_attr_guards(
-        frozenset(cfg["allowed_dunders"]), allowed, denied
-    )
-    user_builtins = dict(builtins.__dict__)
-    for name in _REMOVED_BUILTINS:
-        user_builtins.pop(name, None)
-    user_builtins.update(
-        {
-            "open": guarded_open,
-            "__import__": make_import(builtins.__import__, allowed, denied),
-            "getattr": g_get,
-            "setattr": g_set,
-            "delattr": g_del,
-            "hasattr": g_has,
-        }
-    )
-    builtins.open = guarded_open
-    io.open = guarded_open
-
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
-    user_ns["__builtins__"] = user_builtins
     sys.modules["__main__"] = main_module
-
-    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid()))
+    if cfg["python_guards"]:
+        user_ns["__builtins__"] = install_python_guards(cfg, workspace, read_roots)
+    else:  # only for the test-suite's per-layer tests; the Sandbox always sets it
+        user_ns["__builtins__"] = builtins
     status = _run_user_code(code_obj, user_ns)
     try:
         sys.stdout.flush()

@@ -402,7 +402,6 @@ class Sandbox:
                 raise ValueError(f"timeout must be a positive finite number, got {timeout!r}")
             deadline = min(float(timeout), deadline)
         caps = self.capabilities()
-        layers = caps.active_layers
         size = len(code.encode("utf-8", "surrogatepass"))
         if size > self._limits.source_bytes:
             violation = {
@@ -420,8 +419,13 @@ class Sandbox:
         missing = caps.missing_required
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
+        return self._launch_plan(self._child_config(code, caps), deadline, caps)
+
+    def _launch_plan(
+        self, config: dict[str, Any], deadline: float, caps: Capabilities
+    ) -> _Prepared:
+        """Wrap a child configuration into a ready-to-start supervised run."""
         marker_value = secrets.token_hex(16)
-        payload = marshal.dumps(self._child_config(code, caps))
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
@@ -437,15 +441,23 @@ class Sandbox:
             argv=[sys.executable, "-I", "-S", "-X", "utf8", _CHILD_SCRIPT],
             env=env,
             cwd=self._workspace,
-            payload=payload,
+            payload=marshal.dumps(config),
             deadline_s=deadline,
             output_cap=self._limits.output_bytes,
             workspace=self._workspace,
             workspace_bytes=self._limits.workspace_bytes,
             workspace_files=self._limits.workspace_files,
             marker=f"{_MARKER_NAME}={marker_value}",
-            always_sweep=not caps.layer("seccomp").active,
+            always_sweep=config["seccomp"] is None,
         )
+        layers = caps.active_layers
+        if config["seccomp"] is None:
+            layers = tuple(name for name in layers if name != "seccomp")
+        if config["landlock"] is None:
+            layers = tuple(name for name in layers if name != "landlock")
+        if not config["python_guards"]:
+            python = {"open_guard", "audit_hook", "import_guard", "attribute_guard"}
+            layers = tuple(name for name in layers if name not in python)
         return _Prepared(supervisor, layers)
 
     def _child_config(self, code: str, caps: Capabilities) -> dict[str, Any]:
@@ -473,6 +485,7 @@ class Sandbox:
             "allowed_modules": sorted(self._rules.allowed),
             "denied_modules": sorted(self._rules.denied),
             "allowed_dunders": sorted(self._rules.allowed_dunders),
+            "python_guards": True,
             "code": code,
         }
 

@@ -71,7 +71,7 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
             "sc(203, PP, 8, buf())",
             "EPERM",
         ),
-        ("sched_setaffinity_self", "sc(203, 0, 8, buf())", "ok"),
+        ("sched_setaffinity_self", "sc(203, 0, 8, ctypes.byref(ctypes.c_ulong(1)))", "ok"),
         (
             "sched_setscheduler_parent",
             "sc(144, PP, 0, buf())",

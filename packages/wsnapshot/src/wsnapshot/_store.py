@@ -19,7 +19,7 @@ import stat
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -454,9 +454,10 @@ class SnapshotStore:
                 touched.add(sha[:2])
             for sub in sorted(touched):
                 self._fsync_dir(os.path.join(self._blobdir, sub))
+            self._unlink(os.path.join(self._dir, _GC_MARK))
         else:
+            # Keep the marker: collection is retried on the next open.
             log.warning("unreadable manifests %s: no blob removed", bad)
-        self._unlink(os.path.join(self._dir, _GC_MARK))
 
     def _all_blobs(self) -> Iterator[str]:
         for sub in self._ops.listdir(self._blobdir):
@@ -465,6 +466,21 @@ class SnapshotStore:
             for rest in self._ops.listdir(os.path.join(self._blobdir, sub)):
                 if len(rest) == 62:
                     yield sub + rest
+
+    def _rollback(self, sid: str, new_blobs: Iterable[str]) -> None:
+        """Undo a failed create/import: its manifest (if it got renamed in), then its new blobs.
+
+        If undoing fails too, the gc marker stays and the next open collects what is left.
+        """
+        path = self._manifest_path(sid)
+        try:
+            if os.path.lexists(path):
+                self._unlink(path)
+                self._fsync_dir(self._snapdir)
+            for sha in new_blobs:
+                self._unlink(self._blob_path(sha))
+        except OSError:
+            log.warning("could not undo the failed snapshot %s; collected on next open", sid)
 
     def _blob_usage(self) -> int:
         total = 0
@@ -712,6 +728,7 @@ class SnapshotStore:
                         todo.append(e)
             new_shas: dict[str, int] = {}
             new_dirs: set[str] = set()
+            m_id = str(uuid.uuid4())
             if todo:
                 self._mark_gc()
             try:
@@ -743,7 +760,7 @@ class SnapshotStore:
                 self._sync_blob_dirs(new_dirs)
                 self._drop_orphan_records(records)
                 m = Manifest(
-                    id=str(uuid.uuid4()),
+                    id=m_id,
                     created_at=now_iso(),
                     description=description,
                     entries=records,
@@ -753,9 +770,7 @@ class SnapshotStore:
                 )
                 self._save_manifest(m)
             except BaseException:
-                # Nothing names the new blobs: remove them now (the gc marker covers a crash).
-                for sha in new_shas:
-                    self._unlink(self._blob_path(sha))
+                self._rollback(m_id, new_shas)
                 raise
             if todo:
                 self._unlink(os.path.join(self._dir, _GC_MARK))
@@ -1469,8 +1484,7 @@ class SnapshotStore:
                 m = Manifest(sid, created, desc, entries, new_bytes=new_bytes)
                 self._save_manifest(m)
             except BaseException:
-                for sha in written:
-                    self._unlink(self._blob_path(sha))
+                self._rollback(sid, written)
                 raise
             if new_bytes:
                 self._unlink(os.path.join(self._dir, _GC_MARK))

@@ -65,6 +65,11 @@ _MAX_NAME_BYTES = 255
 _TMP_PREFIX = ".wsnapshot-"
 _CHUNK = 1024 * 1024
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: Errors that mean "this entry cannot be walked" (permissions, or it was swapped meanwhile);
+#: anything else (EIO, EMFILE...) is a real failure and propagates.
+_SKIPPABLE = frozenset(
+    {errno.EACCES, errno.EPERM, errno.ELOOP, errno.ENOTDIR, errno.ENOENT, errno.EINVAL}
+)
 
 KIND_FILE = "file"
 KIND_DIR = "dir"
@@ -431,6 +436,8 @@ class SafeWorkspace:
                     try:
                         sub = ops.open(name, O_DIRFLAGS, dir_fd=dir_fd)
                     except OSError as exc:
+                        if exc.errno not in _SKIPPABLE:
+                            raise
                         problem(path, f"cannot open directory: {exc.strerror}")
                         continue
                     try:
@@ -446,6 +453,8 @@ class SafeWorkspace:
                     try:
                         target = ops.readlink(name, dir_fd=dir_fd)
                     except OSError as exc:
+                        if exc.errno not in _SKIPPABLE:
+                            raise
                         problem(path, f"cannot read symlink: {exc.strerror}")
                         continue
                     out.append(WalkEntry(path, kind, st, target))

@@ -1,0 +1,212 @@
+"""Deterministic fault injection at every system call of create, restore and delete.
+
+For each k, the k-th system call fails, either as a crash (that call and every later one never
+happen) or as a one-off ``EIO``. The store is then reopened with working system calls and must be
+clean: no half snapshot listed, every listed snapshot complete and verified, no stray blob,
+staging file, journal or marker; the workspace is exactly the old or the new state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from _helpers import Crash, FaultyOps, State, build_tree, tree_state, use_ops
+from wsnapshot import SnapshotError, SnapshotStore
+
+BASE = {
+    "keep.txt": b"unchanged",
+    "mod.txt": b"version A",
+    "gone.txt": b"deleted later",
+    "big.bin": bytes(range(256)) * 4200,  # > 1 MiB: the streaming path
+    "dir/inner.txt": b"inner",
+    "dir/link": ("link", "inner.txt"),
+    "empty/": None,
+}
+
+
+def mutate(ws: Path) -> None:
+    (ws / "mod.txt").write_bytes(b"version B!")
+    (ws / "gone.txt").unlink()
+    (ws / "new.txt").write_bytes(b"brand new")
+    (ws / "empty").rmdir()
+    (ws / "newdir/sub").mkdir(parents=True)
+    (ws / "newdir/sub/f").write_bytes(b"f")
+    (ws / "dir/link").unlink()
+    (ws / "dir/link").symlink_to("../keep.txt")
+    (ws / "keep.txt").chmod(0o600)
+    os.utime(ws / "dir/inner.txt", ns=(10**9, 10**9))
+
+
+def referenced(store: SnapshotStore) -> set[str]:
+    out: set[str] = set()
+    for info in store.list():
+        out |= {e.sha256 for e in store.get(info.id).entries if e.sha256}
+    return out
+
+
+def on_disk_blobs(store_dir: Path) -> set[str]:
+    return {p.parent.name + p.name for p in (store_dir / "blobs").glob("*/*")}
+
+
+def assert_store_clean(store_dir: Path, ws: Path, expect_ids: list[set[str]]) -> SnapshotStore:
+    store = SnapshotStore(ws, store_dir, workers=1)  # opening recovers
+    ids = {i.id for i in store.list()}
+    assert ids in expect_ids
+    for sid in ids:
+        store.export(sid)  # reads and verifies every blob
+    assert on_disk_blobs(store_dir) == referenced(store)
+    assert list((store_dir / "tmp").iterdir()) == []
+    leftovers = [p.name for p in store_dir.iterdir() if p.name.endswith(".tmp")]
+    leftovers += [p.name for p in (store_dir / "snapshots").iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+    assert not (store_dir / "restore.journal").exists()
+    assert not (store_dir / "gc.pending").exists()
+    return store
+
+
+def sweep(
+    tmp_path: Path,
+    setup: Callable[[Path, Path], tuple[SnapshotStore, dict[str, object]]],
+    op: Callable[[SnapshotStore, dict[str, object]], object],
+    check: Callable[[Path, Path, dict[str, object]], None],
+    *,
+    crash: bool,
+    openat2: bool = True,
+) -> int:
+    k = 0
+    while True:
+        k += 1
+        base = tmp_path / f"k{k}"
+        ws, store_dir = base / "ws", base / "store"
+        ws.mkdir(parents=True)
+        store, ctx = setup(ws, store_dir)
+        if not openat2:
+            store.workspace._openat2 = False
+        ops = FaultyOps(k, crash=crash)
+        use_ops(store, ops)
+        with contextlib.suppress(Crash, SnapshotError, OSError):
+            op(store, ctx)
+        check(ws, store_dir, ctx)
+        if ops.count < k:  # the operation finished before step k: every step was covered
+            return k
+        assert k < 2000, "runaway"
+
+
+def setup_plain(ws: Path, store_dir: Path) -> tuple[SnapshotStore, dict[str, object]]:
+    build_tree(ws, BASE)
+    store = SnapshotStore(ws, store_dir, workers=1)
+    first = store.create("A")
+    mutate(ws)
+    return store, {"before": {first.id}, "state": tree_state(ws), "a": first.id}
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "eio"])
+def test_create_faults(tmp_path: Path, crash: bool) -> None:
+    def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
+        before = ctx["before"]
+        assert isinstance(before, set)
+        store = SnapshotStore(ws, store_dir, workers=1)
+        grown = {i.id for i in store.list()} - before
+        assert len(grown) <= 1
+        assert_store_clean(store_dir, ws, [before, before | grown])
+        assert tree_state(ws) == ctx["state"]  # create never changes the workspace
+        if grown:
+            # the new snapshot is complete: restoring it gives the mutated state
+            store.restore(grown.pop())
+            assert tree_state(ws) == ctx["state"]
+
+    steps = sweep(tmp_path, setup_plain, lambda s, _c: s.create("B"), check, crash=crash)
+    assert steps > 40
+
+
+@pytest.mark.parametrize("openat2", [True, False], ids=["openat2", "component-walk"])
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "eio"])
+def test_restore_faults(tmp_path: Path, crash: bool, openat2: bool) -> None:
+    def setup(ws: Path, store_dir: Path) -> tuple[SnapshotStore, dict[str, object]]:
+        build_tree(ws, BASE)
+        store = SnapshotStore(ws, store_dir, workers=1)
+        a = store.create("A")
+        state_a = tree_state(ws)
+        mutate(ws)
+        return store, {"a": a.id, "state_a": state_a, "state_b": tree_state(ws), "ids": {a.id}}
+
+    def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
+        ids = ctx["ids"]
+        assert isinstance(ids, set)
+        assert_store_clean(store_dir, ws, [ids])
+        assert tree_state(ws) in (ctx["state_a"], ctx["state_b"])
+
+    steps = sweep(
+        tmp_path,
+        setup,
+        lambda s, c: s.restore(str(c["a"])),
+        check,
+        crash=crash,
+        openat2=openat2,
+    )
+    assert steps > 40
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "eio"])
+def test_delete_faults(tmp_path: Path, crash: bool) -> None:
+    def setup(ws: Path, store_dir: Path) -> tuple[SnapshotStore, dict[str, object]]:
+        build_tree(ws, BASE)
+        store = SnapshotStore(ws, store_dir, workers=1)
+        a = store.create("A")
+        mutate(ws)
+        b = store.create("B")
+        return store, {"a": a.id, "b": b.id, "state": tree_state(ws)}
+
+    def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
+        a, b = str(ctx["a"]), str(ctx["b"])
+        store = assert_store_clean(store_dir, ws, [{a, b}, {b}])
+        assert tree_state(ws) == ctx["state"]
+        store.restore(b)
+        assert tree_state(ws) == ctx["state"]
+
+    steps = sweep(tmp_path, setup, lambda s, c: s.delete(str(c["a"])), check, crash=crash)
+    assert steps > 10
+
+
+def test_crash_during_recovery_is_recovered_again(tmp_path: Path) -> None:
+    """A crash while completing a journalled restore is completed by the next open."""
+    ws, store_dir = tmp_path / "ws", tmp_path / "store"
+    ws.mkdir()
+    build_tree(ws, BASE)
+    store = SnapshotStore(ws, store_dir, workers=1)
+    a = store.create("A")
+    state_a = tree_state(ws)
+    mutate(ws)
+    # crash right after the journal is in place
+    ops = FaultyOps(10**9)
+
+    def hook(_count: int, name: str) -> None:
+        if name == "unlink" and (store_dir / "restore.journal").exists():
+            ops.dead = True
+            raise Crash(name)
+
+    ops.hook = hook
+    use_ops(store, ops)
+    with pytest.raises(Crash):
+        store.restore(a.id)
+    assert (store_dir / "restore.journal").exists()
+    state_mid: State = tree_state(ws)
+    assert state_mid != state_a
+    # second crash, during recovery itself, after a few steps
+    import wsnapshot._fsio as fsio
+
+    crashing = FaultyOps(25)
+    real = fsio._OPS
+    fsio._OPS = crashing
+    try:
+        with pytest.raises(Crash):
+            SnapshotStore(ws, store_dir, workers=1)
+    finally:
+        fsio._OPS = real
+    assert_store_clean(store_dir, ws, [{a.id}])
+    assert tree_state(ws) == state_a

@@ -231,7 +231,6 @@ _BLOCKED_EVENTS = frozenset(
         "gc.get_referrers",
         "gc.get_referents",
         "function.__new__",
-        "code.__new__",
         "resource.setrlimit",
         "resource.prlimit",
         "socket.bind",
@@ -269,6 +268,13 @@ _TWO_PATH_EVENTS = frozenset({"os.rename", "os.link", "shutil.copyfile", "shutil
 _READ_PATH_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir", "os.listxattr"})
 
 
+def _path_text(path: Any) -> str:
+    """``os.fsdecode`` without a closure (the hook's state must hold no mutable cells)."""
+    if isinstance(path, bytes):
+        return path.decode("utf-8", "surrogateescape")
+    return path  # type: ignore[no-any-return]
+
+
 def make_audit_hook(
     workspace: str,
     read_roots: tuple[str, ...],
@@ -299,7 +305,7 @@ def make_audit_hook(
         _isinstance: Callable[[object, Any], bool] = isinstance,
         _str: type[str] = str,
         _int: type[int] = int,
-        _fsdecode: Callable[[Any], str] = os.fsdecode,
+        _fsdecode: Callable[[Any], str] = _path_text,
         _fspath: Callable[[Any], Any] = os.fspath,
     ) -> None:
         if event == "open":
@@ -484,13 +490,16 @@ def make_attr_guards(
             return False
         return True
 
+    def dunder(name: object) -> bool:
+        return isinstance(name, str) and name.startswith("__") and name.endswith("__")
+
     def guarded_setattr(obj: object, name: str, value: Any, /) -> None:
-        if refused(obj, name) or isinstance(obj, module_type):
+        if refused(obj, name) or dunder(name) or isinstance(obj, module_type):
             raise AttributeError(f"sandbox: setting attribute {name!r} is not permitted")
         real_setattr(obj, name, value)
 
     def guarded_delattr(obj: object, name: str, /) -> None:
-        if refused(obj, name) or isinstance(obj, module_type):
+        if refused(obj, name) or dunder(name) or isinstance(obj, module_type):
             raise AttributeError(f"sandbox: deleting attribute {name!r} is not permitted")
         real_delattr(obj, name)
 
@@ -556,8 +565,13 @@ def _print_exception(exc: BaseException) -> None:
         _strip(te)
         sys.stderr.write("".join(te.format()))
     except BaseException:
+        try:
+            message = str(exc)
+        except BaseException:
+            message = ""
+        line = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
         try:  # noqa: SIM105 - contextlib would cost an import on every run
-            os.write(2, f"{type(exc).__name__}\n".encode())
+            os.write(2, f"(traceback unavailable)\n{line}\n".encode("utf-8", "backslashreplace"))
         except OSError:
             pass
 

@@ -223,7 +223,7 @@ def runtime_policy(policy: Any | None, extra_modules: Iterable[str]) -> Any:
             result = result.with_modules(*extra)
         elif hasattr(result, "allow_modules"):
             result = result.allow_modules(*extra)
-    return result.with_runtime_attribute_guard(True)
+    return result.with_runtime_attribute_guard()
 
 
 def module_rules(policy: Any) -> ModuleRules:

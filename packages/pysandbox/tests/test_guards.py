@@ -1,0 +1,264 @@
+"""Python-level layers (kernel layers off): confined open(), audit hook, import and
+attribute guards. The kernel layers are what hold; these give early, friendly errors."""
+
+from __future__ import annotations
+
+import pathlib
+import types
+
+import pytest
+
+from pysandbox import RunStatus, Sandbox
+from pysandbox._child import make_audit_hook, module_allowed
+from sandbox_helpers import raw_run
+
+
+@pytest.fixture
+def outside(workspace: pathlib.Path) -> pathlib.Path:
+    (workspace.parent / "CANARY.txt").write_text("token-xyz")
+    return workspace.parent
+
+
+def guards_only(sb: Sandbox, code: str, *extra: str) -> list[str]:
+    result = raw_run(
+        sb, code, landlock=False, seccomp=False, python_guards=True, extra_allowed=extra
+    )
+    assert result.status is RunStatus.OK, result.stderr
+    assert "audit_hook" in result.layers
+    return result.stdout.splitlines()
+
+
+ATTEMPT = """
+def attempt(name, fn):
+    try:
+        fn()
+        print(name, 'ok')
+    except Exception as exc:
+        print(name, type(exc).__name__)
+"""
+
+
+def test_open_guard(python_only: Sandbox, outside: pathlib.Path) -> None:
+    code = ATTEMPT + (
+        "import pathlib\n"
+        "attempt('read_parent', lambda: open('../CANARY.txt').read())\n"
+        "attempt('read_bytes_path', lambda: open(b'../CANARY.txt').read())\n"
+        "attempt('read_abs', lambda: open('/etc/hostname').read())\n"
+        "attempt('write_tmp', lambda: open('/tmp/PWNED-guard', 'w'))\n"
+        "attempt('sibling_prefix', lambda: open(str(pathlib.Path.cwd()) + '_PWNED', 'w'))\n"
+        "attempt('proc_environ', lambda: open('/proc/self/environ', 'rb').read())\n"
+        "attempt('pathlib_read', lambda: pathlib.Path('..', 'CANARY.txt').read_text())\n"
+        "attempt('pathlib_write', lambda: pathlib.Path('/tmp/PWNED-guard').write_text('x'))\n"
+        "pathlib.Path('up').symlink_to('..')\n"
+        "attempt('symlink_escape', lambda: open('up/CANARY.txt').read())\n"
+        "attempt('own_file', lambda: open('mine.txt', 'w').write('x'))\n"
+        "attempt('read_own', lambda: open('mine.txt').read())\n"
+        "attempt('stdin_fd', lambda: open(0, 'rb', closefd=False).read())\n"
+    )
+    result = python_only.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout.splitlines() == [
+        "read_parent PermissionError",
+        "read_bytes_path PermissionError",
+        "read_abs PermissionError",
+        "write_tmp PermissionError",
+        "sibling_prefix PermissionError",
+        "proc_environ PermissionError",
+        "pathlib_read PermissionError",
+        "pathlib_write PermissionError",
+        "symlink_escape PermissionError",
+        "own_file ok",
+        "read_own ok",
+        "stdin_fd ok",
+    ]
+    assert "token-xyz" not in result.stdout
+    assert not pathlib.Path("/tmp/PWNED-guard").exists()
+
+
+def test_open_guard_message_is_friendly(python_only: Sandbox, outside: pathlib.Path) -> None:
+    result = python_only.run("open('../CANARY.txt')")
+    assert result.status is RunStatus.ERROR
+    assert "PermissionError: [Errno 13] sandbox: access outside the workspace" in result.stderr
+
+
+def test_audit_hook_blocks(python_only: Sandbox, outside: pathlib.Path) -> None:
+    code = ATTEMPT + (
+        "import os, socket, subprocess, sys, gc\n"
+        "attempt('socket_inet', lambda: socket.socket(socket.AF_INET))\n"
+        "attempt('socketpair', lambda: socket.socketpair())\n"
+        "attempt('subprocess', lambda: subprocess.run(['/bin/true']))\n"
+        "attempt('os_system', lambda: os.system('true'))\n"
+        "attempt('os_fork', lambda: os.fork())\n"
+        "attempt('os_exec', lambda: os.execv('/bin/true', ['true']))\n"
+        "attempt('posix_spawn', lambda: os.posix_spawn('/bin/true', ['true'], {}))\n"
+        "attempt('ctypes_dlopen', lambda: __import__('ctypes'))\n"
+        "attempt('getframe', lambda: sys._getframe())\n"
+        "attempt('gc_objects', lambda: gc.get_objects())\n"
+        "attempt('gc_referrers', lambda: gc.get_referrers(os))\n"
+        "attempt('settrace', lambda: sys.settrace(None))\n"
+        "sys.addaudithook(lambda e, a: print('EXTRA HOOK', e) if e == 'os.listdir' else None)\n"
+        "attempt('os_open_outside', lambda: os.open('../CANARY.txt', os.O_RDONLY))\n"
+        "attempt('listdir_outside', lambda: os.listdir('/'))\n"
+        "attempt('remove_outside', lambda: os.remove('../CANARY.txt'))\n"
+        "attempt('rename_outside', lambda: os.rename('../CANARY.txt', 'stolen'))\n"
+        "attempt('kill_parent', lambda: os.kill(os.getppid(), 0))\n"
+        "attempt('putenv', lambda: os.putenv('X', '1'))\n"
+        "attempt('listdir_ws', lambda: os.listdir('.'))\n"
+    )
+    lines = guards_only(python_only, code, "os", "socket", "subprocess", "sys", "gc", "ctypes")
+    result = dict(line.split(" ", 1) for line in lines)
+    assert result.pop("socketpair") == "ok"
+    assert result.pop("listdir_ws") == "ok"
+    assert {k: v for k, v in result.items() if v != "SandboxDenied"} == {}
+    assert (outside / "CANARY.txt").exists()
+
+
+def test_frame_denial_keeps_stdlib_working(python_only: Sandbox) -> None:
+    code = (
+        "import typing, collections, enum, dataclasses, logging\n"
+        "T = typing.TypeVar('T')\n"
+        "P = collections.namedtuple('P', 'x y')\n"
+        "class Color(enum.Enum):\n"
+        "    RED = 1\n"
+        "@dataclasses.dataclass\n"
+        "class D:\n"
+        "    a: int\n"
+        "logging.basicConfig(format='%(levelname)s %(message)s')\n"
+        "logging.warning('warned')\n"
+        "print(P(1, 2), Color.RED, D(3), T)\n"
+    )
+    result = python_only.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout == "P(x=1, y=2) Color.RED D(a=3) ~T\n"
+    assert result.stderr == "WARNING warned\n"
+
+
+def test_import_guard(python_only: Sandbox) -> None:
+    code = ATTEMPT + (
+        "attempt('os', lambda: __import__('os'))\n"
+        "attempt('ctypes', lambda: __import__('ctypes'))\n"
+        "attempt('logging_handlers', lambda: __import__('logging.handlers'))\n"
+        "attempt('private', lambda: __import__('_socket'))\n"
+        "attempt('json', lambda: __import__('json'))\n"
+        "attempt('json_decoder', lambda: __import__('json.decoder'))\n"
+        "attempt('relative', lambda: __import__('x', globals(), None, (), 1))\n"
+        "import asyncio\n"
+        "async def main():\n"
+        "    await asyncio.sleep(0)\n"
+        "    return 'asyncio ok'\n"
+        "print(asyncio.run(main()))\n"
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.stdout.splitlines() == [
+        "os ModuleNotFoundError",
+        "ctypes ModuleNotFoundError",
+        "logging_handlers ModuleNotFoundError",
+        "private ModuleNotFoundError",
+        "json ok",
+        "json_decoder ok",
+        "relative NameError",
+        "asyncio ok",
+    ], result.stderr
+
+
+def test_import_guard_from_submodule(python_only: Sandbox) -> None:
+    code = (
+        ATTEMPT
+        + "attempt('from_logging', lambda: __import__('logging', None, None, ['handlers']))\n"
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.stdout == "from_logging ImportError\n"
+
+
+def test_workspace_modules_never_shadow(python_only: Sandbox, workspace: pathlib.Path) -> None:
+    (workspace / "statistics.py").write_text("print('ESCAPED')\n")
+    result = python_only.run("import statistics\nprint(statistics.mean([1, 2, 3]))")
+    assert result.stdout == "2\n"
+
+
+def test_attribute_guards(python_only: Sandbox) -> None:
+    code = ATTEMPT + (
+        "import random, json\n"
+        "class A:\n"
+        "    def __init__(self):\n"
+        "        self._items = [1]\n"
+        "    def do_x(self):\n"
+        "        return 'dispatched'\n"
+        "a = A()\n"
+        "name = '_' + '_class' + '_' * 2\n"
+        "attempt('dunder_get', lambda: getattr(a, '__dict' + '__'))\n"
+        "attempt('subclasses', lambda: getattr(object, '__subcl' + 'asses__'))\n"
+        "attempt('module_private', lambda: getattr(random, '_o' + 's'))\n"
+        "attempt('frame', lambda: getattr((x for x in ()), 'gi_fr' + 'ame'))\n"
+        "attempt('set_module', lambda: setattr(json, 'loads', print))\n"
+        "attempt('set_dunder', lambda: setattr(a, '__cla' + 'ss__', int))\n"
+        "attempt('del_module', lambda: delattr(json, 'dumps'))\n"
+        "print('hasattr_private_module', hasattr(random, '_o' + 's'))\n"
+        "print('own_private', getattr(a, '_items'))\n"
+        "print('dispatch', getattr(a, 'do_' + 'x')())\n"
+        "print('default', getattr(a, 'missing', 42))\n"
+        "print('hasattr_ok', hasattr(a, 'do_x'))\n"
+        "setattr(a, 'y', 5); print('set_own', a.y)\n"
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout.splitlines() == [
+        "dunder_get AttributeError",
+        "subclasses AttributeError",
+        "module_private AttributeError",
+        "frame AttributeError",
+        "set_module AttributeError",
+        "set_dunder AttributeError",
+        "del_module AttributeError",
+        "hasattr_private_module False",
+        "own_private [1]",
+        "dispatch dispatched",
+        "default 42",
+        "hasattr_ok True",
+        "set_own 5",
+    ]
+
+
+def test_removed_builtins(python_only: Sandbox) -> None:
+    code = ATTEMPT + "".join(
+        f"attempt({name!r}, lambda: {name})\n"
+        for name in ("exec", "eval", "compile", "globals", "vars", "breakpoint")
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert {line.split()[1] for line in result.stdout.splitlines()} == {"NameError"}
+
+
+def test_main_module_is_the_users(python_only: Sandbox) -> None:
+    code = "import sys\nprint(sys.modules['__main__'].__dict__ is globals())\nprint(__name__)"
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=False)
+    assert result.stdout == "True\n__main__\n"
+
+
+def test_audit_hook_state_is_immutable(workspace: pathlib.Path) -> None:
+    hook = make_audit_hook(str(workspace), ("/usr/lib",), lambda p: p, 1)
+    assert hook.__closure__ is None
+    immutable = (frozenset, tuple, str, int, type, types.FunctionType, types.BuiltinFunctionType)
+    for value in hook.__defaults__ or ():
+        assert isinstance(value, immutable), type(value)
+        if isinstance(value, types.FunctionType):
+            cells = value.__closure__ or ()
+            assert all(isinstance(c.cell_contents, (str, int)) for c in cells)
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed"),
+    [
+        ("json", True),
+        ("json.decoder", True),
+        ("json.tool", False),
+        ("os", False),
+        ("_json", False),
+        ("json._private", False),
+        ("__future__", True),
+        ("", False),
+        ("json..x", False),
+    ],
+)
+def test_module_allowed(name: str, allowed: bool) -> None:
+    rules = (frozenset({"json", "__future__"}), frozenset({"json.tool"}))
+    assert module_allowed(name, *rules) is allowed

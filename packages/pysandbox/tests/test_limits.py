@@ -1,0 +1,149 @@
+"""rlimits and parent-enforced limits; each status of the DESIGN.md table is reached."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from pysandbox import Limits, RunStatus, Sandbox
+from sandbox_helpers import KERNEL, raw_run
+
+MiB = 1024 * 1024
+
+
+def make(workspace: pathlib.Path, **limits: float) -> Sandbox:
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    return Sandbox(workspace, require=require, limits=Limits(**limits))  # type: ignore[arg-type]
+
+
+def test_memory_limit(workspace: pathlib.Path) -> None:
+    sb = make(workspace, memory_bytes=128 * MiB)
+    result = sb.run("blocks = []\nwhile True:\n    blocks.append(b'\\x01' * (64 << 20))\n")
+    assert result.status is RunStatus.MEMORY_LIMIT
+    assert result.exit_code == 120
+    assert "MemoryError" in result.stderr
+    assert result.peak_memory_bytes < 2 * 128 * MiB
+
+
+def test_memory_limit_big_single_allocation(workspace: pathlib.Path) -> None:
+    sb = make(workspace, memory_bytes=128 * MiB)
+    result = sb.run("x = bytearray(4 << 30)\n")
+    assert result.status is RunStatus.MEMORY_LIMIT
+
+
+def test_user_raised_memory_error_is_memory_status(workspace: pathlib.Path) -> None:
+    # A MemoryError the code raises itself is still a MemoryError: nothing escapes by it.
+    result = make(workspace).run("raise MemoryError('fake')")
+    assert result.status is RunStatus.MEMORY_LIMIT
+
+
+def test_cpu_limit(workspace: pathlib.Path) -> None:
+    sb = make(workspace, cpu_time_s=1, timeout_s=20)
+    result = sb.run("while True:\n    pass\n")
+    assert result.status is RunStatus.TIMEOUT
+    assert result.signal in (9, 24)
+    assert result.cpu_time_ms >= 900
+    assert "CPU" in result.detail
+
+
+def test_file_size_limit(workspace: pathlib.Path) -> None:
+    sb = make(workspace, file_size_bytes=1 * MiB)
+    code = "with open('big.bin', 'wb') as fh:\n    fh.write(b'x' * (2 << 20))\n"
+    result = sb.run(code)
+    assert result.status is RunStatus.ERROR
+    assert "File too large" in result.stderr
+    assert (workspace / "big.bin").stat().st_size <= MiB
+
+
+def test_open_files_limit(workspace: pathlib.Path) -> None:
+    sb = make(workspace, open_files=20)
+    code = "fs = []\nfor i in range(50):\n    fs.append(open('f%d' % i, 'w'))\n"
+    result = sb.run(code)
+    assert result.status is RunStatus.ERROR
+    assert "Too many open files" in result.stderr
+
+
+def test_core_dumps_off_and_limits_in_force(workspace: pathlib.Path) -> None:
+    sb = make(workspace, open_files=33, cpu_time_s=7)
+    code = (
+        "import resource\n"
+        "names = ('RLIMIT_CORE', 'RLIMIT_NOFILE', 'RLIMIT_CPU', 'RLIMIT_DATA', 'RLIMIT_FSIZE')\n"
+        "for name in names:\n"
+        "    print(name, resource.getrlimit(getattr(resource, name)))\n"
+    )
+    result = raw_run(sb, code)
+    assert result.stdout.splitlines() == [
+        "RLIMIT_CORE (0, 0)",
+        "RLIMIT_NOFILE (33, 33)",
+        "RLIMIT_CPU (7, 8)",
+        f"RLIMIT_DATA ({512 * MiB}, {512 * MiB})",
+        f"RLIMIT_FSIZE ({64 * MiB}, {64 * MiB})",
+    ]
+
+
+def test_rlimits_stay_on_without_kernel_layers(workspace: pathlib.Path) -> None:
+    sb = Sandbox(workspace, require=(), kernel_layers=False, limits=Limits(memory_bytes=96 * MiB))
+    result = sb.run("x = bytearray(1 << 30)\n")
+    assert result.status is RunStatus.MEMORY_LIMIT
+
+
+def test_output_limit_stdout(workspace: pathlib.Path) -> None:
+    sb = make(workspace, output_bytes=10_000)
+    result = sb.run("while True:\n    print('A' * 100)\n")
+    assert result.status is RunStatus.OUTPUT_LIMIT
+    assert result.stdout_truncated
+    assert not result.stderr_truncated
+    assert len(result.stdout.encode()) == 10_000
+    assert set(result.stdout.replace("\n", "")) == {"A"}
+
+
+def test_output_limit_stderr_traceback_flood(workspace: pathlib.Path) -> None:
+    sb = make(workspace, output_bytes=64 * 1024)
+    result = sb.run("raise RuntimeError('E' * 50_000_000)\n")
+    assert result.status is RunStatus.OUTPUT_LIMIT
+    assert result.stderr_truncated
+    assert len(result.stderr.encode()) == 64 * 1024
+
+
+def test_output_exactly_at_cap_is_not_truncated(workspace: pathlib.Path) -> None:
+    sb = make(workspace, output_bytes=1000)
+    result = sb.run("print('x' * 999)")
+    assert result.status is RunStatus.OK
+    assert not result.stdout_truncated
+    assert len(result.stdout) == 1000
+
+
+def test_disk_limit_bytes(workspace: pathlib.Path) -> None:
+    sb = make(workspace, workspace_bytes=4 * MiB, file_size_bytes=2 * MiB, timeout_s=20)
+    code = (
+        "chunk = b'\\0' * (1 << 20)\n"
+        "i = 0\n"
+        "while True:\n"
+        "    try:\n"
+        "        with open('fill%d.bin' % i, 'wb') as fh:\n"
+        "            while True:\n"
+        "                fh.write(chunk)\n"
+        "    except OSError:\n"
+        "        i += 1\n"
+    )
+    result = sb.run(code)
+    assert result.status is RunStatus.DISK_LIMIT
+
+
+def test_disk_limit_files(workspace: pathlib.Path) -> None:
+    sb = make(workspace, workspace_files=50, timeout_s=20)
+    result = sb.run("i = 0\nwhile True:\n    open('f%d' % i, 'w').close()\n    i += 1\n")
+    assert result.status is RunStatus.DISK_LIMIT
+
+
+def test_disk_limit_checked_at_exit(workspace: pathlib.Path) -> None:
+    sb = make(workspace, workspace_files=5)
+    result = sb.run("for i in range(10):\n    open('f%d' % i, 'w').close()\n")
+    assert result.status is RunStatus.DISK_LIMIT
+
+
+@pytest.mark.parametrize("value", [0, -1])
+def test_limits_must_be_positive(value: int) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        Limits(output_bytes=value)

@@ -7,6 +7,9 @@ finding with its location. Untrusted patterns run on RE2, a linear-time regex en
 """
 
 from datavalidate.__about__ import __version__
+from datavalidate._csv import ERROR_CODES, CsvColumn, CsvError, CsvReport, validate_csv
+from datavalidate._csv_fields import CONSTRAINTS as CSV_CONSTRAINTS
+from datavalidate._csv_fields import TYPES as CSV_TYPES
 from datavalidate._json import (
     DEFAULT_DRAFT,
     DRAFTS,
@@ -28,8 +31,14 @@ from datavalidate.exceptions import (
 )
 
 __all__ = [
+    "CSV_CONSTRAINTS",
+    "CSV_TYPES",
     "DEFAULT_DRAFT",
     "DRAFTS",
+    "ERROR_CODES",
+    "CsvColumn",
+    "CsvError",
+    "CsvReport",
     "DataValidateError",
     "JsonError",
     "JsonReport",
@@ -43,5 +52,6 @@ __all__ = [
     "asserted_formats",
     "default_registry",
     "is_valid",
+    "validate_csv",
     "validate_json",
 ]

@@ -1,0 +1,965 @@
+"""The checker: one pass over the AST with a rule per node type and default deny."""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from astguard._format import template_problems
+from astguard._policy import (
+    ALLOWED_DUNDER_NAMES,
+    FORBIDDEN_ATTRIBUTES,
+    FORBIDDEN_NAMES,
+    REFLECTION_BUILTINS,
+    SAME_NAME_NON_MODULES,
+    SPAWN_ATTRIBUTES,
+    STDLIB_MODULE_NAMES,
+    Policy,
+    _normalize,
+    is_dunder,
+    is_forbidden_attribute,
+    is_known_module,
+    is_module_allowed,
+    module_attribute_problem,
+)
+from astguard._result import CheckResult, Violation
+
+__all__ = ["ALLOWED_NODE_TYPES", "check"]
+
+_ALLOWED_NODE_NAMES = [
+    "Module",
+    "Expression",
+    "FunctionDef",
+    "AsyncFunctionDef",
+    "ClassDef",
+    "Return",
+    "Delete",
+    "Assign",
+    "AugAssign",
+    "AnnAssign",
+    "For",
+    "AsyncFor",
+    "While",
+    "If",
+    "With",
+    "AsyncWith",
+    "Match",
+    "Raise",
+    "Try",
+    "TryStar",
+    "Assert",
+    "Import",
+    "ImportFrom",
+    "Global",
+    "Nonlocal",
+    "Expr",
+    "Pass",
+    "Break",
+    "Continue",
+    "TypeAlias",
+    "BoolOp",
+    "NamedExpr",
+    "BinOp",
+    "UnaryOp",
+    "Lambda",
+    "IfExp",
+    "Dict",
+    "Set",
+    "ListComp",
+    "SetComp",
+    "DictComp",
+    "GeneratorExp",
+    "Await",
+    "Yield",
+    "YieldFrom",
+    "Compare",
+    "Call",
+    "FormattedValue",
+    "JoinedStr",
+    "Constant",
+    "Attribute",
+    "Subscript",
+    "Starred",
+    "Name",
+    "List",
+    "Tuple",
+    "Slice",
+    "Load",
+    "Store",
+    "Del",
+    "And",
+    "Or",
+    "Add",
+    "Sub",
+    "Mult",
+    "MatMult",
+    "Div",
+    "Mod",
+    "Pow",
+    "LShift",
+    "RShift",
+    "BitOr",
+    "BitXor",
+    "BitAnd",
+    "FloorDiv",
+    "Invert",
+    "Not",
+    "UAdd",
+    "USub",
+    "Eq",
+    "NotEq",
+    "Lt",
+    "LtE",
+    "Gt",
+    "GtE",
+    "Is",
+    "IsNot",
+    "In",
+    "NotIn",
+    "comprehension",
+    "ExceptHandler",
+    "arguments",
+    "arg",
+    "keyword",
+    "alias",
+    "withitem",
+    "match_case",
+    "MatchValue",
+    "MatchSingleton",
+    "MatchSequence",
+    "MatchMapping",
+    "MatchClass",
+    "MatchStar",
+    "MatchAs",
+    "MatchOr",
+    "TypeVar",
+    "ParamSpec",
+    "TypeVarTuple",
+]
+
+ALLOWED_NODE_TYPES: frozenset[type[ast.AST]] = frozenset(
+    getattr(ast, name) for name in _ALLOWED_NODE_NAMES if hasattr(ast, name)
+)
+"""AST node classes the checker has a rule for; any other node type is refused (AG905)."""
+
+_STRING_EVAL_NAMES = frozenset({"get_type_hints", "ForwardRef", "evaluate_forward_ref"})
+_FORMATTER_NAMES = frozenset(
+    {"vformat", "get_field", "_vformat", "convert_field", "format_field", "parse_fields"}
+)
+_FORMAT_METHODS = frozenset({"format", "format_map"})
+_ATTRGETTERS = frozenset({"attrgetter", "methodcaller"})
+_SAFE_LOGGING_STYLES = frozenset({"%", "$"})
+
+
+class _Abort(Exception):
+    """Internal: a limit was hit; the walk stops."""
+
+
+class _Checker:
+    """State of one check. Not thread-safe; one instance per call."""
+
+    def __init__(self, policy: Policy, source: str) -> None:
+        self.policy = policy
+        self.source = source
+        self.guard = policy.runtime_attribute_guard
+        self.hits: list[tuple[int, int, int, int, str, str]] = []
+        # name -> dotted module path, for names certainly bound to modules
+        self.modules: dict[str, str] = {}
+        # name -> "module.attr" for names bound by `from module import attr`
+        self.from_imports: dict[str, str] = {}
+        # chains on names not yet known as modules: (root, steps, node, store, value_use)
+        self.deferred: list[tuple[str, list[tuple[str, ast.AST]], ast.AST, bool, bool]] = []
+        # first use as a value of each name not yet known as a module
+        self.value_uses: dict[str, ast.Name] = {}
+        self.nodes = 0
+        self.max_nodes = policy.max_nodes
+        self.max_depth = policy.max_depth
+        self.annotation = 0
+        self.location: ast.AST | None = None
+        self.handlers: dict[type[ast.AST], Callable[[Any, int], None]] = dict.fromkeys(
+            ALLOWED_NODE_TYPES, self._generic
+        )
+        for leaf in (ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue):
+            self.handlers[leaf] = self._leaf
+        for cls in ALLOWED_NODE_TYPES:
+            if issubclass(cls, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop)):
+                self.handlers[cls] = self._leaf
+        special: dict[str, Callable[[Any, int], None]] = {
+            "Name": self._name_node,
+            "Attribute": self._attribute_node,
+            "Call": self._call,
+            "Import": self._import,
+            "ImportFrom": self._import_from,
+            "Constant": self._constant,
+            "FunctionDef": self._function,
+            "AsyncFunctionDef": self._function,
+            "ClassDef": self._class,
+            "arg": self._arg,
+            "AnnAssign": self._ann_assign,
+            "ExceptHandler": self._except_handler,
+            "Global": self._global,
+            "Nonlocal": self._global,
+            "MatchAs": self._match_binding,
+            "MatchStar": self._match_binding,
+            "MatchMapping": self._match_mapping,
+            "MatchClass": self._match_class,
+            "TypeVar": self._type_param,
+            "ParamSpec": self._type_param,
+            "TypeVarTuple": self._type_param,
+        }
+        for name, handler in special.items():
+            node_cls = getattr(ast, name, None)
+            if node_cls in ALLOWED_NODE_TYPES:
+                self.handlers[node_cls] = handler
+
+    # ----------------------------------------------------------------- reporting
+
+    def report(self, node: ast.AST, rule_id: str, message: str) -> None:
+        where = self.location if self.location is not None else node
+        line = getattr(where, "lineno", 1) or 1
+        col = getattr(where, "col_offset", 0) or 0
+        end_line = getattr(where, "end_lineno", None) or line
+        end_col = getattr(where, "end_col_offset", None)
+        if end_col is None:
+            end_col = col
+        self.hits.append((line, col, end_line, end_col, rule_id, message))
+
+    # ----------------------------------------------------------------- walking
+
+    def visit(self, node: ast.AST, depth: int) -> None:
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            self.report(
+                node,
+                "AG903",
+                f"the code has more than {self.max_nodes} syntax nodes; split it into "
+                "smaller scripts",
+            )
+            raise _Abort
+        if depth > self.max_depth:
+            self.report(
+                node,
+                "AG904",
+                f"the code is nested deeper than {self.max_depth} levels; flatten the "
+                "expression or statement",
+            )
+            raise _Abort
+        handler = self.handlers.get(type(node))
+        if handler is None:
+            self.report(
+                node,
+                "AG905",
+                f"syntax {type(node).__name__!r} has no reviewed rule in astguard and is "
+                "refused; rewrite it with reviewed syntax",
+            )
+            return
+        handler(node, depth)
+
+    def _leaf(self, node: ast.AST, depth: int) -> None:
+        return
+
+    def _generic(self, node: ast.AST, depth: int) -> None:
+        depth += 1
+        visit = self.visit
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        visit(item, depth)
+            elif isinstance(value, ast.AST):
+                visit(value, depth)
+
+    def _visit_annotation(self, node: ast.AST | None, depth: int) -> None:
+        if node is None:
+            return
+        self.annotation += 1
+        try:
+            self.visit(node, depth)
+        finally:
+            self.annotation -= 1
+
+    # ----------------------------------------------------------------- names
+
+    def _binding(self, name: str | None, node: ast.AST) -> None:
+        """Check an identifier the code binds (def, class, parameter, import as, ...)."""
+        if name is None:
+            return
+        if name in FORBIDDEN_NAMES:
+            self.report(
+                node,
+                "AG207",
+                f"binding the special name {name!r} is refused; choose another name",
+            )
+
+    def _name_node(self, node: ast.Name, depth: int) -> None:
+        self._name(node, attr_root=False)
+
+    def _name(self, node: ast.Name, *, attr_root: bool, called: bool = False) -> None:
+        name = node.id
+        load = isinstance(node.ctx, ast.Load)
+        if name in self.policy.denied_builtins:
+            self.report(
+                node,
+                "AG201",
+                f"the builtin {name!r} is refused (it reaches code, frames, namespaces or the "
+                "interpreter); if this is your own variable, rename it",
+            )
+        elif name in FORBIDDEN_NAMES:
+            self.report(
+                node,
+                "AG207",
+                f"the special name {name!r} exposes the interpreter and is refused",
+            )
+        elif name in REFLECTION_BUILTINS:
+            if load and not self.guard and not called:
+                self.report(
+                    node,
+                    "AG204",
+                    f"{name!r} used as a value is refused; call it directly with a literal "
+                    "attribute name, or use attribute syntax",
+                )
+        elif (
+            is_dunder(name)
+            and name not in ALLOWED_DUNDER_NAMES
+            and name not in self.policy.allowed_dunder_attributes
+        ):
+            self.report(node, "AG207", f"the dunder name {name!r} is refused")
+        if load and not attr_root:
+            if name in self.modules:
+                self._module_value(node, self.modules[name])
+            elif name not in self.value_uses:
+                self.value_uses[name] = node
+
+    def _module_value(self, node: ast.AST, module: str) -> None:
+        self.report(
+            node,
+            "AG307",
+            f"the module {module!r} is used as a value; use its attributes directly "
+            f"({module}.name) so they can be checked",
+        )
+
+    # ----------------------------------------------------------------- attributes
+
+    def _attribute_name(self, attr: str, node: ast.AST) -> None:
+        """The rules every attribute name obeys, whatever the object."""
+        name = _normalize(attr)
+        if is_dunder(name):
+            if name not in self.policy.allowed_dunder_attributes:
+                self.report(
+                    node,
+                    "AG301",
+                    f"the dunder attribute {name!r} is refused (it reaches interpreter "
+                    "internals); use the public API or builtins such as type() and "
+                    "isinstance()",
+                )
+        elif name in FORBIDDEN_ATTRIBUTES:
+            if name in _FORMATTER_NAMES:
+                self.report(
+                    node,
+                    "AG403",
+                    f"the formatter method {name!r} walks attributes from strings and is "
+                    "refused; use f-strings",
+                )
+            else:
+                self.report(
+                    node,
+                    "AG302",
+                    f"the attribute {name!r} exposes frames, code or traceback internals and "
+                    "is refused",
+                )
+        elif name in SPAWN_ATTRIBUTES:
+            self.report(
+                node,
+                "AG305",
+                f"{name!r} starts processes or opens network connections and is refused in "
+                "the sandbox",
+            )
+        elif name in _STRING_EVAL_NAMES:
+            self.report(
+                node,
+                "AG206",
+                f"{name!r} evaluates strings as code and is refused",
+            )
+
+    def _attribute_node(self, node: ast.Attribute, depth: int) -> None:
+        self._attribute(node, depth, call=None)
+
+    def _attribute(self, node: ast.Attribute, depth: int, *, call: ast.Call | None) -> None:
+        chain: list[ast.Attribute] = []
+        cur: ast.expr = node
+        while isinstance(cur, ast.Attribute):
+            chain.append(cur)
+            cur = cur.value
+        chain.reverse()
+        extra = len(chain) - 1
+        self.nodes += extra
+        if self.nodes > self.max_nodes or depth + extra > self.max_depth:
+            self.visit(chain[0], depth + extra)  # reports the limit and aborts
+        for link in chain:
+            self._attribute_name(link.attr, link)
+        outer = chain[-1]
+        if outer.attr in _FORMAT_METHODS:
+            self._format_receiver(outer, call)
+        store = not isinstance(node.ctx, ast.Load)
+        if store and _normalize(outer.attr) == "__class__":
+            self._class_write(outer)
+        base_depth = depth + extra + 1
+        if isinstance(cur, ast.Name):
+            self._name(cur, attr_root=True)
+            steps: list[tuple[str, ast.AST]] = [(link.attr, link) for link in chain]
+            root = cur.id
+            if root in self.modules:
+                self._module_chain(self.modules[root], True, steps, node, store, True)
+            elif root in self.from_imports:
+                self._module_chain(self.from_imports[root], False, steps, node, store, True)
+            else:
+                self.deferred.append((root, steps, node, store, True))
+        else:
+            self.visit(cur, base_depth)
+
+    def _class_write(self, node: ast.AST) -> None:
+        self.report(
+            node,
+            "AG301",
+            "assigning or deleting '__class__' is refused; '__class__' may only be read",
+        )
+
+    def _module_chain(  # noqa: PLR0917 - internal, called from three places
+        self,
+        module: str,
+        definite: bool,
+        steps: list[tuple[str, ast.AST]],
+        node: ast.AST,
+        store: bool,
+        value_use: bool,
+    ) -> None:
+        """Apply the module-attribute rules along a chain rooted at an imported name."""
+        path = module
+        is_module = definite
+        policy = self.policy
+        for attr, link in steps:
+            name = _normalize(attr)
+            if is_dunder(name):
+                return
+            problem = module_attribute_problem(path, name, policy)
+            if problem is not None:
+                self._module_problem(problem, path, name, link)
+                return
+            dotted = f"{path}.{name}"
+            if is_known_module(dotted, policy):
+                path, is_module = dotted, True
+            elif name in STDLIB_MODULE_NAMES and dotted not in SAME_NAME_NON_MODULES:
+                path, is_module = name, True
+            elif name[:1].islower():
+                path, is_module = dotted, False
+            else:
+                path, is_module = dotted, False
+                break
+        if store:
+            self.report(
+                node,
+                "AG306",
+                f"changing attributes of the imported module {module!r} is refused; keep "
+                "your own state in your own objects",
+            )
+        elif value_use and is_module and steps:
+            self._module_value(node, path)
+
+    def _module_problem(self, rule_id: str, module: str, name: str, node: ast.AST) -> None:
+        if rule_id == "AG303":
+            message = (
+                f"{module}.{name} is a private attribute of a module and is refused; use "
+                "the module's public API"
+            )
+        elif rule_id == "AG305":
+            message = f"{module}.{name} starts processes and is refused in the sandbox"
+        elif name in _STRING_EVAL_NAMES:
+            rule_id = "AG206"
+            message = f"{module}.{name} evaluates strings as code and is refused"
+        elif name == "Formatter":
+            rule_id = "AG403"
+            message = (
+                f"{module}.{name} walks attributes from format strings and is refused; "
+                "use f-strings"
+            )
+        else:
+            message = (
+                f"{module}.{name} is a module off the allow-list or a refused attribute of "
+                "an allowed module"
+            )
+        self.report(node, rule_id, message)
+
+    def _format_receiver(self, attr: ast.Attribute, call: ast.Call | None) -> None:
+        receiver = attr.value
+        template: ast.expr | None = None
+        if isinstance(receiver, ast.Constant) and isinstance(receiver.value, str):
+            template = receiver
+        elif (
+            isinstance(receiver, ast.Name)
+            and receiver.id == "str"
+            and call is not None
+            and call.args
+            and isinstance(call.args[0], ast.Constant)
+            and isinstance(call.args[0].value, str)
+        ):
+            template = call.args[0]
+        if template is None:
+            if isinstance(receiver, ast.Constant):
+                return  # bytes and numbers have no .format; it fails at run time
+            self.report(
+                attr,
+                "AG402",
+                f"str.{attr.attr} with a template that is not a string literal is refused; "
+                "write the template as a literal or use an f-string",
+            )
+            return
+        self._template(template, str(getattr(template, "value", "")))
+
+    def _template(self, node: ast.AST, text: str) -> None:
+        for rule_id, message in template_problems(text, self.policy):
+            self.report(node, rule_id, message)
+
+    # ----------------------------------------------------------------- calls
+
+    def _call(self, node: ast.Call, depth: int) -> None:
+        func = node.func
+        inner = depth + 1
+        if isinstance(func, ast.Name) and func.id in REFLECTION_BUILTINS:
+            self._reflection_call(node, func, inner)
+            return
+        if isinstance(func, ast.Attribute):
+            self.nodes += 1
+            self._attribute(func, inner, call=node)
+            last = func.attr
+        else:
+            self.visit(func, inner)
+            last = func.id if isinstance(func, ast.Name) else ""
+        if last in _ATTRGETTERS:
+            self._attrgetter(node, last)
+        self._logging_style(node, last)
+        for arg in node.args:
+            self.visit(arg, inner)
+        for kw in node.keywords:
+            self.visit(kw, inner)
+
+    def _reflection_call(self, node: ast.Call, func: ast.Name, depth: int) -> None:
+        self.nodes += 1
+        self._name(func, attr_root=True, called=True)
+        fname = func.id
+        args = node.args
+        target = args[0] if args else None
+        name_arg = args[1] if len(args) > 1 else None
+        literal: str | None = None
+        if (
+            isinstance(name_arg, ast.Constant)
+            and isinstance(name_arg.value, str)
+            and not any(isinstance(a, ast.Starred) for a in args[:2])
+        ):
+            literal = _normalize(name_arg.value)
+            if fname in ("setattr", "delattr") and literal == "__class__":
+                self.report(
+                    node,
+                    "AG202",
+                    f"{fname}() on '__class__' is refused; '__class__' may only be read",
+                )
+            elif is_forbidden_attribute(literal, self.policy):
+                self.report(
+                    node,
+                    "AG202",
+                    f"{fname}() with the attribute name {literal!r} is refused (it reaches "
+                    "interpreter internals)",
+                )
+            elif literal in _STRING_EVAL_NAMES:
+                self.report(node, "AG206", f"{literal!r} evaluates strings as code")
+        elif not self.guard:
+            self.report(
+                node,
+                "AG203",
+                f"{fname}() with a computed attribute name is refused; use attribute syntax "
+                "or a dict of handlers (a runner with a run-time attribute guard allows it)",
+            )
+        store = fname in ("setattr", "delattr")
+        if isinstance(target, ast.Name):
+            self.nodes += 1
+            self._name(target, attr_root=True)
+            steps: list[tuple[str, ast.AST]] = [(literal, node)] if literal is not None else []
+            root = target.id
+            if root in self.modules:
+                self._module_chain(self.modules[root], True, steps, node, store, False)
+            elif root in self.from_imports:
+                self._module_chain(self.from_imports[root], False, steps, node, store, False)
+            else:
+                self.deferred.append((root, steps, node, store, False))
+            rest = args[1:]
+        else:
+            rest = args
+        for arg in rest:
+            self.visit(arg, depth)
+        for kw in node.keywords:
+            self.visit(kw, depth)
+
+    def _attrgetter(self, node: ast.Call, fname: str) -> None:
+        args = node.args if fname == "attrgetter" else node.args[:1]
+        if not args:
+            return
+        for arg in args:
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                self.report(
+                    node,
+                    "AG205",
+                    f"{fname}() with a computed attribute name is refused; use a lambda with "
+                    "attribute syntax",
+                )
+                return
+            for raw in arg.value.split("."):
+                part = _normalize(raw)
+                if part.startswith("_") or is_forbidden_attribute(part, self.policy):
+                    self.report(
+                        node,
+                        "AG205",
+                        f"{fname}() with the name {arg.value!r} is refused (private or "
+                        "internal attribute)",
+                    )
+                    return
+
+    def _logging_style(self, node: ast.Call, last: str) -> None:
+        style: ast.expr | None = None
+        template: ast.expr | None = None
+        for kw in node.keywords:
+            if kw.arg == "style":
+                style = kw.value
+            elif kw.arg in ("fmt", "format"):
+                template = kw.value
+        if last == "Formatter" and len(node.args) >= 3:
+            style = node.args[2]
+        if style is None:
+            return
+        if template is None and node.args:
+            template = node.args[0]
+        if isinstance(style, ast.Constant) and style.value in _SAFE_LOGGING_STYLES:
+            return
+        if isinstance(style, ast.Constant) and style.value == "{":
+            if template is None:
+                return
+            if isinstance(template, ast.Constant) and isinstance(template.value, str):
+                self._template(template, template.value)
+                return
+            self.report(
+                node,
+                "AG405",
+                "a `{`-style logging format that is not a string literal is refused; write "
+                "the format as a literal",
+            )
+            return
+        if last in ("Formatter", "basicConfig") or not isinstance(style, ast.Constant):
+            self.report(
+                node,
+                "AG405",
+                "a logging style that is not the literal '%', '$' or '{' is refused",
+            )
+
+    # ----------------------------------------------------------------- imports
+
+    def _import(self, node: ast.Import, depth: int) -> None:
+        for alias in node.names:
+            self.nodes += 1
+            name = alias.name
+            if not is_module_allowed(name, self.policy):
+                self.report(
+                    alias if hasattr(alias, "lineno") else node,
+                    "AG101",
+                    f"import of {name!r} is refused: it is not on the allowed module list",
+                )
+            self._binding(alias.asname, node)
+            if alias.asname:
+                self.modules[alias.asname] = name
+            else:
+                top = name.split(".", 1)[0]
+                self.modules[top] = top
+
+    def _import_from(self, node: ast.ImportFrom, depth: int) -> None:
+        where: ast.AST
+        if node.level:
+            self.report(
+                node,
+                "AG102",
+                "relative imports are refused: sandboxed code is a single script",
+            )
+            return
+        module = node.module or ""
+        policy = self.policy
+        module_ok = is_module_allowed(module, policy)
+        for alias in node.names:
+            self.nodes += 1
+            where = alias if hasattr(alias, "lineno") else node
+            name = alias.name
+            if name == "*":
+                self.report(
+                    where,
+                    "AG104",
+                    f"`from {module} import *` is refused; import the names you use",
+                )
+                continue
+            dotted = f"{module}.{name}"
+            known = is_known_module(dotted, policy)
+            if not module_ok:
+                if not (known and is_module_allowed(dotted, policy)):
+                    self.report(
+                        where,
+                        "AG101",
+                        f"import from {module!r} is refused: it is not on the allowed module list",
+                    )
+            elif module != "__future__":
+                problem = module_attribute_problem(module, name, policy)
+                if problem is None and is_forbidden_attribute(name, policy):
+                    problem = "AG302"
+                if problem is not None:
+                    self._from_problem(problem, module, name, where)
+            target = alias.asname or name
+            self._binding(target, node)
+            if known:
+                self.modules[target] = dotted
+            elif name in STDLIB_MODULE_NAMES and dotted not in SAME_NAME_NON_MODULES:
+                self.modules[target] = name
+            else:
+                self.from_imports[target] = dotted
+
+    def _from_problem(self, rule_id: str, module: str, name: str, where: ast.AST) -> None:
+        if rule_id == "AG303":
+            detail = "it is private"
+        elif rule_id == "AG305":
+            detail = "it starts processes or opens connections"
+        elif rule_id == "AG302":
+            detail = "it exposes frames or code"
+        else:
+            detail = "it is a module off the allow-list or a refused attribute"
+        self.report(
+            where,
+            "AG103",
+            f"`from {module} import {name}` is refused: {detail}",
+        )
+
+    # ----------------------------------------------------------------- definitions
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> None:
+        self._binding(node.name, node)
+        inner = depth + 1
+        for deco in node.decorator_list:
+            self.visit(deco, inner)
+        for param in getattr(node, "type_params", ()):
+            self.visit(param, inner)
+        self.visit(node.args, inner)
+        self._visit_annotation(node.returns, inner)
+        for stmt in node.body:
+            self.visit(stmt, inner)
+
+    def _class(self, node: ast.ClassDef, depth: int) -> None:
+        self._binding(node.name, node)
+        self._generic(node, depth)
+
+    def _arg(self, node: ast.arg, depth: int) -> None:
+        self._binding(node.arg, node)
+        self._visit_annotation(node.annotation, depth + 1)
+
+    def _ann_assign(self, node: ast.AnnAssign, depth: int) -> None:
+        inner = depth + 1
+        self.visit(node.target, inner)
+        self._visit_annotation(node.annotation, inner)
+        if node.value is not None:
+            self.visit(node.value, inner)
+
+    def _except_handler(self, node: ast.ExceptHandler, depth: int) -> None:
+        self._binding(node.name, node)
+        self._generic(node, depth)
+
+    def _global(self, node: ast.Global | ast.Nonlocal, depth: int) -> None:
+        for name in node.names:
+            self._binding(name, node)
+
+    def _match_binding(self, node: ast.MatchAs | ast.MatchStar, depth: int) -> None:
+        self._binding(node.name, node)
+        self._generic(node, depth)
+
+    def _match_mapping(self, node: ast.MatchMapping, depth: int) -> None:
+        self._binding(node.rest, node)
+        self._generic(node, depth)
+
+    def _match_class(self, node: ast.MatchClass, depth: int) -> None:
+        for attr in node.kwd_attrs:
+            name = _normalize(attr)
+            if is_dunder(name):
+                self.report(
+                    node,
+                    "AG301",
+                    f"a class pattern reading the dunder attribute {name!r} is refused; match "
+                    "on public attributes",
+                )
+            else:
+                self._attribute_name(name, node)
+        self._generic(node, depth)
+
+    def _type_param(self, node: ast.AST, depth: int) -> None:
+        self._binding(getattr(node, "name", None), node)
+        self._generic(node, depth)
+
+    # ----------------------------------------------------------------- constants
+
+    def _constant(self, node: ast.Constant, depth: int) -> None:
+        if self.annotation and isinstance(node.value, str):
+            self._string_annotation(node, node.value, depth)
+
+    def _string_annotation(self, node: ast.Constant, text: str, depth: int) -> None:
+        """A string annotation is code for get_type_hints/singledispatch: check it as code."""
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = compile(text, "<annotation>", "eval", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return  # cannot be evaluated either
+        outer = self.location
+        self.location = outer if outer is not None else node
+        try:
+            self.visit(tree, depth + 1)
+        finally:
+            self.location = outer
+
+    # ----------------------------------------------------------------- end of walk
+
+    def finish(self) -> None:
+        """Apply module rules to uses that came before the import that bound the name."""
+        for root, steps, node, store, value_use in self.deferred:
+            if root in self.modules:
+                self._module_chain(self.modules[root], True, steps, node, store, value_use)
+            elif root in self.from_imports:
+                self._module_chain(self.from_imports[root], False, steps, node, store, value_use)
+        for name, node in self.value_uses.items():
+            if name in self.modules:
+                self._module_value(node, self.modules[name])
+
+    def violations(self) -> tuple[Violation, ...]:
+        lines = self.source.splitlines()
+        out = {
+            (
+                line,
+                _char_col(lines, line, col),
+                end_line,
+                _char_col(lines, end_line, end_col),
+                rule_id,
+                message,
+            )
+            for line, col, end_line, end_col, rule_id, message in self.hits
+        }
+        return tuple(
+            Violation(rule_id, message, line, col, end_line, end_col)
+            for line, col, end_line, end_col, rule_id, message in sorted(out)
+        )
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    """Convert a 0-based UTF-8 byte offset on a 1-based line to a 1-based character column."""
+    if 1 <= line <= len(lines):
+        text = lines[line - 1]
+        if not text.isascii():
+            prefix = text.encode("utf-8", "surrogatepass")[:byte_col]
+            return len(prefix.decode("utf-8", "replace")) + 1
+    return byte_col + 1
+
+
+def _parse(source: str | bytes, filename: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    assert isinstance(tree, ast.Module)  # noqa: S101 - compile(..., "exec") returns a Module
+    return tree
+
+
+def _single(filename: str, rule_id: str, message: str, line: int = 1, col: int = 1) -> CheckResult:
+    return CheckResult(
+        ok=False,
+        violations=(Violation(rule_id, message, line, col, line, col),),
+        filename=filename,
+    )
+
+
+def check(
+    source: str | bytes, policy: Policy | None = None, *, filename: str = "<sandbox>"
+) -> CheckResult:
+    """Check untrusted Python source against a policy, without running it.
+
+    One pass over the AST. Nothing in ``source`` makes this raise: a syntax error, an
+    oversized source, too many nodes or too deep nesting are violations like every rule hit.
+
+    Args:
+        source: The Python source text. ``bytes`` are accepted and decoded as Python does
+            (PEP 263 coding cookie, default UTF-8).
+        policy: What to allow; None means ``Policy()``, the safe default.
+        filename: The name to report the source under (no file is read).
+
+    Returns:
+        A :class:`CheckResult` with every violation in source order.
+
+    Raises:
+        TypeError: If ``source`` is not ``str`` or ``bytes`` or ``policy`` is not a
+            :class:`Policy` (caller mistakes, not bad input).
+
+    Example:
+        >>> check("import os").violations[0].rule_id
+        'AG101'
+    """
+    if policy is None:
+        policy = _DEFAULT
+    elif not isinstance(policy, Policy):
+        raise TypeError(f"policy must be an astguard.Policy, not {type(policy).__name__}")
+    if not isinstance(source, (str, bytes)):
+        raise TypeError(f"source must be str or bytes, not {type(source).__name__}")
+    limit = policy.max_source_bytes
+    if isinstance(source, bytes):
+        size = len(source)
+    elif len(source) * 4 <= limit:
+        size = 0
+    else:
+        size = len(source.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        return _single(
+            filename,
+            "AG902",
+            f"the source is {size} bytes, over the limit of {limit} bytes; send a smaller script",
+        )
+    try:
+        tree = _parse(source, filename)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = exc.offset or 1
+        return _single(filename, "AG901", f"syntax error: {exc.msg}", line, max(col, 1))
+    except (ValueError, UnicodeError) as exc:
+        return _single(filename, "AG901", f"the source cannot be parsed: {exc}")
+    except (RecursionError, MemoryError):
+        return _single(
+            filename,
+            "AG904",
+            "the source is too deeply nested or complex to parse; simplify it",
+        )
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    checker = _Checker(policy, text)
+    try:
+        checker.visit(tree, 0)
+        checker.finish()
+    except _Abort:
+        pass
+    except RecursionError:
+        checker.report(
+            tree,
+            "AG904",
+            "the code is nested too deeply to analyse; flatten it",
+        )
+    return CheckResult(
+        ok=not checker.hits,
+        violations=checker.violations(),
+        filename=filename,
+    )
+
+
+_DEFAULT = Policy()

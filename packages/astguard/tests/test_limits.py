@@ -1,0 +1,111 @@
+"""Bad input never raises: syntax errors, size, node count and nesting are violations."""
+
+from __future__ import annotations
+
+import pytest
+
+from astguard import Policy, check
+
+
+def test_syntax_error_has_location() -> None:
+    result = check("x = 1\ndef f(:\n    pass\n")
+    assert result.rule_ids == ("AG901",)
+    v = result.violations[0]
+    assert v.line == 2
+    assert v.col >= 1
+    assert v.message.startswith("syntax error")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = 1\0",
+        "\ud800 = 1",
+        "x = '\ud800'",
+        b"\xff\xfe = 1",
+        b"# -*- coding: nosuchcodec -*-\nx = 1\n",
+        "(" * 300 + ")" * 300,
+        "",
+    ],
+    ids=["null", "surrogate-name", "surrogate-str", "bad-utf8", "bad-codec", "parens", "empty"],
+)
+def test_odd_input_never_raises(source: str | bytes) -> None:
+    result = check(source)
+    assert result.ok == (not result.violations)
+    if source:
+        assert result.rule_ids in {("AG901",), ("AG904",), ()}
+
+
+def test_empty_source_is_clean() -> None:
+    assert check("").ok
+    assert check("\n\n# only a comment\n").ok
+
+
+def test_warnings_from_the_parser_are_not_raised() -> None:
+    # An invalid escape is a SyntaxWarning (3.12+) or DeprecationWarning; with warnings as
+    # errors (our pytest config) the checker must still parse the code.
+    assert check("import re\nre.compile('\\d+')").ok
+
+
+def test_bytes_source_with_coding_cookie() -> None:
+    source = "# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nexec(name)\n".encode("latin-1")
+    result = check(source)
+    assert result.rule_ids == ("AG201",)
+    assert result.violations[0].line == 3
+
+
+def test_source_size_limit_in_bytes() -> None:
+    policy = Policy(max_source_bytes=100)
+    assert check("x = 1\n" * 16, policy).ok  # 96 bytes
+    result = check("x = 1\n" * 17, policy)
+    assert result.rule_ids == ("AG902",)
+    assert "102 bytes" in result.violations[0].message
+    # Multi-byte characters count as their UTF-8 size.
+    assert check("s = '" + "é" * 60 + "'", policy).rule_ids == ("AG902",)
+
+
+def test_node_count_limit() -> None:
+    policy = Policy(max_nodes=50)
+    result = check("x = [" + "0, " * 100 + "]", policy)
+    assert result.rule_ids == ("AG903",)
+    assert check("x = [0, 0]", policy).ok
+
+
+def test_depth_limit() -> None:
+    policy = Policy(max_depth=20)
+    result = check("x = " + "(" * 30 + "1" + ")" * 30 + " + 1" * 30, policy)
+    assert "AG904" in result.rule_ids
+    assert check("x = 1 + 2", policy).ok
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "x = " + " + ".join(["a"] * 20000),
+        "x = " + "-" * 5000 + "1",
+        "x = " + "not " * 5000 + "y",
+        "x = a" + ".b" * 20000,
+        "x = " + "f(" * 150 + ")" * 150,
+        "x = " + "[" * 150 + "]" * 150,
+        "if x:\n" + "".join(" " * i + "if x:\n" for i in range(1, 150)) + " " * 150 + "pass\n",
+        "x: '" + "list[" * 150 + "int" + "]" * 150 + "' = 1",
+    ],
+    ids=["long-sum", "unary", "not-chain", "attr-chain", "calls", "lists", "ifs", "annot"],
+)
+def test_deep_or_long_code_is_a_violation_not_a_crash(source: str) -> None:
+    result = check(source)
+    assert not result.ok
+    assert set(result.rule_ids) <= {"AG901", "AG903", "AG904"}
+
+
+def test_deep_code_within_a_high_limit_never_raises() -> None:
+    policy = Policy(max_depth=1_000_000, max_nodes=10_000_000)
+    result = check("x = " + " + ".join(["a"] * 20000), policy)
+    assert result.rule_ids == ("AG904",)
+
+
+def test_wrong_types_are_caller_errors() -> None:
+    with pytest.raises(TypeError, match="source must be str or bytes"):
+        check(123)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"policy must be an astguard\.Policy"):
+        check("x = 1", {"allowed_modules": []})  # type: ignore[arg-type]

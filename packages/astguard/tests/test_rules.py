@@ -1,0 +1,364 @@
+"""One or more examples per rule, refused with that rule id, and ordinary code accepted."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import pytest
+
+import astguard
+from astguard import Policy, check
+
+GUARDED = Policy(runtime_attribute_guard=True)
+
+REFUSED = [
+    # AG1xx imports
+    ("AG101", "import os"),
+    ("AG101", "import os.path as p"),
+    ("AG101", "import importlib"),
+    ("AG101", "from subprocess import run"),
+    ("AG101", "import logging.config"),
+    ("AG101", "import asyncio.subprocess"),
+    ("AG101", "import json.tool"),
+    ("AG101", "import collections._private"),
+    ("AG101", "from urllib import request"),
+    ("AG101", "import \uff53\uff59\uff53"),
+    ("AG102", "from . import helpers"),
+    ("AG102", "from ..pkg import x"),
+    ("AG103", "from logging import os"),
+    ("AG103", "from random import _os"),
+    ("AG103", "from asyncio import create_subprocess_shell"),
+    ("AG103", "from typing import get_type_hints"),
+    ("AG103", "from string import Formatter"),
+    ("AG103", "from io import FileIO"),
+    ("AG103", "from logging import currentframe"),
+    ("AG103", "from logging import config"),
+    ("AG104", "from math import *"),
+    # AG2xx builtins and reflection
+    ("AG201", "exec('1')"),
+    ("AG201", "runner = exec"),
+    ("AG201", "holder = {'go': eval}"),
+    ("AG201", "compile('1', 'f', 'exec')"),
+    ("AG201", "__import__('os')"),
+    ("AG201", "globals()['x']"),
+    ("AG201", "locals()"),
+    ("AG201", "vars(x)"),
+    ("AG201", "breakpoint()"),
+    ("AG201", "help(str)"),
+    ("AG201", "input()"),
+    ("AG201", "memoryview(b'x')"),
+    ("AG201", "f = lambda: eval"),
+    ("AG202", "getattr(f, '__globals__')"),
+    ("AG202", "setattr(obj, '__class__', Other)"),
+    ("AG202", "delattr(obj, '__dict__')"),
+    ("AG202", "hasattr(gen, 'gi_frame')"),
+    ("AG202", "getattr(f, '__\uff47lobals__')"),
+    ("AG203", "getattr(obj, name)"),
+    ("AG203", "getattr(self, f'do_{name}', None)"),
+    ("AG203", "setattr(obj, key, 1)"),
+    ("AG203", "getattr(*args)"),
+    ("AG204", "g = getattr"),
+    ("AG204", "list(map(getattr, objs, names))"),
+    ("AG205", "import operator\noperator.attrgetter('__globals__')"),
+    ("AG205", "from operator import attrgetter\nattrgetter('a', 'b._c')"),
+    ("AG205", "from operator import methodcaller\nmethodcaller('__reduce__')"),
+    ("AG205", "from operator import attrgetter\nattrgetter(name)"),
+    ("AG206", "import typing\ntyping.get_type_hints(f)"),
+    ("AG206", "import typing\ntyping.ForwardRef('x')"),
+    ("AG206", "hints = obj.get_type_hints"),
+    ("AG207", "__builtins__['exec']"),
+    ("AG207", "x = __loader__"),
+    ("AG207", "__spec__.name"),
+    ("AG207", "def __builtins__():\n    pass"),
+    ("AG207", "global __builtins__"),
+    ("AG207", "import math as __builtins__"),
+    ("AG207", "x = __dict__"),
+    # AG3xx attributes
+    ("AG301", "().__class__.__base__.__subclasses__()"),
+    ("AG301", "f.__globals__"),
+    ("AG301", "f.__code__.co_code"),
+    ("AG301", "print.__self__"),
+    ("AG301", "object.__getattribute__(x, 'y')"),
+    ("AG301", "err.__traceback__"),
+    ("AG301", "x.__dict__"),
+    ("AG301", "obj.__class__ = Other"),
+    ("AG301", "del obj.__class__"),
+    ("AG301", "match p:\n    case Point(__class__=c):\n        pass"),
+    ("AG301", "match p:\n    case Point(__name__=c):\n        pass"),
+    ("AG302", "gen.gi_frame.f_back"),
+    ("AG302", "coro.cr_frame"),
+    ("AG302", "agen.ag_frame"),
+    ("AG302", "tb.tb_frame.f_globals"),
+    ("AG302", "frame.f_locals"),
+    ("AG302", "code.co_consts"),
+    ("AG302", "task.get_stack()"),
+    ("AG302", "match p:\n    case Frame(f_globals=g):\n        pass"),
+    ("AG303", "import random\nrandom._os"),
+    ("AG303", "import random\nrandom._inst.seed"),
+    ("AG303", "import random as r\nr._os.system('id')"),
+    ("AG303", "from random import Random\nRandom._randbelow"),
+    ("AG303", "import random\ngetattr(random, '_os')"),
+    ("AG303", "def later():\n    return random._os\n\nimport random"),
+    ("AG304", "import asyncio\nasyncio.events.os"),
+    ("AG304", "import pathlib\npathlib.os.system('id')"),
+    ("AG304", "import dataclasses\ndataclasses.sys.modules"),
+    ("AG304", "import dataclasses\ndataclasses.builtins.exec"),
+    ("AG304", "import re\nre.copyreg"),
+    ("AG304", "import io\nio.FileIO('x')"),
+    ("AG304", "import contextlib\ncontextlib.chdir('/')"),
+    ("AG304", "import uuid\nuuid.uuid1()"),
+    ("AG304", "import logging\nlogging.config.dictConfig({})"),
+    ("AG304", "import urllib.parse\nurllib.request.urlopen('http://x')"),
+    ("AG304", "from asyncio import events\nevents.os"),
+    ("AG305", "import asyncio\nasyncio.create_subprocess_shell('id')"),
+    ("AG305", "loop.subprocess_exec(proto, 'id')"),
+    ("AG305", "import asyncio\nasyncio.open_connection('h', 1)"),
+    ("AG305", "loop.create_connection(proto, 'h', 1)"),
+    ("AG306", "import random\nrandom.random = lambda: 4"),
+    ("AG306", "import math\ndel math.pi"),
+    ("AG306", "import math\nsetattr(math, 'pi', 3)"),
+    ("AG307", "import random\nm = random"),
+    ("AG307", "import random\nprint(random)"),
+    ("AG307", "from collections import abc\nx = abc"),
+    ("AG307", "import asyncio\nx = asyncio.events"),
+    ("AG307", "def f():\n    return random\n\nimport random"),
+    # AG4xx format strings
+    ("AG401", "'{0.__class__}'.format(x)"),
+    ("AG401", "'{x[__globals__]}'.format(x=d)"),
+    ("AG401", "'{0.__class__.__base__.__subclasses__}'.format(())"),
+    ("AG401", "'{0._private}'.format(x)"),
+    ("AG401", "'{0.gi_frame}'.format(g)"),
+    ("AG401", "'{0:{1.__class__}}'.format(1, 2)"),
+    ("AG401", "str.format('{0.__init__}', x)"),
+    ("AG401", "'{m.__globals__}'.format_map(d)"),
+    (
+        "AG401",
+        "import logging\nlogging.Formatter('{msg.__class__.__mro__}', style='{')",
+    ),
+    ("AG402", "template.format(x)"),
+    ("AG402", "('{0.' + '__class__}').format(x)"),
+    ("AG402", "str.format(t, 1)"),
+    ("AG402", "f'{{0.__class__}}'.format(x)"),
+    ("AG402", "fmt = template.format_map"),
+    ("AG403", "import string\nstring.Formatter().format('{0}', 1)"),
+    ("AG403", "f.vformat('{0.__class__}', (1,), {})"),
+    ("AG403", "f.get_field('0.__class__', (1,), {})"),
+    ("AG404", "'{0.}'.format(x)"),
+    ("AG404", "'{'.format(x)"),
+    ("AG404", "'{0[}'.format(x)"),
+    ("AG404", "'{0[a]b}'.format(x)"),
+    ("AG405", "import logging\nlogging.Formatter(fmt, style='{')"),
+    ("AG405", "import logging\nlogging.basicConfig(style=s)"),
+    ("AG405", "import logging\nlogging.Formatter('%(x)s', None, s)"),
+    # string annotations are code for get_type_hints / singledispatch
+    (
+        "AG201",
+        textwrap.dedent(
+            """
+            import functools
+
+            @functools.singledispatch
+            def f(x):
+                pass
+
+            @f.register
+            def _(x: "__import__('os').system('id')"):
+                pass
+            """
+        ),
+    ),
+    ("AG201", "def h(x: list[\"__import__('os')\"]) -> None:\n    pass"),
+    ("AG301", "x: 'int.__subclasses__()' = 1"),
+    # AG9xx syntax and limits
+    ("AG901", "def f(:"),
+    ("AG901", "x = 1\0"),
+    ("AG901", "  indented = 1"),
+]
+
+ACCEPTED = [
+    'if __name__ == "__main__":\n    pass',
+    "class A:\n    def __init__(self):\n        super().__init__()\n        self._items = []",
+    "class A:\n    def __repr__(self):\n        return f'{self.__class__.__name__}({self._x!r})'",
+    "class V:\n    def __mul__(self, o):\n        return self\n    __rmul__ = __mul__",
+    "class S:\n    __slots__ = ('a', 'b')\n    __match_args__ = ('a',)",
+    "name = type(x).__name__",
+    "try:\n    pass\nexcept ValueError as err:\n    cause = err.__cause__",
+    "with open('data.csv', newline='') as fh:\n    rows = fh.read()",
+    "import csv, json, math, statistics, datetime, re, collections, itertools, functools",
+    "import decimal, fractions, random, hashlib, pathlib, heapq, bisect, string, textwrap",
+    "from collections.abc import Mapping\nisinstance({}, Mapping)",
+    "import collections.abc\nisinstance({}, collections.abc.Mapping)",
+    "import datetime\nisinstance(x, datetime.datetime)\nt = datetime.time(1)",
+    "import pathlib\np = pathlib.Path('.')\nprint(pathlib.Path.cwd())",
+    "from urllib.parse import quote\nimport urllib.parse\nurllib.parse.urlsplit('http://x')",
+    "from urllib import parse\nparse.quote('a b')",
+    "from dataclasses import dataclass, field\n@dataclass\nclass P:\n    x: int = field(default=0)",
+    "print(f'{1234.5:>10,.2f} {0.5:.1%} {x=} {y!r:>{w}}')",
+    "print('{0} owes {1:.2f}'.format('a', 1.5))",
+    "print('{item[name]} {p.x}'.format(item={'name': 'tea'}, p=pt))",
+    "print('{city}'.format_map({'city': 'Lyon'}))",
+    "print('%s has %d' % ('a', 1))",
+    "print(str.format('{0}', 1))",
+    "import operator\nk = operator.attrgetter('name', 'address.city')\n"
+    "m = operator.methodcaller('strip')",
+    "hasattr(x, '__len__') and getattr(x, 'name', None)",
+    "setattr(self, 'value', 3)",
+    "import asyncio\nasync def main():\n    await asyncio.sleep(0)\nasyncio.run(main())",
+    "async def g():\n    async with lock:\n        async for x in src:\n            yield x",
+    "squares = [x * x for x in range(10) if x % 2]\ngen = (x for x in range(3))",
+    "d = {k: v for k, v in pairs}\ns = {x for x in xs}",
+    "import functools\n@functools.lru_cache(maxsize=None)\ndef f(n):\n    return n",
+    "def g(x: 'list[int]') -> 'Stack[U]':\n    pass",
+    "def g(x: 'not valid python !'):\n    pass",
+    "import logging\nlogging.basicConfig(level=logging.INFO)\nlog = logging.getLogger(__name__)",
+    "import logging\nlogging.Formatter('{asctime} {message}', style='{')",
+    "import logging\nlogging.Formatter('%(message)s', style='%')",
+    "match cmd.split():\n    case ['go', d]:\n        pass\n"
+    "    case {'k': v, **rest}:\n        pass",
+    "match p:\n    case Point(x=0, y=y) | Point(x=y, y=0):\n        pass",
+    "import io\nbuf = io.StringIO()\nbuf.write('x')",
+    "import random\nrng = random.Random(1)\nrandom.seed(7)\nrandom.random()",
+    "import uuid\nuuid.uuid4().hex",
+    "import typing\nT = typing.TypeVar('T')\nx: typing.Optional[int] = None",
+    "from __future__ import annotations",
+    "def f():\n    global counter\n    counter += 1",
+    "lambda *a, **k: (a, k)",
+    "x = [*a, *b]\ny = {**c}\ndel y",
+    "while (line := f.readline()):\n    pass",
+    "assert x, 'message'\nraise ValueError('x') from None",
+    "import re\nm = re.match('a', 's')\nprint(m.string, m.group(0))",
+    "class E(Exception):\n    def __init__(self, msg):\n        super().__init__(msg)",
+    "import enum\nclass C(enum.Enum):\n    A = 1\nprint(C.__members__)",
+    "x = obj.system\ny = obj.popen",
+    "print(dir(x), id(x), hash(x), callable(x), type(x), isinstance(x, int))",
+]
+
+
+@pytest.mark.parametrize(
+    ("rule_id", "source"), REFUSED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(REFUSED)]
+)
+def test_refused_with_rule(rule_id: str, source: str) -> None:
+    result = check(source)
+    assert not result.ok
+    assert rule_id in result.rule_ids, str(result)
+
+
+@pytest.mark.parametrize("source", ACCEPTED, ids=[f"ok-{i}" for i in range(len(ACCEPTED))])
+def test_ordinary_code_accepted(source: str) -> None:
+    result = check(source)
+    assert result.ok, str(result)
+
+
+def test_every_rule_has_a_refusing_example_here() -> None:
+    tested = {rule_id for rule_id, _ in REFUSED}
+    untested = set(astguard.RULES) - tested - {"AG902", "AG903", "AG904", "AG905"}
+    assert untested == set()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="except* is Python 3.11+")
+@pytest.mark.parametrize(
+    ("source", "rule_id"),
+    [
+        ("try:\n    pass\nexcept* ValueError as __builtins__:\n    pass", "AG207"),
+        ("try:\n    pass\nexcept* ValueError as eg:\n    eg.__traceback__", "AG301"),
+        ("try:\n    pass\nexcept* (ValueError, TypeError):\n    exec('x')", "AG201"),
+        ("try:\n    pass\nexcept* ValueError:\n    pass\nelse:\n    import os", "AG101"),
+        ("try:\n    pass\nexcept* ValueError:\n    pass\nfinally:\n    g.gi_frame", "AG302"),
+        ("try:\n    pass\nexcept* __import__('os').error:\n    pass", "AG201"),
+    ],
+)
+def test_try_star_edges_refused(source: str, rule_id: str) -> None:
+    assert rule_id in check(source).rule_ids
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="except* is Python 3.11+")
+def test_try_star_ordinary_accepted() -> None:
+    source = "try:\n    run()\nexcept* ValueError as eg:\n    print(eg.exceptions)"
+    assert check(source).ok
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="PEP 695 syntax is Python 3.12+")
+def test_pep695_syntax_checked() -> None:
+    assert check("type Pair[T] = tuple[T, T]\nclass Box[T]:\n    pass").ok
+    assert "AG201" in check("type X = eval('1')").rule_ids
+    assert "AG207" in check("def f[__builtins__](x):\n    pass").rule_ids
+
+
+def test_runtime_guard_policy_allows_computed_reflection_only() -> None:
+    assert check("getattr(self, f'do_{name}', None)", GUARDED).ok
+    assert check("g = getattr", GUARDED).ok
+    assert check("setattr(obj, key, 1)", GUARDED).ok
+    # Literal refused names and the other rules stay.
+    assert "AG202" in check("getattr(f, '__globals__')", GUARDED).rule_ids
+    assert "AG303" in check("import random\ngetattr(random, '_os')", GUARDED).rule_ids
+    assert "AG201" in check("exec('1')", GUARDED).rule_ids
+    assert "AG205" in check("from operator import attrgetter\nattrgetter(n)", GUARDED).rule_ids
+
+
+def test_unknown_node_type_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Default deny: a node type with no rule (simulated by removing Lambda's rule)."""
+    from astguard import _checker
+
+    allowed = _checker.ALLOWED_NODE_TYPES - {__import__("ast").Lambda}
+    monkeypatch.setattr(_checker, "ALLOWED_NODE_TYPES", allowed)
+    result = check("f = lambda: 1")
+    assert result.rule_ids == ("AG905",)
+    assert "'Lambda'" in result.violations[0].message
+    assert result.violations[0].line == 1
+    assert result.violations[0].col == 5
+
+
+def test_every_node_type_of_this_python_is_reviewed_or_refused() -> None:
+    import ast
+
+    reviewed = {cls.__name__ for cls in astguard.ALLOWED_NODE_TYPES}
+    # Node classes this interpreter can produce that astguard deliberately does not accept.
+    refused = {"Interactive", "FunctionType", "TypeIgnore", "TemplateStr", "Interpolation"}
+    concrete = {
+        name
+        for name in dir(ast)
+        if isinstance(getattr(ast, name), type)
+        and issubclass(getattr(ast, name), ast.AST)
+        and getattr(ast, name)._fields is not None
+        and not getattr(ast, name).__subclasses__()
+        and name
+        not in {
+            "Num",
+            "Str",
+            "Bytes",
+            "NameConstant",
+            "Ellipsis",
+            "Index",
+            "ExtSlice",
+            "Suite",
+            "_ast_Ellipsis",
+            "Param",
+            "AugLoad",
+            "AugStore",
+            "slice",
+        }
+    }
+    assert concrete - reviewed - refused == set()
+
+
+def test_violations_in_source_order_with_locations() -> None:
+    source = "import os\nx = 1\ny = eval('2')\n"
+    result = check(source)
+    assert [(v.rule_id, v.line, v.col) for v in result.violations] == [
+        ("AG101", 1, 8),
+        ("AG201", 3, 5),
+    ]
+    first = result.violations[1]
+    assert (first.end_line, first.end_col) == (3, 9)
+
+
+def test_columns_count_characters_not_bytes() -> None:
+    result = check("é = 1; exec('x')")
+    assert result.violations[0].col == 8
+
+
+def test_violation_inside_string_annotation_points_at_string() -> None:
+    result = check("def f(x: 'eval(1)'):\n    pass")
+    v = result.violations[0]
+    assert (v.rule_id, v.line, v.col, v.end_col) == ("AG201", 1, 10, 19)

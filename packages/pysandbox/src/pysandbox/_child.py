@@ -380,6 +380,7 @@ def make_import(
 ) -> Callable[..., Any]:
     """The import guard bound into the user's builtins only (stdlib imports are unaffected)."""
     module_type = type(sys)
+    stdlib_names = frozenset(getattr(sys, "stdlib_module_names", ())) | {"_strptime"}
 
     def __import__(
         name: Any,
@@ -390,6 +391,16 @@ def make_import(
     ) -> Any:
         if level != 0:
             raise ImportError("sandbox: relative imports are not permitted", name=name)
+        if (
+            type(fromlist) is list
+            and not fromlist
+            and isinstance(name, str)
+            and name.partition(".")[0] in stdlib_names
+        ):
+            # C code's PyImport_Import (e.g. datetime.strptime -> _strptime) resolves
+            # __import__ from the current frame's builtins and always passes an empty list;
+            # import statements pass None or a tuple.
+            return real_import(name, globals, locals, fromlist, level)
         if not isinstance(name, str) or not module_allowed(name, allowed, denied):
             raise ModuleNotFoundError(
                 f"sandbox: import of {name!r} is not permitted (not on the allow-list)",
@@ -549,17 +560,14 @@ def _strip(te: Any) -> None:
         stack.extend(getattr(current, "exceptions", None) or ())
 
 
-_SOURCE: list[str] = []
-
-
 def _print_exception(exc: BaseException) -> None:
     try:
         import linecache
         import traceback
 
-        if _SOURCE:
-            lines = _SOURCE[0].splitlines(True)
-            linecache.cache[USER_FILENAME] = (len(_SOURCE[0]), None, lines, USER_FILENAME)
+        # No source lines: the caller has the code, and echoing it would copy whatever the
+        # code contains into stderr (the red-team markers, for one).
+        linecache.cache.pop(USER_FILENAME, None)
 
         te = traceback.TracebackException(type(exc), exc, exc.__traceback__, compact=True)
         _strip(te)
@@ -657,7 +665,6 @@ def main(argv: list[str]) -> int:
         del libc
 
     source: str = cfg["code"]
-    _SOURCE.append(source)
     try:
         code_obj = compile(source, USER_FILENAME, "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:

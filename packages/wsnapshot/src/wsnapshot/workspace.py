@@ -276,7 +276,7 @@ class SafeWorkspace:
                     self._openat2 = False  # kernel or seccomp filter without openat2
                 elif exc.errno == errno.ELOOP:
                     raise UnsafePathError(
-                        path, "a symlink is on the way (never followed)"
+                        path, "a symlink is on the way (symlinks are never followed)"
                     ) from None
                 elif exc.errno == errno.EXDEV:
                     raise UnsafePathError(path, "resolves outside the workspace") from None
@@ -291,21 +291,33 @@ class SafeWorkspace:
                 try:
                     nfd = ops.open(part, O_DIRFLAGS, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:
-                        raise UnsafePathError(
-                            path, "a symlink is on the way (never followed)"
-                        ) from None
+                    self._refuse_symlink(exc, fd, part, path, "a symlink is on the way")
                     raise
                 ops.close(fd)
                 fd = nfd
             try:
                 return ops.open(parts[-1], flags | _O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise UnsafePathError(path, "is a symlink (never followed)") from None
+                self._refuse_symlink(exc, fd, parts[-1], path, "is a symlink")
                 raise
         finally:
             ops.close(fd)
+
+    def _refuse_symlink(self, exc: OSError, dir_fd: int, name: str, path: str, what: str) -> None:
+        """Turn the error of an ``O_NOFOLLOW`` open into :class:`UnsafePathError` for a symlink.
+
+        Linux says ``ELOOP`` for a symlink opened ``O_NOFOLLOW``, but ``ENOTDIR`` when
+        ``O_DIRECTORY`` is given too; an ``lstat`` tells a symlink from a plain file.
+        """
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(path, f"{what} (symlinks are never followed)") from None
+        if exc.errno == errno.ENOTDIR:
+            try:
+                st = self._ops.lstat(name, dir_fd=dir_fd)
+            except OSError:
+                return
+            if stat.S_ISLNK(st.st_mode):
+                raise UnsafePathError(path, f"{what} (symlinks are never followed)") from None
 
     def open_dir(
         self,
@@ -350,10 +362,7 @@ class SafeWorkspace:
                             created.append("/".join(parts[: i + 1]))
                     nfd = ops.open(part, O_DIRFLAGS, dir_fd=fd)
                 except OSError as exc:
-                    if exc.errno == errno.ELOOP:
-                        raise UnsafePathError(
-                            "/".join(parts[: i + 1]), "is a symlink (never followed)"
-                        ) from None
+                    self._refuse_symlink(exc, fd, part, "/".join(parts[: i + 1]), "is a symlink")
                     raise
                 ops.close(fd)
                 fd = nfd

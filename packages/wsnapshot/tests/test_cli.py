@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from wsnapshot.__main__ import main
+
+
+def run(
+    capsys: pytest.CaptureFixture[str], ws: Path, store: Path, *args: str
+) -> tuple[int, object]:
+    code = main(["--workspace", str(ws), "--store", str(store), *args])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else json.loads(err)
+
+
+def test_cli_end_to_end(
+    capsys: pytest.CaptureFixture[str],
+    ws: Path,
+    store_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (ws / "a.txt").write_text("one")
+    code, info = run(capsys, ws, store_dir, "create", "-d", "first")
+    assert code == 0
+    assert isinstance(info, dict)
+    assert info["description"] == "first"
+    assert info["file_count"] == 1
+    sid = info["id"]
+    code, listing = run(capsys, ws, store_dir, "list")
+    assert listing == [info]
+    code, shown = run(capsys, ws, store_dir, "show", sid)
+    assert isinstance(shown, dict)
+    assert shown["entries"][0]["path"] == "a.txt"
+    (ws / "a.txt").write_text("two")
+    code, diff = run(capsys, ws, store_dir, "diff", sid)
+    assert isinstance(diff, dict)
+    assert diff["modified"] == ["a.txt"]
+    code, report = run(capsys, ws, store_dir, "restore", sid)
+    assert isinstance(report, dict)
+    assert report["rewritten"] == ["a.txt"]
+    assert (ws / "a.txt").read_text() == "one"
+    out_file = tmp_path / "export.json"
+    code, exported = run(capsys, ws, store_dir, "export", sid, "-o", str(out_file))
+    assert exported == {"exported": sid, "file": str(out_file)}
+    code, record = run(capsys, ws, store_dir, "export", sid)
+    assert record == json.loads(out_file.read_text())
+    code, gone = run(capsys, ws, store_dir, "delete", sid)
+    assert gone == {"deleted": sid}
+    code, imported = run(capsys, ws, store_dir, "import", str(out_file))
+    assert isinstance(imported, dict)
+    assert imported["id"] == sid
+    run(capsys, ws, store_dir, "delete", sid)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(out_file.read_bytes())))
+    code, imported = run(capsys, ws, store_dir, "import", "-")
+    assert code == 0
+
+
+def test_cli_errors(
+    capsys: pytest.CaptureFixture[str], ws: Path, store_dir: Path, tmp_path: Path
+) -> None:
+    code, err = run(capsys, ws, store_dir, "restore", "../etc")
+    assert code == 1
+    assert err == {
+        "error": {
+            "type": "InvalidSnapshotId",
+            "message": "invalid snapshot id '../etc': expected a UUID such as "
+            "123e4567-e89b-12d3-a456-426614174000",
+        }
+    }
+    code, err = run(capsys, ws, store_dir, "delete", "123e4567-e89b-12d3-a456-426614174000")
+    assert code == 1
+    assert isinstance(err, dict)
+    assert err["error"]["type"] == "SnapshotNotFound"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nope")
+    code, err = run(capsys, ws, store_dir, "import", str(bad))
+    assert isinstance(err, dict)
+    assert err["error"]["type"] == "InvalidRecord"
+    (ws / "big").write_bytes(b"x" * 10)
+    code = main(["--workspace", str(ws), "--store", str(store_dir), "--max-bytes", "5", "create"])
+    assert code == 1
+    assert "SnapshotTooLarge" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--workspace", str(ws), "--store", str(store_dir), "frobnicate"])
+    assert exit_info.value.code == 2
+
+
+def test_console_entry_point_runs_as_module(ws: Path, store_dir: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "wsnapshot",
+            "--workspace",
+            str(ws),
+            "--store",
+            str(store_dir),
+            "list",
+        ],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == []

@@ -178,6 +178,7 @@ class _Checker:
         self.max_depth = policy.max_depth
         self.annotation = 0
         self.location: ast.AST | None = None
+        self.in_class_body = False
         self.handlers: dict[type[ast.AST], Callable[[Any, int], None]] = dict.fromkeys(
             ALLOWED_NODE_TYPES, self._generic
         )
@@ -205,6 +206,7 @@ class _Checker:
             "MatchStar": self._match_binding,
             "MatchMapping": self._match_mapping,
             "MatchClass": self._match_class,
+            "Subscript": self._subscript,
             "TypeVar": self._type_param,
             "ParamSpec": self._type_param,
             "TypeVarTuple": self._type_param,
@@ -327,11 +329,22 @@ class _Checker:
             and name not in self.policy.allowed_dunder_attributes
         ):
             self.report(node, "AG207", f"the dunder name {name!r} is refused")
+        if load and not called and not attr_root:
+            qualified = self.from_imports.get(name, name)
+            if qualified.rsplit(".", 1)[-1] in _ATTRGETTERS:
+                self._attrgetter_value(node, name)
         if load and not attr_root:
             if name in self.modules:
                 self._module_value(node, self.modules[name])
             elif name not in self.value_uses:
                 self.value_uses[name] = node
+
+    def _attrgetter_value(self, node: ast.AST, name: str) -> None:
+        self.report(
+            node,
+            "AG205",
+            f"{name!r} used as a value is refused; call it directly with literal names",
+        )
 
     def _module_value(self, node: ast.AST, module: str) -> None:
         self.report(
@@ -367,8 +380,8 @@ class _Checker:
                 self.report(
                     node,
                     "AG302",
-                    f"the attribute {name!r} exposes frames, code or traceback internals and "
-                    "is refused",
+                    f"the attribute {name!r} exposes interpreter internals (frames, code, "
+                    "tracebacks, evaluators) and is refused",
                 )
         elif name in SPAWN_ATTRIBUTES:
             self.report(
@@ -403,6 +416,8 @@ class _Checker:
         outer = chain[-1]
         if outer.attr in _FORMAT_METHODS:
             self._format_receiver(outer, call)
+        elif outer.attr in _ATTRGETTERS and call is None:
+            self._attrgetter_value(outer, outer.attr)
         store = not isinstance(node.ctx, ast.Load)
         if store and _normalize(outer.attr) == "__class__":
             self._class_write(outer)
@@ -534,9 +549,13 @@ class _Checker:
             self.nodes += 1
             self._attribute(func, inner, call=node)
             last = func.attr
+        elif isinstance(func, ast.Name):
+            self.nodes += 1
+            self._name(func, attr_root=False, called=True)
+            last = self.from_imports.get(func.id, func.id).rsplit(".", 1)[-1]
         else:
             self.visit(func, inner)
-            last = func.id if isinstance(func, ast.Name) else ""
+            last = ""
         if last in _ATTRGETTERS:
             self._attrgetter(node, last)
         self._logging_style(node, last)
@@ -564,6 +583,13 @@ class _Checker:
                     node,
                     "AG202",
                     f"{fname}() on '__class__' is refused; '__class__' may only be read",
+                )
+            elif literal in _FORMAT_METHODS or literal in _ATTRGETTERS:
+                self.report(
+                    node,
+                    "AG402" if literal in _FORMAT_METHODS else "AG205",
+                    f"{fname}() with the name {literal!r} is refused: it would hide a "
+                    "string-driven lookup from the checker; use attribute syntax",
                 )
             elif is_forbidden_attribute(literal, self.policy):
                 self.report(
@@ -616,7 +642,11 @@ class _Checker:
                 return
             for raw in arg.value.split("."):
                 part = _normalize(raw)
-                if part.startswith("_") or is_forbidden_attribute(part, self.policy):
+                if (
+                    part.startswith("_")
+                    or part in _FORMAT_METHODS
+                    or is_forbidden_attribute(part, self.policy)
+                ):
                     self.report(
                         node,
                         "AG205",
@@ -664,6 +694,8 @@ class _Checker:
     # ----------------------------------------------------------------- imports
 
     def _import(self, node: ast.Import, depth: int) -> None:
+        if self.in_class_body:
+            self._class_body_import(node)
         for alias in node.names:
             self.nodes += 1
             name = alias.name
@@ -689,6 +721,8 @@ class _Checker:
                 "relative imports are refused: sandboxed code is a single script",
             )
             return
+        if self.in_class_body:
+            self._class_body_import(node)
         module = node.module or ""
         policy = self.policy
         module_ok = is_module_allowed(module, policy)
@@ -753,12 +787,36 @@ class _Checker:
             self.visit(param, inner)
         self.visit(node.args, inner)
         self._visit_annotation(node.returns, inner)
-        for stmt in node.body:
-            self.visit(stmt, inner)
+        outer = self.in_class_body
+        self.in_class_body = False
+        try:
+            for stmt in node.body:
+                self.visit(stmt, inner)
+        finally:
+            self.in_class_body = outer
 
     def _class(self, node: ast.ClassDef, depth: int) -> None:
         self._binding(node.name, node)
-        self._generic(node, depth)
+        inner = depth + 1
+        for expr in (*node.decorator_list, *getattr(node, "type_params", ()), *node.bases):
+            self.visit(expr, inner)
+        for kw in node.keywords:
+            self.visit(kw, inner)
+        outer = self.in_class_body
+        self.in_class_body = True
+        try:
+            for stmt in node.body:
+                self.visit(stmt, inner)
+        finally:
+            self.in_class_body = outer
+
+    def _class_body_import(self, node: ast.AST) -> None:
+        self.report(
+            node,
+            "AG101",
+            "imports inside a class body are refused (the module would become a class "
+            "attribute whose use cannot be checked); import at module level",
+        )
 
     def _arg(self, node: ast.arg, depth: int) -> None:
         self._binding(node.arg, node)
@@ -800,6 +858,34 @@ class _Checker:
             else:
                 self._attribute_name(name, node)
         self._generic(node, depth)
+
+    def _subscript(self, node: ast.Subscript, depth: int) -> None:
+        if not self.annotation:
+            self._generic(node, depth)
+            return
+        inner = depth + 1
+        head = node.value
+        kind = head.id if isinstance(head, ast.Name) else getattr(head, "attr", "")
+        self.visit(head, inner)
+        if kind == "Literal":
+            # Literal["r", "w"] holds values, not forward references: not code.
+            self._visit_plain(node.slice, inner)
+        elif kind == "Annotated" and isinstance(node.slice, ast.Tuple) and node.slice.elts:
+            self.nodes += 1
+            self.visit(node.slice.elts[0], inner + 1)
+            for meta in node.slice.elts[1:]:
+                self._visit_plain(meta, inner + 1)
+        else:
+            self.visit(node.slice, inner)
+
+    def _visit_plain(self, node: ast.AST, depth: int) -> None:
+        """Visit outside annotation mode (strings there are data, not code)."""
+        saved = self.annotation
+        self.annotation = 0
+        try:
+            self.visit(node, depth)
+        finally:
+            self.annotation = saved
 
     def _type_param(self, node: ast.AST, depth: int) -> None:
         self._binding(getattr(node, "name", None), node)

@@ -475,6 +475,9 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         "get_stack",
         "func_globals",
         "func_code",
+        # private evaluators reachable from public objects (typing.get_args(...)[0]._evaluate)
+        "_evaluate",
+        "_eval_type",
         # string-formatter internals (AG403 reports these)
         "vformat",
         "get_field",
@@ -511,6 +514,17 @@ SPAWN_ATTRIBUTES: frozenset[str] = frozenset(
         "sock_sendall",
         "sock_sendfile",
         "sendfile",
+        # private process and socket factories of event loops
+        "_make_subprocess_transport",
+        "_make_socket_transport",
+        "_make_ssl_transport",
+        "_make_datagram_transport",
+        "_make_read_pipe_transport",
+        "_make_write_pipe_transport",
+        "_make_unix_socket_transport",
+        "_ssock",
+        "_csock",
+        "_sock_connect",
     }
 )
 """Process-spawning and network-opening methods refused on every object (AG305)."""

@@ -31,7 +31,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-__all__ = ["EXIT_MEMORY", "EXIT_SETUP_FAILED", "RESERVED_EXIT_CODES", "main"]
+__all__ = [
+    "EXIT_MEMORY",
+    "EXIT_SETUP_FAILED",
+    "RESERVED_EXIT_CODES",
+    "STUB",
+    "main",
+    "run_config",
+]
 
 #: Exit status meaning "the user's code raised MemoryError" (never reachable from user code).
 EXIT_MEMORY = 120
@@ -41,6 +48,22 @@ RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
 
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
+
+#: What the parent passes with ``-c``: read ``(bootstrap code, config)`` from the descriptor in
+#: ``argv[1]`` (a ``marshal`` dump by the same interpreter), run this module's code, call
+#: :func:`run_config`. The bootstrap arrives compiled, so no run pays for compiling it.
+STUB = (
+    "import marshal,os,sys\n"
+    "f=int(sys.argv[1]);d=[]\n"
+    "while 1:\n"
+    " c=os.read(f,1048576)\n"
+    " if not c:break\n"
+    " d.append(c)\n"
+    "os.close(f);b,c=marshal.loads(b''.join(d));del d,f\n"
+    "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
+    "exec(b,g);del b\n"
+    "sys.exit(g['run_config'](c))\n"
+)
 
 _AF_UNIX = 1
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -615,7 +638,9 @@ def install_python_guards(
     allowed = frozenset(cfg["allowed_modules"])
     denied = frozenset(cfg["denied_modules"])
     realpath = os.path.realpath
-    guarded_open = make_open(io.open, realpath, workspace, read_roots)
+    # A staticmethod (callable since 3.10) so that class bodies doing ``open = io.open``
+    # (3.10's pathlib accessor) do not turn the guard into a bound method.
+    guarded_open = staticmethod(make_open(io.open, realpath, workspace, read_roots))
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]), allowed, denied
     )
@@ -648,8 +673,12 @@ def main(argv: list[str]) -> int:
             break
         chunks.append(chunk)
     os.close(fd)
-    cfg = marshal.loads(b"".join(chunks))  # noqa: S302 - written by our parent, same interpreter
+    payload = marshal.loads(b"".join(chunks))  # noqa: S302 - written by our parent
+    return run_config(payload[1] if isinstance(payload, tuple) else payload)
 
+
+def run_config(cfg: dict[str, Any]) -> int:
+    """Apply the layers of ``cfg`` in order, then run its code; return the exit status."""
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path[:] = [*sys.path, *cfg["sys_path"]]

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import astguard
+
 __all__ = ["GateOutcome", "ModuleRules", "check_source", "module_rules", "runtime_policy"]
 
 #: Dunder names the run-time attribute guard lets through (ordinary code uses them).
@@ -88,118 +90,7 @@ class GateOutcome:
     violations: tuple[Any, ...]
 
 
-def _astguard() -> Any:
-    """Return the astguard module, or ``None`` while its checker API has not landed."""
-    import astguard
-
-    return astguard if hasattr(astguard, "check") and hasattr(astguard, "Policy") else None
-
-
-#: Interim allow-list used only while astguard's ``check`` is not available.
-_INTERIM_MODULES: frozenset[str] = frozenset(
-    {
-        "__future__",
-        "abc",
-        "asyncio",
-        "bisect",
-        "collections",
-        "contextlib",
-        "copy",
-        "csv",
-        "dataclasses",
-        "datetime",
-        "decimal",
-        "enum",
-        "fractions",
-        "functools",
-        "hashlib",
-        "heapq",
-        "itertools",
-        "json",
-        "math",
-        "operator",
-        "pathlib",
-        "random",
-        "re",
-        "statistics",
-        "string",
-        "textwrap",
-        "time",
-        "typing",
-    }
-)
-
-
-@dataclass(frozen=True)
-class _InterimPolicy:
-    allowed_modules: frozenset[str]
-    denied_modules: frozenset[str] = frozenset()
-    allowed_dunder_attributes: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class _InterimViolation:
-    rule_id: str
-    message: str
-    line: int
-    col: int
-    end_line: int
-    end_col: int
-
-
-def _interim_check(source: str, policy: _InterimPolicy) -> GateOutcome:
-    """A deliberately small stand-in (syntax, imports, dunders, dangerous names)."""
-    import ast
-
-    from pysandbox._child import module_allowed
-
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", 1) or 1
-        return GateOutcome(False, (_InterimViolation("AG901", str(exc), line, 0, line, 0),))
-    found: list[_InterimViolation] = []
-    bad_names = {
-        "exec",
-        "eval",
-        "compile",
-        "__import__",
-        "globals",
-        "locals",
-        "vars",
-        "breakpoint",
-        "getattr",
-        "setattr",
-        "delattr",
-    }
-    for node in ast.walk(tree):
-        pos = (
-            getattr(node, "lineno", 1),
-            getattr(node, "col_offset", 0),
-            getattr(node, "end_lineno", 1) or 1,
-            getattr(node, "end_col_offset", 0) or 0,
-        )
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            names = [node.module or ""] if node.level == 0 else ["."]
-        for name in names:
-            if not module_allowed(name, policy.allowed_modules, policy.denied_modules):
-                found.append(_InterimViolation("AG101", f"import of {name!r}", *pos))
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr.startswith("_")
-            and node.attr
-            not in ("__init__", "__name__", "__class__", "__repr__", "__str__", "__eq__")
-        ):
-            found.append(_InterimViolation("AG301", f"attribute {node.attr!r}", *pos))
-        if isinstance(node, ast.Name) and node.id in bad_names:
-            found.append(_InterimViolation("AG201", f"name {node.id!r}", *pos))
-    return GateOutcome(not found, tuple(found))
-
-
-def runtime_policy(policy: Any | None, extra_modules: Iterable[str]) -> Any:
+def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str]) -> astguard.Policy:
     """Return astguard's policy for sandboxed runs.
 
     The given policy (or astguard's safe default) with ``extra_modules`` added and the flag
@@ -211,60 +102,46 @@ def runtime_policy(policy: Any | None, extra_modules: Iterable[str]) -> Any:
         extra_modules: Module names to allow in addition.
 
     Returns:
-        An ``astguard.Policy``.
+        The policy to check with.
+
+    Raises:
+        TypeError: ``policy`` is not an ``astguard.Policy``.
     """
-    ag = _astguard()
-    if ag is None:
-        return _InterimPolicy(_INTERIM_MODULES | frozenset(extra_modules))
-    result = policy if policy is not None else ag.Policy()
+    if policy is None:
+        policy = astguard.Policy()
+    if not isinstance(policy, astguard.Policy):
+        raise TypeError(f"policy must be an astguard.Policy, not {type(policy).__name__}")
     extra = tuple(extra_modules)
     if extra:
-        if hasattr(result, "with_modules"):
-            result = result.with_modules(*extra)
-        elif hasattr(result, "allow_modules"):
-            result = result.allow_modules(*extra)
-    return result.with_runtime_attribute_guard()
+        policy = policy.with_modules(*extra)
+    return policy.with_runtime_attribute_guard()
 
 
-def module_rules(policy: Any) -> ModuleRules:
+def module_rules(policy: astguard.Policy) -> ModuleRules:
     """Extract the import allow-list and dunder allow-list from an astguard policy.
 
     Args:
-        policy: An ``astguard.Policy``.
+        policy: The policy from :func:`runtime_policy`.
 
     Returns:
         The rules the child enforces at run time.
     """
-    allowed = _first_set(policy, ("allowed_modules", "modules", "allow_modules"))
-    denied = _first_set(policy, ("denied_modules", "blocked_modules", "deny_modules"))
-    dunders = _first_set(policy, ("allowed_dunders", "allowed_dunder_attributes", "dunders"))
     return ModuleRules(
-        allowed=frozenset(allowed),
-        denied=frozenset(denied),
-        allowed_dunders=frozenset(dunders) | DEFAULT_ALLOWED_DUNDERS,
+        allowed=frozenset(policy.allowed_modules),
+        denied=frozenset(policy.denied_modules),
+        allowed_dunders=frozenset(policy.allowed_dunder_attributes) | DEFAULT_ALLOWED_DUNDERS,
     )
 
 
-def _first_set(obj: Any, names: tuple[str, ...]) -> frozenset[str]:
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None and not callable(value):
-            return frozenset(str(v) for v in value)
-    return frozenset()
-
-
-def check_source(source: str, policy: Any) -> GateOutcome:
+def check_source(source: str, policy: astguard.Policy) -> GateOutcome:
     """Run astguard on ``source``.
 
     Args:
         source: The user's code.
-        policy: The ``astguard.Policy`` from :func:`runtime_policy`.
+        policy: The policy from :func:`runtime_policy`.
 
     Returns:
         The gate's outcome; never raises for bad code.
     """
-    ag = _astguard()
-    if ag is None or isinstance(policy, _InterimPolicy):
-        return _interim_check(source, policy)
-    result = ag.check(source, policy)
+    result = astguard.check(source, policy)
     return GateOutcome(ok=bool(result.ok), violations=tuple(result.violations))

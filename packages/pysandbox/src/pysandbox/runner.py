@@ -17,9 +17,10 @@ import sys
 import sysconfig
 import threading
 from collections.abc import Iterable
-from types import MappingProxyType
+from types import CodeType, MappingProxyType
 from typing import Any
 
+import astguard
 from pysandbox import _child, _gate, _landlock, _seccomp
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, probe_kernel
 from pysandbox._limits import Limits
@@ -37,8 +38,19 @@ _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$"
 _ENV_PASSTHROUGH = ("TZ",)
 _MARKER_NAME = "PYSANDBOX_RUN"
 SOURCE_RULE_ID = "PS001"
-#: The bootstrap, run by path: with -I the script's directory is not put on sys.path.
+#: The bootstrap's source file (compiled by the parent, sent to the child's ``-c`` stub).
 _CHILD_SCRIPT = str(pathlib.Path(_child.__file__).resolve())
+
+
+_boot_cache: list[CodeType] = []
+
+
+def _bootstrap_code() -> CodeType:
+    """The child's bootstrap, compiled once per process (its frames keep the file name)."""
+    if not _boot_cache:
+        source = pathlib.Path(_CHILD_SCRIPT).read_text(encoding="utf-8")
+        _boot_cache.append(compile(source, _CHILD_SCRIPT, "exec", dont_inherit=True))
+    return _boot_cache[0]
 
 
 def _stdlib_roots() -> tuple[str, ...]:
@@ -96,7 +108,7 @@ class Sandbox:
         workspace: str | os.PathLike[str],
         *,
         limits: Limits | None = None,
-        policy: Any | None = None,
+        policy: astguard.Policy | None = None,
         require: Iterable[str] = ("landlock", "seccomp"),
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
@@ -234,7 +246,7 @@ class Sandbox:
             "isolated_interpreter",
             True,
             True,
-            argv=[sys.executable, "-I", "-S", "-X", "utf8"],
+            argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", "<bootstrap stub>"],
             stdin="/dev/null",
             new_session=True,
             env_allow_list=["PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH],
@@ -438,10 +450,10 @@ class Sandbox:
             if name in os.environ:
                 env[name] = os.environ[name]
         supervisor = Supervisor(
-            argv=[sys.executable, "-I", "-S", "-X", "utf8", _CHILD_SCRIPT],
+            argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", _child.STUB],
             env=env,
             cwd=self._workspace,
-            payload=marshal.dumps(config),
+            payload=marshal.dumps((_bootstrap_code(), config)),
             deadline_s=deadline,
             output_cap=self._limits.output_bytes,
             workspace=self._workspace,

@@ -6,6 +6,7 @@ import hashlib
 import heapq
 import importlib.resources
 import json
+import marshal
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -242,6 +243,7 @@ class _Entry:
     info: SchemaInfo
     schema: Any
     canonical: str
+    digest: str
 
 
 @dataclass(frozen=True)
@@ -267,6 +269,10 @@ def _canonical(schema: object) -> tuple[str, Any]:
     except RecursionError:
         raise SchemaError("the schema is nested too deeply") from None
     return text, copy
+
+
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=20).hexdigest()
 
 
 def _refuse_retrieval(uri: str) -> referencing.Resource[Any]:
@@ -413,7 +419,7 @@ class SchemaRegistry:
     def __init__(self, *, builtins: bool = True, cache_size: int = 128) -> None:
         if not _is_count(cache_size) or cache_size < 1:
             raise ValueError(f"cache_size must be a positive integer, not {cache_size!r}")
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._entries: dict[str, _Entry] = {}
         self._by_uri: dict[str, Any] = {}
         self._registry: referencing.Registry[Any] = referencing.Registry(
@@ -492,7 +498,7 @@ class SchemaRegistry:
                 description=get("description") if isinstance(get("description"), str) else None,
                 builtin=builtin,
             )
-            self._entries[name] = _Entry(info, copy, canonical)
+            self._entries[name] = _Entry(info, copy, canonical, _digest(canonical))
             self._cache.clear()
             return info
 
@@ -525,22 +531,29 @@ class SchemaRegistry:
     def _compiled(
         self, schema: Mapping[str, Any] | bool | str, draft: str | None, check_formats: bool
     ) -> _Compiled:
+        copy: Any = None
         if isinstance(schema, str):
             with self._lock:
                 entry = self._entries.get(schema)
                 if entry is None:
                     raise UnknownSchemaError(schema, self._entries)
-                canonical, copy, explicit = entry.canonical, entry.schema, entry.info.draft
-            used_draft: str | None = draft or explicit
+            key = ("name:" + entry.digest, draft or entry.info.draft, check_formats)
+            used_draft: str | None = draft or entry.info.draft
+            copy = entry.schema
         elif isinstance(schema, (Mapping, bool)):
-            canonical, copy = _canonical(schema)
+            try:
+                # Type-exact (True is not 1) and C-fast; no code runs for foreign objects,
+                # which marshal refuses (they then fail in _canonical with a clear error).
+                raw = marshal.dumps(schema, 2)
+            except ValueError:
+                canonical, copy = _canonical(schema)
+                raw = canonical.encode("utf-8", "surrogatepass")
             used_draft = draft
+            key = (hashlib.blake2b(raw, digest_size=20).hexdigest(), draft or "", check_formats)
         else:
             raise TypeError(
                 f"schema must be a registered name or a schema object, not {type(schema).__name__}"
             )
-        digest = hashlib.blake2b(canonical.encode("utf-8", "surrogatepass"), digest_size=20)
-        key = (digest.hexdigest(), used_draft or "", check_formats)
         with self._lock:
             found = self._cache.get(key)
             if found is not None:
@@ -548,6 +561,8 @@ class SchemaRegistry:
                 return found
             registry = self._registry
             known = dict(self._by_uri)
+        if copy is None:
+            _, copy = _canonical(schema)
         name = _draft_of(copy, used_draft, known)
         _check_schema(copy, name)
         cls = _SAFE_CLASSES[name]
@@ -636,20 +651,24 @@ def validate_json(
     if not _is_count(max_errors) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
     compiled = (registry or default_registry())._compiled(schema, draft, check_formats)
-    count = 0
+    errors = _iter_errors(compiled, instance)
+    first = next(errors, None)
+    if first is None:
+        return JsonReport(valid=True, errors=(), error_count=0, draft=compiled.draft)
+    count = 1
 
     def counted() -> Iterator[jsonschema.ValidationError]:
         nonlocal count
-        for error in _iter_errors(compiled, instance):
+        yield first
+        for error in errors:
             count += 1
             yield error
 
     kept = heapq.nsmallest(max_errors, counted(), key=_relevance) if max_errors else []
-    if not max_errors:
-        for _ in counted():
-            pass
+    for _ in errors:  # max_errors == 0: count the rest
+        count += 1
     return JsonReport(
-        valid=count == 0,
+        valid=False,
         errors=tuple(_to_error(error) for error in kept),
         error_count=count,
         draft=compiled.draft,

@@ -544,7 +544,7 @@ class SchemaRegistry:
             try:
                 # Type-exact (True is not 1) and C-fast; no code runs for foreign objects,
                 # which marshal refuses (they then fail in _canonical with a clear error).
-                raw = marshal.dumps(schema, 2)
+                raw = marshal.dumps(cast("Any", schema), 2)
             except ValueError:
                 canonical, copy = _canonical(schema)
                 raw = canonical.encode("utf-8", "surrogatepass")

@@ -1,6 +1,7 @@
 """The :class:`Sandbox`: run untrusted Python in a confined child interpreter."""
 
 from __future__ import annotations
+import __future__
 
 import asyncio
 import contextlib
@@ -49,7 +50,12 @@ def _bootstrap_code() -> CodeType:
     """The child's bootstrap, compiled once per process (its frames keep the file name)."""
     if not _boot_cache:
         source = pathlib.Path(_CHILD_SCRIPT).read_text(encoding="utf-8")
-        _boot_cache.append(compile(source, _CHILD_SCRIPT, "exec", dont_inherit=True))
+        # Compile with the annotations flag instead of executing the future import at run
+        # time (one import less per run); the blank line keeps the line numbers.
+        future = "from __future__ import annotations\n"
+        source = source.replace(future, "\n", 1)
+        flags = __future__.annotations.compiler_flag
+        _boot_cache.append(compile(source, _CHILD_SCRIPT, "exec", flags, dont_inherit=True))
     return _boot_cache[0]
 
 

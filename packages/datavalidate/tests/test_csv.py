@@ -95,7 +95,7 @@ def test_encoding_error_in_a_path_and_header(tmp_path: pathlib.Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_bytes(b"a,\xc3\n1,2\n")
     report = validate_csv(path)
-    assert codes(report) == [("encoding-error", 1, "\udcc3")]
+    assert codes(report) == [("encoding-error", 1, "\\xc3")]
 
 
 def test_bom_crlf_and_quoted_fields() -> None:
@@ -467,3 +467,19 @@ def test_memory_of_unique_grows_with_rows(tmp_path: pathlib.Path) -> None:
         _generate(path, rows)
         peaks[rows] = _peak_bytes(path, {"id": {"type": "integer", "unique": True}})
     assert (peaks[40_000] - peaks[10_000]) / 30_000 > 20  # the set of seen ids
+
+
+def test_reports_are_utf8_encodable() -> None:
+    report = validate_csv(
+        b"a\xff,b\n\xfe,2\n", required_headers=["\ud800x"], constraints={"b": "integer"}
+    )
+    text = json.dumps(report.to_dict(), ensure_ascii=False)
+    text.encode("utf-8")
+    assert [c.name for c in report.columns] == ["a\\xff", "b"]
+    assert codes(report) == [
+        ("encoding-error", 1, "a\\xff"),
+        ("missing-header", 1, "\\ud800x"),
+        ("encoding-error", 2, "a\\xff"),
+    ]
+    lone = validate_csv("v\n\ud800\n", constraints={"v": "integer"})
+    assert lone.errors[0].value == "\\ud800"

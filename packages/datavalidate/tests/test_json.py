@@ -433,3 +433,21 @@ def test_thread_safety_of_registry() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_reports_are_utf8_encodable() -> None:
+    report = validate_json({"k\ud800": "\udcff"}, {"additionalProperties": {"type": "integer"}})
+    json.dumps(report.to_dict(), ensure_ascii=False).encode("utf-8")
+    assert report.errors[0].value == '"\\udcff"'
+
+
+def test_schema_objects_marshal_cannot_key_still_work() -> None:
+    from collections import OrderedDict
+
+    class Schema(dict[str, Any]):
+        pass
+
+    assert not validate_json("x", OrderedDict(type="integer")).valid
+    assert validate_json(3, Schema(type="integer")).valid
+    with pytest.raises(SchemaError, match="not JSON data"):
+        validate_json(1, {"const": {1, 2}})

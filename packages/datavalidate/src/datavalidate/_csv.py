@@ -158,11 +158,20 @@ class CsvReport:
         }
 
 
-def _show(value: str) -> str:
-    if _SURROGATE.search(value):
-        value = "".join(
-            f"\\x{ord(c) - 0xDC00:02x}" if "\udc00" <= c <= "\udcff" else c for c in value
+def _clean(text: str) -> str:
+    r"""Make text encodable as UTF-8: undecodable bytes as ``\xNN``, lone surrogates escaped."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = "".join(
+            f"\\x{ord(c) - 0xDC00:02x}" if "\udc00" <= c <= "\udcff" else c for c in text
         )
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _show(value: str) -> str:
+    value = _clean(value[: _VALUE_CHARS * 4])
     return value if len(value) <= _VALUE_CHARS else value[: _VALUE_CHARS - 1] + "\u2026"
 
 
@@ -656,17 +665,19 @@ class _Run:
         if header is None:
             sink.add(CsvError("source-error", "the input is empty: there is no header row"))
             for name in dict.fromkeys((*self.required, *(s.name for s in self.specs))):
+                shown = _clean(name)
                 sink.add(
-                    CsvError("missing-header", f"required column {name!r} is missing", None, name)
+                    CsvError("missing-header", f"required column {shown!r} is missing", None, shown)
                 )
             return self._report(())
         header_row = reader.line_num
         if header and header[0].startswith("\ufeff"):
             header[0] = header[0][1:]
         self.header = header
-        checkers = self._check_header(header, header_row)
-        if getattr(_local, "decode_errors", 0):
+        if getattr(_local, "decode_errors", 0) and _has_surrogate(header):
             self._decode_errors(header, header_row)
+        header = self.header = [_clean(name) for name in header]
+        checkers = self._check_header(header, header_row)
         self._rows(reader, header_row, checkers)
         columns = tuple(
             CsvColumn(
@@ -710,7 +721,12 @@ class _Run:
         for name in dict.fromkeys((*self.required, *declared)):
             if name not in first:
                 sink.add(
-                    CsvError("missing-header", f"required column {name!r} is missing", row, name)
+                    CsvError(
+                        "missing-header",
+                        f"required column {_clean(name)!r} is missing",
+                        row,
+                        _clean(name),
+                    )
                 )
         checkers: list[_Column | _Inferred | None] = []
         for i, name in enumerate(header):
@@ -732,7 +748,7 @@ class _Run:
         _local.decode_errors = max(0, _local.decode_errors - bad)
         for i, cell in enumerate(record):
             if _SURROGATE.search(cell):
-                name = self.header[i] if i < len(self.header) else None
+                name = _clean(self.header[i]) if i < len(self.header) else None
                 self.sink.add(
                     CsvError(
                         "encoding-error",

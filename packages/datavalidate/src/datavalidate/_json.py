@@ -253,7 +253,16 @@ class _Compiled:
 
 
 def _pointer(parts: Iterable[object]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+    return _utf8("".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts))
+
+
+def _utf8(text: str) -> str:
+    """Escape lone surrogates (from the data) so the text encodes as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _canonical(schema: object) -> tuple[str, Any]:
@@ -333,7 +342,7 @@ def _is_count(value: object) -> bool:
 
 
 def _cap(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return _utf8(text if len(text) <= limit else text[: limit - 1] + "\u2026")
 
 
 def _shorten(value: object, limit: int = _VALUE_CHARS) -> str:
@@ -375,8 +384,7 @@ def _shorten(value: object, limit: int = _VALUE_CHARS) -> str:
         return put(f"<{type(item).__name__}>")
 
     walk(value)
-    text = "".join(parts)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return _cap("".join(parts), limit)
 
 
 def _relevance(error: jsonschema.ValidationError) -> tuple[bool, bool, int]:

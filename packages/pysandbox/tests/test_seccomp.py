@@ -13,8 +13,11 @@ from sandbox_helpers import LIBC_PRELUDE, needs_seccomp, raw_run
 pytestmark = needs_seccomp
 
 
+PATHS = "DOT = ctypes.c_char_p(b'.')\nNAME = ctypes.c_char_p(b'user.x')\n"
+
+
 def seccomp_only(sb: Sandbox, body: str) -> list[str]:
-    result = raw_run(sb, LIBC_PRELUDE + body, landlock=False, seccomp=True)
+    result = raw_run(sb, LIBC_PRELUDE + PATHS + body, landlock=False, seccomp=True)
     assert result.status is RunStatus.OK, result.stderr
     assert "seccomp" in result.layers
     assert "landlock" not in result.layers
@@ -56,7 +59,7 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
             "sc(302, PP, 7, 0, buf())",
             "EPERM",
         ),
-        ("prlimit_self_zero", "sc(302, 0, 7, 0, buf())", "ok"),
+        ("prlimit_get_self_zero", "sc(302, 0, 7, 0, buf())", "ok"),
         (
             "prlimit_self_pid",
             "sc(302, os.getpid(), 7, 0, buf())",
@@ -66,6 +69,7 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
         ("setpriority_user", "sc(141, 2, 0, 0)", "EPERM"),
         ("setpriority_pgrp", "sc(141, 1, 0, 0)", "EPERM"),
         ("setpriority_self", "sc(141, 0, 0, 5)", "ok"),
+        ("setpriority_self_pid", "sc(141, 0, os.getpid(), 6)", "ok"),
         (
             "sched_setaffinity_parent",
             "sc(203, PP, 8, buf())",
@@ -108,6 +112,40 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
         ("kcmp", "sc(312, os.getpid(), PP, 0, 0, 0)", "EPERM"),
         ("personality", "sc(135, 0xffffffff)", "EPERM"),
         ("x32_abi", "sc(0x40000000 | 39)", "EPERM"),
+        ("prlimit_set_self", "sc(302, 0, 7, buf(), 0)", "EPERM"),
+        ("setrlimit", "sc(160, 7, buf())", "EPERM"),
+        ("sched_setscheduler_self", "sc(144, 0, 1, buf())", "EPERM"),
+        ("ioprio_set_self", "sc(251, 1, 0, 0)", "EPERM"),
+        ("chmod", "sc(90, DOT, 0o777)", "EPERM"),
+        ("fchmod", "sc(91, 1, 0o777)", "EPERM"),
+        ("fchmodat", "sc(268, -100, DOT, 0o777)", "EPERM"),
+        ("fchmodat2", "sc(452, -100, DOT, 0o777, 0)", "EPERM"),
+        ("chown", "sc(92, DOT, 0, 0)", "EPERM"),
+        ("fchown", "sc(93, 1, 0, 0)", "EPERM"),
+        ("lchown", "sc(94, DOT, 0, 0)", "EPERM"),
+        ("fchownat", "sc(260, -100, DOT, 0, 0, 0)", "EPERM"),
+        (
+            "setxattr",
+            "sc(188, DOT, NAME, 0, 0, 0)",
+            "EPERM",
+        ),
+        ("fsetxattr", "sc(190, 1, NAME, 0, 0, 0)", "EPERM"),
+        ("removexattr", "sc(197, DOT, NAME)", "EPERM"),
+        ("sethostname", "sc(170, ctypes.c_char_p(b'x'), 1)", "EPERM"),
+        ("settimeofday", "sc(164, 0, 0)", "EPERM"),
+        ("clock_settime", "sc(227, 0, buf())", "EPERM"),
+        ("adjtimex", "sc(159, buf())", "EPERM"),
+        ("fanotify_init", "sc(300, 0, 0)", "EPERM"),
+        ("vhangup", "sc(153)", "EPERM"),
+        ("fcntl_setown", "sc(72, 1, 8, PP)", "EPERM"),
+        ("fcntl_setsig", "sc(72, 1, 10, 9)", "EPERM"),
+        ("fcntl_setown_ex", "sc(72, 1, 15, buf())", "EPERM"),
+        ("fcntl_getfl", "sc(72, 1, 3)", "ok"),
+        ("ioctl_fiosetown", "sc(16, 1, 0x8901, buf())", "EPERM"),
+        ("ioctl_tiocsti", "sc(16, 1, 0x5412, ctypes.c_char_p(b'x'))", "EPERM"),
+        ("ioctl_setflags", "sc(16, 1, 0x40086602, buf())", "EPERM"),
+        ("prctl_set_mm", "sc(157, 35, 0, 0, 0, 0)", "EPERM"),
+        ("prctl_get_dumpable", "sc(157, 3, 0, 0, 0, 0)", "ok"),
     ],
 )
 def test_rule_denies(sandbox: Sandbox, name: str, call: str, expected: str) -> None:
@@ -212,3 +250,21 @@ def test_pid_placeholder_patch() -> None:
     assert sc.PID_PLACEHOLDER not in ks
     assert 4242 in ks
     assert len(patched) == len(main.code)
+
+
+def test_capabilities_dropped(sandbox: Sandbox) -> None:
+    body = (
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'CapInh', 'NoNewPrivs',"
+        " 'Seccomp:')):\n"
+        "        print(line.split()[0], line.split()[1])\n"
+    )
+    assert sorted(seccomp_only(sandbox, body)) == [
+        "CapAmb: 0000000000000000",
+        "CapBnd: 0000000000000000",
+        "CapEff: 0000000000000000",
+        "CapInh: 0000000000000000",
+        "CapPrm: 0000000000000000",
+        "NoNewPrivs: 1",
+        "Seccomp: 2",
+    ]

@@ -56,6 +56,37 @@ def _arg_lo(index: int) -> int:
 
 # x86-64 system-call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
 NR: dict[str, int] = {
+    "ioctl": 16,
+    "fcntl": 72,
+    "chmod": 90,
+    "fchmod": 91,
+    "chown": 92,
+    "fchown": 93,
+    "lchown": 94,
+    "uselib": 134,
+    "vhangup": 153,
+    "adjtimex": 159,
+    "setrlimit": 160,
+    "settimeofday": 164,
+    "sethostname": 170,
+    "setdomainname": 171,
+    "setxattr": 188,
+    "lsetxattr": 189,
+    "fsetxattr": 190,
+    "removexattr": 197,
+    "lremovexattr": 198,
+    "fremovexattr": 199,
+    "lookup_dcookie": 212,
+    "clock_settime": 227,
+    "fchownat": 260,
+    "fchmodat": 268,
+    "fanotify_init": 300,
+    "fanotify_mark": 301,
+    "clock_adjtime": 305,
+    "prctl": 157,
+    "fchmodat2": 452,
+    "setxattrat": 463,
+    "removexattrat": 466,
     "socket": 41,
     "connect": 42,
     "bind": 49,
@@ -196,15 +227,60 @@ _DENY_ALWAYS: tuple[str, ...] = (
     "migrate_pages",
     "move_pages",
     "tkill",
+    # Scheduling and I/O classes: real-time classes would let a root child starve the host.
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "ioprio_set",
+    # File metadata: Landlock has no rights for it, and the child may share the server's uid
+    # (or be root), so chmod/chown/xattrs could reach files outside the workspace.
+    "chmod",
+    "fchmod",
+    "fchmodat",
+    "fchmodat2",
+    "chown",
+    "fchown",
+    "lchown",
+    "fchownat",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "removexattr",
+    "lremovexattr",
+    "fremovexattr",
+    "setxattrat",
+    "removexattrat",
+    # Host-wide state a root child could change.
+    "setrlimit",
+    "sethostname",
+    "setdomainname",
+    "settimeofday",
+    "clock_settime",
+    "adjtimex",
+    "clock_adjtime",
+    "vhangup",
+    "fanotify_init",
+    "fanotify_mark",
+    "lookup_dcookie",
+    "uselib",
 )
+
+#: fcntl commands that would aim SIGIO (or any signal, via F_SETSIG) at another process.
+_FCNTL_DENIED = (8, 10, 15)  # F_SETOWN, F_SETSIG, F_SETOWN_EX
+#: ioctl requests: SIGIO ownership, terminal input injection, inode flags (immutable files).
+_IOCTL_DENIED = (
+    0x8901,  # FIOSETOWN
+    0x8902,  # SIOCSPGRP
+    0x5412,  # TIOCSTI
+    0x541C,  # TIOCLINUX
+    0x40086602,  # FS_IOC_SETFLAGS
+    0x401C5820,  # FS_IOC_FSSETXATTR
+)
+_PR_SET_MM = 35
 
 #: Allowed only when the given argument (a pid) is 0 or the caller's own pid.
 _SELF_ONLY: tuple[tuple[str, int], ...] = (
-    ("prlimit64", 0),
     ("sched_setaffinity", 0),
-    ("sched_setscheduler", 0),
-    ("sched_setparam", 0),
-    ("sched_setattr", 0),
     ("kill", 0),
     ("tgkill", 0),
     ("rt_sigqueueinfo", 0),
@@ -214,7 +290,6 @@ _SELF_ONLY: tuple[tuple[str, int], ...] = (
 _CLONE_THREAD = 0x00010000
 _AF_UNIX = 1
 _PRIO_PROCESS = 0
-_IOPRIO_WHO_PROCESS = 1
 
 
 @dataclass(frozen=True)
@@ -322,9 +397,26 @@ def _build_main() -> SeccompProgram:
     asm.ret(RET_ALLOW)
     asm.ret(eperm)
     asm.label("after_socketpair")
-    # setpriority(which, who, prio) and ioprio_set(which, who, ioprio): only on the caller.
-    for name, which in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
-        _self_block(asm, name, which_arg_value=which, pid_arg=1, zero_is_self=True)
+    # setpriority(which, who, prio): only PRIO_PROCESS on the caller.
+    _self_block(asm, "setpriority", which_arg_value=_PRIO_PROCESS, pid_arg=1, zero_is_self=True)
+    # prlimit64(pid, resource, new, old): reading only (new == NULL), and only the caller;
+    # a root child could otherwise raise its own hard limits back up.
+    asm.jmp(_JEQ_K, NR["prlimit64"], 0, "after_prlimit")
+    asm.ld(_arg_lo(2))
+    asm.jmp(_JEQ_K, 0, 0, "deny_prlimit64")
+    asm.ld(_arg_lo(2) + 4)
+    asm.jmp(_JEQ_K, 0, 0, "deny_prlimit64")
+    asm.ld(_arg_lo(0))
+    asm.jmp(_JEQ_K, 0, "allow_prlimit64", 0)
+    asm.jmp(_JEQ_K, PID_PLACEHOLDER, "allow_prlimit64", "deny_prlimit64")
+    asm.label("deny_prlimit64")
+    asm.ret(eperm)
+    asm.label("allow_prlimit64")
+    asm.ret(RET_ALLOW)
+    asm.label("after_prlimit")
+    _value_block(asm, "fcntl", 1, _FCNTL_DENIED)
+    _value_block(asm, "ioctl", 1, _IOCTL_DENIED)
+    _value_block(asm, "prctl", 0, (_PR_SET_MM,))
     for name, arg in _SELF_ONLY:
         _self_block(
             asm,
@@ -335,6 +427,19 @@ def _build_main() -> SeccompProgram:
         )
     asm.ret(RET_ALLOW)
     return SeccompProgram("main", asm.assemble(), denied_rules()[:-1])
+
+
+def _value_block(asm: _Asm, name: str, arg: int, denied: tuple[int, ...]) -> None:
+    """Deny ``name`` when the low 32 bits of argument ``arg`` equal one of ``denied``."""
+    skip, deny = f"skip_{name}", f"deny_{name}"
+    asm.jmp(_JEQ_K, NR[name], 0, skip)
+    asm.ld(_arg_lo(arg))
+    for value in denied:
+        asm.jmp(_JEQ_K, value, deny, 0)
+    asm.ret(RET_ALLOW)
+    asm.label(deny)
+    asm.ret(RET_ERRNO | errno.EPERM)
+    asm.label(skip)
 
 
 def _self_block(
@@ -385,7 +490,10 @@ def denied_rules() -> tuple[str, ...]:
         "clone without CLONE_THREAD (fork): EPERM",
         "socketpair unless AF_UNIX: EPERM",
         "setpriority unless PRIO_PROCESS on self: EPERM",
-        "ioprio_set unless IOPRIO_WHO_PROCESS on self: EPERM",
+        "prlimit64 unless reading (new_limit NULL) on self: EPERM",
+        "fcntl F_SETOWN/F_SETSIG/F_SETOWN_EX: EPERM",
+        "ioctl FIOSETOWN/SIOCSPGRP/TIOCSTI/TIOCLINUX/FS_IOC_SETFLAGS/FS_IOC_FSSETXATTR: EPERM",
+        "prctl PR_SET_MM: EPERM",
         *(f"{name} unless aimed at self: EPERM" for name, _ in _SELF_ONLY),
         "execve/execveat after start (second stacked filter): EPERM",
     )

@@ -301,6 +301,14 @@ class Sandbox:
             "" if (ll_active or sc_active) else "set only together with a kernel layer",
         )
         add(
+            "capabilities",
+            probe.seccomp or probe.landlock_abi > 0,
+            ll_active or sc_active,
+            "" if (ll_active or sc_active) else "dropped only together with a kernel layer",
+            dropped=["bounding", "ambient", "effective", "permitted", "inheritable"],
+            euid=os.geteuid(),
+        )
+        add(
             "supervision",
             True,
             True,

@@ -1,0 +1,68 @@
+"""The shared red-team corpora, one test per case, judged by the harness's own rules."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from pysandbox import Sandbox
+from sandbox_helpers import KERNEL, shared_dir
+
+CORPUS = shared_dir() / "redteam"
+HARNESS_PATH = pathlib.Path(__file__).resolve().parents[1] / "redteam" / "harness.py"
+
+
+def load_harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("pysandbox_redteam_harness", HARNESS_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def cases(name: str) -> list[dict[str, Any]]:
+    path = CORPUS / name
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+harness = load_harness()
+pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+
+
+def factory(ws: pathlib.Path) -> Sandbox:
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    return Sandbox(ws, limits=harness.LIMITS, require=require)
+
+
+@pytest.fixture(scope="module")
+def listener() -> Any:
+    lst = harness.Listener()
+    yield lst
+    lst.close()
+
+
+@pytest.mark.parametrize("case", cases("escapes.jsonl"), ids=lambda c: c["id"])
+def test_escape_case(
+    case: dict[str, Any], tmp_path: pathlib.Path, listener: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = {"SANDBOX_CANARY_SECRET": "secret-canary-value", "CANARY_PROXY": "http://c.invalid:9"}
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    report = harness.run_escape(factory, case, tmp_path, listener, secrets)
+    assert report.problems == []
+    assert report.passed
+
+
+@pytest.mark.parametrize("case", cases("benign.jsonl"), ids=lambda c: c["id"])
+def test_benign_case(case: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    report = harness.run_benign(factory, case, tmp_path)
+    assert report.problems == []

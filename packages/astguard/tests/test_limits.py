@@ -23,17 +23,17 @@ def test_syntax_error_has_location() -> None:
         "\ud800 = 1",
         "x = '\ud800'",
         b"\xff\xfe = 1",
-        b"# -*- coding: nosuchcodec -*-\nx = 1\n",
+        b"\xef\xbb\xbf# -*- coding: latin-1 -*-\nx = 1\n",
         "(" * 300 + ")" * 300,
         "",
     ],
-    ids=["null", "surrogate-name", "surrogate-str", "bad-utf8", "bad-codec", "parens", "empty"],
+    ids=["null", "surrogate-name", "surrogate-str", "bad-utf8", "bom-cookie", "parens", "empty"],
 )
 def test_odd_input_never_raises(source: str | bytes) -> None:
     result = check(source)
     assert result.ok == (not result.violations)
     if source:
-        assert result.rule_ids in {("AG901",), ("AG904",), ()}
+        assert result.rule_ids in {("AG901",), ("AG904",), ("AG906",), ()}
 
 
 def test_empty_source_is_clean() -> None:
@@ -47,11 +47,41 @@ def test_warnings_from_the_parser_are_not_raised() -> None:
     assert check("import re\nre.compile('\\d+')").ok
 
 
-def test_bytes_source_with_coding_cookie() -> None:
-    source = "# -*- coding: latin-1 -*-\nname = 'caf\xe9'\nexec(name)\n".encode("latin-1")
+def test_bytes_source_with_utf8_coding_cookie() -> None:
+    source = "# -*- coding: utf-8 -*-\nname = 'caf\xe9'\nexec(name)\n".encode()
     result = check(source)
     assert result.rule_ids == ("AG201",)
     assert result.violations[0].line == 3
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        # As text this is a comment; a file with this cookie runs print("ESCAPED").
+        "# -*- coding: utf_7 -*-\n# +AAo-print(+ACI-ESCAPED+ACI-)\n",
+        b"# -*- coding: utf_7 -*-\n# +AAo-import os\n",
+        "#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\nx = 1\n",
+        "# coding=nosuchcodec\nx = 1\n",
+    ],
+    ids=["utf7-str", "utf7-bytes", "latin1-line2", "unknown"],
+)
+def test_non_utf8_coding_declaration_refused(source: str | bytes) -> None:
+    result = check(source)
+    assert result.rule_ids == ("AG906",)
+    assert result.violations[0].line == 1
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "# -*- coding: utf-8 -*-\nx = 1\n",
+        "#!/usr/bin/env python3\n# coding: UTF8\nx = 1\n",
+        "x = 1\n# coding: latin-1\n",  # not a declaration on line 2 after code
+        "x = 1\ny = 2\n# coding: utf-7\n",  # line 3 is never a declaration
+    ],
+)
+def test_utf8_or_no_coding_declaration_accepted(source: str) -> None:
+    assert check(source).ok
 
 
 def test_source_size_limit_in_bytes() -> None:

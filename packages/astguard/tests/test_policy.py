@@ -201,6 +201,13 @@ def test_is_forbidden_attribute_on_modules(module: str, name: str, forbidden: bo
     assert is_forbidden_attribute(name, module=module) is forbidden
 
 
+@pytest.mark.parametrize("name", ["format", "format_map", "attrgetter", "methodcaller"])
+def test_is_forbidden_attribute_dynamic(name: str) -> None:
+    assert is_forbidden_attribute(name) is False
+    assert is_forbidden_attribute(name, dynamic=True) is True
+    assert is_forbidden_attribute("name", dynamic=True) is False
+
+
 def test_is_forbidden_attribute_follows_policy() -> None:
     policy = dataclasses.replace(
         Policy(), allowed_dunder_attributes=Policy().allowed_dunder_attributes | {"__dict__"}
@@ -222,6 +229,8 @@ def test_exported_sets_are_frozensets() -> None:
         "SPAWN_ATTRIBUTES",
         "DEFAULT_DENIED_MODULES",
         "DENIED_MODULE_ATTRIBUTES",
+        "DYNAMIC_DENIED_ATTRIBUTES",
+        "FUTURE_FEATURES",
     ):
         assert isinstance(getattr(astguard, name), frozenset), name
     assert {

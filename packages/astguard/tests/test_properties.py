@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 import astguard
 from astguard import Policy, check
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AST_SETTINGS = settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
 NAMES = [
@@ -317,7 +317,7 @@ except ImportError:  # pragma: no cover - hypothesmith is in the test group
 
 
 @pytest.mark.skipif(not HAVE_HYPOTHESMITH, reason="hypothesmith is not installed")
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
 def test_never_raises_on_hypothesmith_programs(data: st.DataObject) -> None:
     source = data.draw(hypothesmith.from_node())

@@ -37,6 +37,7 @@ REFUSED = [
     ("AG103", "from logging import currentframe"),
     ("AG103", "from logging import config"),
     ("AG104", "from math import *"),
+    ("AG103", "from __future__ import barry_as_FLUFL"),
     # AG2xx builtins and reflection
     ("AG201", "exec('1')"),
     ("AG201", "runner = exec"),
@@ -133,6 +134,17 @@ REFUSED = [
     ("AG307", "from collections import abc\nx = abc"),
     ("AG307", "import asyncio\nx = asyncio.events"),
     ("AG307", "def f():\n    return random\n\nimport random"),
+    ("AG307", "import random\ndef f(random):\n    return random._os\nf(random)"),
+    ("AG307", "import random\nx = [r for r in [random]]"),
+    ("AG307", "import random\nx = [[random._os for random in y] for y in [[random]]]"),
+    ("AG307", "def f(random):\n    import random\n    return random._os"),
+    (
+        "AG303",
+        "import random\ndef f(random):\n    def g():\n        global random\n"
+        "        return random._os\n    return g",
+    ),
+    ("AG303", "import random\nf = lambda r=random._os: r"),
+    ("AG303", "import random\nx = [y for random in random._os]"),
     # AG4xx format strings
     ("AG401", "'{0.__class__}'.format(x)"),
     ("AG401", "'{x[__globals__]}'.format(x=d)"),
@@ -244,6 +256,9 @@ ACCEPTED = [
     "class E(Exception):\n    def __init__(self, msg):\n        super().__init__(msg)",
     "import enum\nclass C(enum.Enum):\n    A = 1\nprint(C.__members__)",
     "x = obj.system\ny = obj.popen",
+    "import string\ndef clean(string):\n    return string.strip()",
+    "import time\nprint([time for time in (1, 2)])",
+    "import random\nf = lambda random: random.x",
     "from typing import Literal\nmode: Literal['input', 'output'] = 'input'",
     "from typing import Annotated\nx: Annotated[int, 'input'] = 1",
     "from operator import attrgetter, itemgetter\nrows.sort(key=attrgetter('name'))",
@@ -269,7 +284,7 @@ def test_ordinary_code_accepted(source: str) -> None:
 
 def test_every_rule_has_a_refusing_example_here() -> None:
     tested = {rule_id for rule_id, _ in REFUSED}
-    untested = set(astguard.RULES) - tested - {"AG902", "AG903", "AG904", "AG905"}
+    untested = set(astguard.RULES) - tested - {"AG902", "AG903", "AG904", "AG905", "AG906"}
     assert untested == set()
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import codecs
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -12,6 +14,7 @@ from astguard._policy import (
     ALLOWED_DUNDER_NAMES,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_NAMES,
+    FUTURE_FEATURES,
     REFLECTION_BUILTINS,
     SAME_NAME_NON_MODULES,
     SPAWN_ATTRIBUTES,
@@ -153,6 +156,17 @@ _ATTRGETTERS = frozenset({"attrgetter", "methodcaller"})
 _SAFE_LOGGING_STYLES = frozenset({"%", "$"})
 
 
+# Operator and context nodes carry no names: accepted without a visit when their type is one
+# this interpreter is known to produce (any other type still goes through visit -> AG905).
+_LEAF_TYPES: frozenset[type[ast.AST]] = frozenset(
+    cls
+    for cls in ALLOWED_NODE_TYPES
+    if issubclass(cls, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context))
+)
+# Per node class, the fields that may hold child nodes (ctx is checked by the parser itself).
+_CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
+
+
 class _Abort(Exception):
     """Internal: a limit was hit; the walk stops."""
 
@@ -179,6 +193,10 @@ class _Checker:
         self.annotation = 0
         self.location: ast.AST | None = None
         self.in_class_body = False
+        self.special_names = policy.denied_builtins | FORBIDDEN_NAMES | REFLECTION_BUILTINS
+        # function/lambda/comprehension scopes: (parameter names, names declared global)
+        self.scopes: list[tuple[frozenset[str], set[str]]] = []
+        self.shadow_count: dict[str, int] = {}
         self.handlers: dict[type[ast.AST], Callable[[Any, int], None]] = dict.fromkeys(
             ALLOWED_NODE_TYPES, self._generic
         )
@@ -207,6 +225,11 @@ class _Checker:
             "MatchMapping": self._match_mapping,
             "MatchClass": self._match_class,
             "Subscript": self._subscript,
+            "Lambda": self._lambda,
+            "ListComp": self._comprehension,
+            "SetComp": self._comprehension,
+            "GeneratorExp": self._comprehension,
+            "DictComp": self._comprehension,
             "TypeVar": self._type_param,
             "ParamSpec": self._type_param,
             "TypeVarTuple": self._type_param,
@@ -232,6 +255,15 @@ class _Checker:
 
     def visit(self, node: ast.AST, depth: int) -> None:
         self.nodes += 1
+        if self.nodes > self.max_nodes or depth > self.max_depth:
+            self._limit(node, depth)
+        handler = self.handlers.get(type(node))
+        if handler is None:
+            self._unknown(node)
+            return
+        handler(node, depth)
+
+    def _limit(self, node: ast.AST, depth: int) -> None:
         if self.nodes > self.max_nodes:
             self.report(
                 node,
@@ -248,16 +280,14 @@ class _Checker:
                 "expression or statement",
             )
             raise _Abort
-        handler = self.handlers.get(type(node))
-        if handler is None:
-            self.report(
-                node,
-                "AG905",
-                f"syntax {type(node).__name__!r} has no reviewed rule in astguard and is "
-                "refused; rewrite it with reviewed syntax",
-            )
-            return
-        handler(node, depth)
+
+    def _unknown(self, node: ast.AST) -> None:
+        self.report(
+            node,
+            "AG905",
+            f"syntax {type(node).__name__!r} has no reviewed rule in astguard and is "
+            "refused; rewrite it with reviewed syntax",
+        )
 
     def _leaf(self, node: ast.AST, depth: int) -> None:
         return
@@ -265,13 +295,23 @@ class _Checker:
     def _generic(self, node: ast.AST, depth: int) -> None:
         depth += 1
         visit = self.visit
-        for field in node._fields:
+        cls = type(node)
+        fields = _CHILD_FIELDS.get(cls)
+        if fields is None:
+            fields = _CHILD_FIELDS[cls] = tuple(f for f in cls._fields if f != "ctx")
+        for field in fields:
             value = getattr(node, field, None)
-            if isinstance(value, list):
+            if value is None:
+                continue
+            if type(value) is list:
                 for item in value:
                     if isinstance(item, ast.AST):
+                        if type(item) in _LEAF_TYPES:
+                            continue
                         visit(item, depth)
             elif isinstance(value, ast.AST):
+                if type(value) in _LEAF_TYPES:
+                    continue
                 visit(value, depth)
 
     def _visit_annotation(self, node: ast.AST | None, depth: int) -> None:
@@ -301,7 +341,22 @@ class _Checker:
 
     def _name(self, node: ast.Name, *, attr_root: bool, called: bool = False) -> None:
         name = node.id
-        load = isinstance(node.ctx, ast.Load)
+        load = type(node.ctx) is ast.Load
+        if name in self.special_names or name[:2] == "__":
+            self._special_name(node, name, load, called)
+        if load and not attr_root:
+            if name in self.from_imports or name in _ATTRGETTERS:
+                qualified = self.from_imports.get(name, name)
+                if not called and qualified.rsplit(".", 1)[-1] in _ATTRGETTERS:
+                    self._attrgetter_value(node, name)
+            if self.shadow_count.get(name) and self._shadowed(name):
+                return
+            if name in self.modules:
+                self._module_value(node, self.modules[name])
+            elif name not in self.value_uses:
+                self.value_uses[name] = node
+
+    def _special_name(self, node: ast.Name, name: str, load: bool, called: bool) -> None:
         if name in self.policy.denied_builtins:
             self.report(
                 node,
@@ -329,15 +384,6 @@ class _Checker:
             and name not in self.policy.allowed_dunder_attributes
         ):
             self.report(node, "AG207", f"the dunder name {name!r} is refused")
-        if load and not called and not attr_root:
-            qualified = self.from_imports.get(name, name)
-            if qualified.rsplit(".", 1)[-1] in _ATTRGETTERS:
-                self._attrgetter_value(node, name)
-        if load and not attr_root:
-            if name in self.modules:
-                self._module_value(node, self.modules[name])
-            elif name not in self.value_uses:
-                self.value_uses[name] = node
 
     def _attrgetter_value(self, node: ast.AST, name: str) -> None:
         self.report(
@@ -425,15 +471,97 @@ class _Checker:
         if isinstance(cur, ast.Name):
             self._name(cur, attr_root=True)
             steps: list[tuple[str, ast.AST]] = [(link.attr, link) for link in chain]
-            root = cur.id
-            if root in self.modules:
-                self._module_chain(self.modules[root], True, steps, node, store, True)
-            elif root in self.from_imports:
-                self._module_chain(self.from_imports[root], False, steps, node, store, True)
-            else:
-                self.deferred.append((root, steps, node, store, True))
+            self._rooted(cur.id, steps, node, store, True)
         else:
             self.visit(cur, base_depth)
+
+    def _rooted(
+        self,
+        root: str,
+        steps: list[tuple[str, ast.AST]],
+        node: ast.AST,
+        store: bool,
+        value_use: bool,
+    ) -> None:
+        """Apply (or defer) the module rules to attribute steps on the name ``root``."""
+        if self.shadow_count.get(root) and self._shadowed(root):
+            return  # a parameter or comprehension variable; its callers' values are checked
+        if root in self.modules:
+            self._module_chain(self.modules[root], True, steps, node, store, value_use)
+        elif root in self.from_imports:
+            self._module_chain(self.from_imports[root], False, steps, node, store, value_use)
+        else:
+            self.deferred.append((root, steps, node, store, value_use))
+
+    # ----------------------------------------------------------------- scopes
+
+    def _shadowed(self, name: str) -> bool:
+        """Return whether ``name`` refers to a parameter or comprehension variable here."""
+        for params, declared_global in reversed(self.scopes):
+            if name in declared_global:
+                return False
+            if name in params:
+                return True
+        return False
+
+    def _push_scope(self, params: frozenset[str]) -> None:
+        self.scopes.append((params, set()))
+        counts = self.shadow_count
+        for name in params:
+            counts[name] = counts.get(name, 0) + 1
+
+    def _pop_scope(self) -> None:
+        params, _ = self.scopes.pop()
+        counts = self.shadow_count
+        for name in params:
+            counts[name] -= 1
+
+    @staticmethod
+    def _params(args: ast.arguments) -> frozenset[str]:
+        names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        if args.vararg is not None:
+            names.append(args.vararg.arg)
+        if args.kwarg is not None:
+            names.append(args.kwarg.arg)
+        return frozenset(names)
+
+    def _lambda(self, node: ast.Lambda, depth: int) -> None:
+        inner = depth + 1
+        self.visit(node.args, inner)  # defaults are evaluated in the enclosing scope
+        self._push_scope(self._params(node.args))
+        try:
+            self.visit(node.body, inner)
+        finally:
+            self._pop_scope()
+
+    def _comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp, depth: int
+    ) -> None:
+        inner = depth + 1
+        generators = node.generators
+        if not generators:  # pragma: no cover - the parser never produces this
+            return
+        self.nodes += 1
+        # The first iterable is evaluated in the enclosing scope.
+        self.visit(generators[0].iter, inner + 1)
+        targets = frozenset(
+            n.id for gen in generators for n in ast.walk(gen.target) if isinstance(n, ast.Name)
+        )
+        self._push_scope(targets)
+        try:
+            first = generators[0]
+            self.visit(first.target, inner + 1)
+            for cond in first.ifs:
+                self.visit(cond, inner + 1)
+            for gen in generators[1:]:
+                self.visit(gen, inner)
+            if isinstance(node, ast.DictComp):
+                self.visit(node.key, inner)
+                self.visit(node.value, inner)
+            else:
+                self.visit(node.elt, inner)
+        finally:
+            self._pop_scope()
 
     def _class_write(self, node: ast.AST) -> None:
         self.report(
@@ -612,13 +740,7 @@ class _Checker:
             self.nodes += 1
             self._name(target, attr_root=True)
             steps: list[tuple[str, ast.AST]] = [(literal, node)] if literal is not None else []
-            root = target.id
-            if root in self.modules:
-                self._module_chain(self.modules[root], True, steps, node, store, False)
-            elif root in self.from_imports:
-                self._module_chain(self.from_imports[root], False, steps, node, store, False)
-            else:
-                self.deferred.append((root, steps, node, store, False))
+            self._rooted(target.id, steps, node, store, False)
             rest = args[1:]
         else:
             rest = args
@@ -706,6 +828,7 @@ class _Checker:
                     f"import of {name!r} is refused: it is not on the allowed module list",
                 )
             self._binding(alias.asname, node)
+            self._import_shadow(alias.asname or name.split(".", 1)[0], node)
             if alias.asname:
                 self.modules[alias.asname] = name
             else:
@@ -746,7 +869,15 @@ class _Checker:
                         "AG101",
                         f"import from {module!r} is refused: it is not on the allowed module list",
                     )
-            elif module != "__future__":
+            elif module == "__future__":
+                if name not in FUTURE_FEATURES:
+                    self.report(
+                        where,
+                        "AG103",
+                        f"`from __future__ import {name}` is refused: only ordinary future "
+                        "features are accepted",
+                    )
+            else:
                 problem = module_attribute_problem(module, name, policy)
                 if problem is None and is_forbidden_attribute(name, policy):
                     problem = "AG302"
@@ -754,12 +885,22 @@ class _Checker:
                     self._from_problem(problem, module, name, where)
             target = alias.asname or name
             self._binding(target, node)
+            self._import_shadow(target, node)
             if known:
                 self.modules[target] = dotted
             elif name in STDLIB_MODULE_NAMES and dotted not in SAME_NAME_NON_MODULES:
                 self.modules[target] = name
             else:
                 self.from_imports[target] = dotted
+
+    def _import_shadow(self, name: str, node: ast.AST) -> None:
+        if self.shadow_count.get(name) and self._shadowed(name):
+            self.report(
+                node,
+                "AG307",
+                f"an import rebinding the parameter {name!r} is refused; import under a "
+                "different name",
+            )
 
     def _from_problem(self, rule_id: str, module: str, name: str, where: ast.AST) -> None:
         if rule_id == "AG303":
@@ -789,11 +930,13 @@ class _Checker:
         self._visit_annotation(node.returns, inner)
         outer = self.in_class_body
         self.in_class_body = False
+        self._push_scope(self._params(node.args))
         try:
             for stmt in node.body:
                 self.visit(stmt, inner)
         finally:
             self.in_class_body = outer
+            self._pop_scope()
 
     def _class(self, node: ast.ClassDef, depth: int) -> None:
         self._binding(node.name, node)
@@ -836,6 +979,8 @@ class _Checker:
     def _global(self, node: ast.Global | ast.Nonlocal, depth: int) -> None:
         for name in node.names:
             self._binding(name, node)
+        if isinstance(node, ast.Global) and self.scopes:
+            self.scopes[-1][1].update(node.names)
 
     def _match_binding(self, node: ast.MatchAs | ast.MatchStar, depth: int) -> None:
         self._binding(node.name, node)
@@ -954,6 +1099,33 @@ def _char_col(lines: list[str], line: int, byte_col: int) -> int:
     return byte_col + 1
 
 
+_CODING_RE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT_RE = re.compile(r"^[ \t\f]*(?:[#\r\n]|$)")
+_UTF8_CODECS = frozenset({"utf-8", "utf-8-sig"})
+
+
+def _coding_problem(source: str | bytes) -> str | None:
+    """Return the declared codec when it is not UTF-8, else None.
+
+    PEP 263: the declaration is on line 1, or on line 2 after a blank or comment line.
+    """
+    head = source[:1024]
+    text = head.decode("latin-1") if isinstance(head, bytes) else head
+    lines = text.splitlines()[:2]
+    for index, line in enumerate(lines):
+        match = _CODING_RE.match(line)
+        if match:
+            declared = match.group(1)
+            try:
+                name = codecs.lookup(declared).name
+            except LookupError:
+                return declared
+            return None if name in _UTF8_CODECS else declared
+        if index == 0 and not _BLANK_OR_COMMENT_RE.match(line):
+            return None
+    return None
+
+
 def _parse(source: str | bytes, filename: str) -> ast.Module:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1013,6 +1185,15 @@ def check(
             filename,
             "AG902",
             f"the source is {size} bytes, over the limit of {limit} bytes; send a smaller script",
+        )
+    declared = _coding_problem(source)
+    if declared is not None:
+        return _single(
+            filename,
+            "AG906",
+            f"the coding declaration {declared!r} is refused: sandboxed source must be UTF-8 "
+            "(another codec would make the interpreter run different code than was checked); "
+            "remove the declaration",
         )
     try:
         tree = _parse(source, filename)

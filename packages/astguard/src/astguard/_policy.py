@@ -20,8 +20,10 @@ __all__ = [
     "DEFAULT_DENIED_MODULES",
     "DENIED_BUILTINS",
     "DENIED_MODULE_ATTRIBUTES",
+    "DYNAMIC_DENIED_ATTRIBUTES",
     "FORBIDDEN_ATTRIBUTES",
     "FORBIDDEN_NAMES",
+    "FUTURE_FEATURES",
     "REFLECTION_BUILTINS",
     "SAME_NAME_NON_MODULES",
     "SPAWN_ATTRIBUTES",
@@ -514,6 +516,8 @@ SPAWN_ATTRIBUTES: frozenset[str] = frozenset(
         "sock_sendall",
         "sock_sendfile",
         "sendfile",
+        "getaddrinfo",
+        "getnameinfo",
         # private process and socket factories of event loops
         "_make_subprocess_transport",
         "_make_socket_transport",
@@ -528,6 +532,36 @@ SPAWN_ATTRIBUTES: frozenset[str] = frozenset(
     }
 )
 """Process-spawning and network-opening methods refused on every object (AG305)."""
+
+DYNAMIC_DENIED_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        "attrgetter",
+        "methodcaller",
+        "format",
+        "format_map",
+        "get_type_hints",
+        "ForwardRef",
+        "Formatter",
+    }
+)
+"""Names refused when computed at run time (``getattr(obj, name)`` in a guarded builtin):
+statically these are allowed only in checkable forms (a literal template, literal names)."""
+
+FUTURE_FEATURES: frozenset[str] = frozenset(
+    {
+        "absolute_import",
+        "annotations",
+        "division",
+        "generator_stop",
+        "generators",
+        "nested_scopes",
+        "print_function",
+        "unicode_literals",
+        "with_statement",
+    }
+)
+"""``from __future__ import`` features accepted (``barry_as_FLUFL`` changes the grammar and is
+refused)."""
 
 SPAWN_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
@@ -829,7 +863,11 @@ def is_known_module(dotted: str, policy: Policy) -> bool:
 
 
 def is_forbidden_attribute(
-    name: str, policy: Policy | None = None, *, module: str | None = None
+    name: str,
+    policy: Policy | None = None,
+    *,
+    module: str | None = None,
+    dynamic: bool = False,
 ) -> bool:
     """Return whether reading or writing the attribute ``name`` is refused.
 
@@ -842,6 +880,9 @@ def is_forbidden_attribute(
         policy: The policy; None means ``Policy()``.
         module: When the object is a module, its ``__name__``: private names, modules off the
             allow-list, process APIs and ``denied_module_attributes`` are then refused too.
+        dynamic: True when the name was computed at run time (a guarded ``getattr``); then
+            the names in :data:`DYNAMIC_DENIED_ATTRIBUTES` (``format``, ``attrgetter``, ...)
+            are refused too, since the checker only accepts them in checkable forms.
 
     Returns:
         True for dunders outside ``policy.allowed_dunder_attributes``, frame/code/generator/
@@ -856,6 +897,8 @@ def is_forbidden_attribute(
     if is_dunder(name):
         return name not in policy.allowed_dunder_attributes
     if name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES:
+        return True
+    if dynamic and name in DYNAMIC_DENIED_ATTRIBUTES:
         return True
     if module is None:
         return False

@@ -228,6 +228,13 @@ _RULE_LIST = (
         "until reviewed).",
         "(a node type added after Python 3.13)",
     ),
+    Rule(
+        "AG906",
+        "syntax",
+        "A PEP 263 coding declaration other than UTF-8: the interpreter would decode a file "
+        "into different code than the text that was checked.",
+        "# -*- coding: utf-7 -*-",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}

@@ -48,6 +48,13 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
         ("vfork", "sc(58)", "EPERM"),
         ("clone_process", "sc(56, 17, 0, 0, 0, 0)", "EPERM"),
         ("clone3", "sc(435, 0, 0)", "ENOSYS"),
+        (
+            "clone_thread_newns",
+            "sc(56, 0x00010000 | 0x800 | 0x100 | 0x00020000, 0, 0, 0, 0)",
+            "EPERM",
+        ),
+        ("clone_thread_invalid", "sc(56, 0x00010000, 0, 0, 0, 0)", "EINVAL"),
+        ("inotify_add_watch", "sc(254, 0, DOT, 0xfff)", "EPERM"),
         ("ptrace_traceme", "sc(101, 0, 0, 0, 0)", "EPERM"),
         ("ptrace_attach_parent", "sc(101, 16, PP, 0, 0)", "EPERM"),
         ("process_vm_readv", "sc(310, PP, 0, 0, 0, 0, 0)", "EPERM"),

@@ -64,6 +64,7 @@ NR: dict[str, int] = {
     "fchown": 93,
     "lchown": 94,
     "uselib": 134,
+    "inotify_add_watch": 254,
     "vhangup": 153,
     "adjtimex": 159,
     "setrlimit": 160,
@@ -263,6 +264,8 @@ _DENY_ALWAYS: tuple[str, ...] = (
     "fanotify_mark",
     "lookup_dcookie",
     "uselib",
+    # Watching paths outside the workspace would leak activity there (Landlock ignores it).
+    "inotify_add_watch",
 )
 
 #: fcntl commands that would aim SIGIO (or any signal, via F_SETSIG) at another process.
@@ -288,6 +291,9 @@ _SELF_ONLY: tuple[tuple[str, int], ...] = (
 )
 
 _CLONE_THREAD = 0x00010000
+#: CLONE_NEWTIME | NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
+_CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
+_CLONE_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000
 _AF_UNIX = 1
 _PRIO_PROCESS = 0
 
@@ -383,11 +389,14 @@ def _build_main() -> SeccompProgram:
     asm.jmp(_JEQ_K, NR["clone3"], 0, "after_clone3")
     asm.ret(RET_ERRNO | errno.ENOSYS)
     asm.label("after_clone3")
-    # clone without CLONE_THREAD creates a process: refuse; threads stay possible.
+    # clone without CLONE_THREAD creates a process, and namespace flags a new namespace:
+    # refuse both; plain threads stay possible.
     asm.jmp(_JEQ_K, NR["clone"], 0, "after_clone")
     asm.ld(_arg_lo(0))
-    asm.jmp(_JSET_K, _CLONE_THREAD, 0, 1)
+    asm.jmp(_JSET_K, _CLONE_NAMESPACES, "deny_clone", 0)
+    asm.jmp(_JSET_K, _CLONE_THREAD, 0, "deny_clone")
     asm.ret(RET_ALLOW)
+    asm.label("deny_clone")
     asm.ret(eperm)
     asm.label("after_clone")
     # socketpair only for AF_UNIX (asyncio's self-pipe).
@@ -487,7 +496,7 @@ def denied_rules() -> tuple[str, ...]:
         "x32 system calls: EPERM",
         *(f"{name}: EPERM" for name in _DENY_ALWAYS),
         "clone3: ENOSYS (glibc falls back to clone)",
-        "clone without CLONE_THREAD (fork): EPERM",
+        "clone without CLONE_THREAD (fork) or with namespace flags: EPERM",
         "socketpair unless AF_UNIX: EPERM",
         "setpriority unless PRIO_PROCESS on self: EPERM",
         "prlimit64 unless reading (new_limit NULL) on self: EPERM",

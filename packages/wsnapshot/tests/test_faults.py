@@ -16,13 +16,25 @@ from pathlib import Path
 import pytest
 
 from _helpers import Crash, FaultyOps, State, build_tree, tree_state, use_ops
-from wsnapshot import SnapshotError, SnapshotStore
+from wsnapshot import SnapshotError, SnapshotStore, _fsio
+from wsnapshot import _store as store_mod
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process crashes keep the page cache, so real flushes only cost time here; every
+    ``fsync`` still counts as a step (and can fail) in :class:`FaultyOps`."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(os, "sync", lambda: None)
+    monkeypatch.setitem(_fsio._libc_state, "syncfs", None)  # syncfs -> the patched os.sync
+    monkeypatch.setattr(store_mod, "_CHUNK", 4096)  # small files take the streaming path too
+
 
 BASE = {
     "keep.txt": b"unchanged",
     "mod.txt": b"version A",
     "gone.txt": b"deleted later",
-    "big.bin": bytes(range(256)) * 4200,  # > 1 MiB: the streaming path
+    "big.bin": bytes(range(256)) * 40,  # several chunks: the streaming path
     "dir/inner.txt": b"inner",
     "dir/link": ("link", "inner.txt"),
     "empty/": None,

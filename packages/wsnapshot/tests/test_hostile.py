@@ -12,7 +12,17 @@ from typing import Any
 import pytest
 
 from _helpers import Crash, FaultyOps, build_tree, tree_state, use_ops
-from wsnapshot import CorruptSnapshot, SnapshotError, SnapshotStore
+from wsnapshot import CorruptSnapshot, SnapshotError, SnapshotStore, _fsio
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_flush(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In-process crashes keep the page cache, so real flushes only cost time here; every
+    ``fsync`` still counts as a step (and can fail) in :class:`FaultyOps`."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    monkeypatch.setattr(os, "sync", lambda: None)
+    monkeypatch.setitem(_fsio._libc_state, "syncfs", None)  # syncfs -> the patched os.sync
+
 
 SHA_X = "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881"  # sha256(b"x")
 

@@ -51,18 +51,18 @@ class _OpenHow(ctypes.Structure):
     )
 
 
-_openat2_state: dict[str, object] = {}
-_openat2_lock = threading.Lock()
+_libc_state: dict[str, object] = {}
+_libc_lock = threading.Lock()
 
 
-def _libc_syscall() -> object | None:
+def _libc_lookup(name: str) -> object | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
         libc = ctypes.CDLL(None, use_errno=True)
     except OSError:  # pragma: no cover - no C library to talk to
         return None
-    return getattr(libc, "syscall", None)
+    return getattr(libc, name, None)
 
 
 class Ops:
@@ -94,6 +94,19 @@ class Ops:
             raise OSError(err, os.strerror(err), path)
         return int(fd)
 
+    def syncfs(self, fd: int) -> None:
+        """``syncfs(2)``: flush every dirty page and inode of ``fd``'s file system.
+
+        Falls back to ``sync(2)`` where the C library has no ``syncfs``.
+        """
+        fn = _libc_function("syncfs")
+        if fn is None:
+            os.sync()
+            return
+        if fn(ctypes.c_int(fd)) != 0:  # type: ignore[operator]
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+
     def close(self, fd: int) -> None:
         """``close(2)``."""
         os.close(fd)
@@ -121,6 +134,24 @@ class Ops:
     def listdir(self, fd: int | str) -> list[str]:
         """``getdents(2)`` of a directory (names only, ``surrogateescape``-decoded)."""
         return os.listdir(fd)
+
+    def scandir(self, fd: int, limit: int) -> list[tuple[str, os.stat_result]]:
+        """``getdents(2)`` plus ``fstatat(2)`` (no follow) of each entry of an open directory.
+
+        Entries that vanish meanwhile are left out. At most ``limit`` entries are returned, so
+        a directory with millions of entries cannot exhaust memory. Names are
+        ``surrogateescape``-decoded.
+        """
+        out: list[tuple[str, os.stat_result]] = []
+        with os.scandir(fd) as it:
+            for entry in it:
+                try:
+                    out.append((entry.name, entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
+                if len(out) >= limit:
+                    break
+        return out
 
     def readlink(self, path: str, *, dir_fd: int | None = None) -> str:
         """``readlinkat(2)``."""
@@ -162,10 +193,14 @@ class Ops:
 
 
 def _openat2_syscall() -> object | None:
-    with _openat2_lock:
-        if "syscall" not in _openat2_state:
-            _openat2_state["syscall"] = _libc_syscall()
-        return _openat2_state["syscall"]
+    return _libc_function("syscall")
+
+
+def _libc_function(name: str) -> object | None:
+    with _libc_lock:
+        if name not in _libc_state:
+            _libc_state[name] = _libc_lookup(name)
+        return _libc_state[name]
 
 
 _OPS = Ops()

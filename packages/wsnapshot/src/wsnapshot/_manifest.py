@@ -136,13 +136,24 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         """The on-disk JSON document."""
         files: dict[str, Any] = {}
+        keys = self.keys
         for path in sorted(self.entries):
             e = self.entries[path]
-            d = e.to_dict()
-            del d["path"]
-            key = self.keys.get(path)
-            if key is not None:
-                d["key"] = list(key)
+            if e.kind == "file":
+                d: dict[str, Any] = {
+                    "type": "file",
+                    "mtime_ns": e.mtime_ns,
+                    "size": e.size,
+                    "sha256": e.sha256,
+                    "mode": e.mode,
+                }
+                key = keys.get(path)
+                if key is not None:
+                    d["key"] = list(key)
+            elif e.kind == "dir":
+                d = {"type": "dir", "mtime_ns": e.mtime_ns, "mode": e.mode}
+            else:
+                d = {"type": "symlink", "mtime_ns": e.mtime_ns, "target": e.target}
             files[path] = d
         return {
             "format": FORMAT,

@@ -109,6 +109,14 @@ def _racy(st: os.stat_result, now_ns: int) -> bool:
     return now_ns - st.st_ctime_ns < window
 
 
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _shown(path: str) -> str:
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
@@ -202,7 +210,9 @@ class SnapshotStore:
         self._workers = workers
         self._ws = SafeWorkspace(workspace)
         self._ops: Ops = get_ops()
-        self._cache: tuple[str, dict[str, tuple[Key, str]]] | None = None
+        self._cache: tuple[str, dict[str, tuple[Key, FileRecord]]] | None = None
+        self._usage_cache: tuple[tuple[str, ...], int] | None = None
+        self._subdirs: set[str] | None = None
         self._dir = self._prepare_store(os.fspath(store_dir))
         self._snapdir = os.path.join(self._dir, "snapshots")
         self._blobdir = os.path.join(self._dir, "blobs")
@@ -430,8 +440,12 @@ class SnapshotStore:
                 self._unlink(os.path.join(self._dir, name))
 
     def _mark_gc(self) -> None:
-        if not os.path.lexists(os.path.join(self._dir, _GC_MARK)):
-            self._write_file(self._dir, _GC_MARK, b"1")
+        """Durably create the (empty) marker saying unreferenced blobs may exist."""
+        path = os.path.join(self._dir, _GC_MARK)
+        if os.path.lexists(path):
+            return
+        self._ops.close(self._ops.open(path, os.O_WRONLY | os.O_CREAT | _O_NOFOLLOW, 0o600))
+        self._fsync_dir(self._dir)
 
     def _gc(self, drop: set[str] | None = None) -> None:
         """Remove blobs no manifest names (and staging files), then the gc marker.
@@ -553,41 +567,90 @@ class SnapshotStore:
 
         return chunks
 
-    def _put_blob(self, sha: str, data: bytes, new_dirs: set[str]) -> bool:
-        """Store ``data`` as blob ``sha`` unless present; returns whether it was written."""
-        if self._blob_exists(sha):
-            return False
+    def _flush(self) -> None:
+        """Make everything written to the store so far durable.
+
+        ``syncfs(2)`` on the store's file system: one flush for a whole batch of blobs, which
+        gives the guarantee of an ``fsync`` of each file and directory written (``sync(2)``
+        where ``syncfs`` is missing).
+        """
         ops = self._ops
+        fd = ops.open(self._dir, O_DIRFLAGS)
+        try:
+            ops.syncfs(fd)
+        finally:
+            ops.close(fd)
+
+    def _new_tmp(self) -> tuple[str, int]:
         tmp = os.path.join(self._tmpdir, uuid.uuid4().hex)
-        fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        fd = self._ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+        return tmp, fd
+
+    def _stage_bytes(self, data: bytes) -> str:
+        """Write ``data`` to a new staging file (not yet durable); returns its path."""
+        tmp, fd = self._new_tmp()
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[ops.write(fd, view) :]
-                ops.fsync(fd)
+                self._write_all(fd, data)
             finally:
-                ops.close(fd)
-            self._commit_blob(tmp, sha, new_dirs)
+                self._ops.close(fd)
         except BaseException:
             self._unlink(tmp)
             raise
-        return True
+        return tmp
 
-    def _commit_blob(self, tmp: str, sha: str, new_dirs: set[str]) -> None:
-        sub = os.path.join(self._blobdir, sha[:2])
-        try:
-            self._ops.mkdir(sub, 0o700)
-        except FileExistsError:
-            pass
-        else:
-            new_dirs.add("")
+    def _usage(self, *, exact: bool = False) -> int:
+        """Bytes of blobs in the store (cached while the set of manifests is unchanged)."""
+        key = tuple(sorted(self._ops.listdir(self._snapdir)))
+        if not exact and self._usage_cache is not None and self._usage_cache[0] == key:
+            return self._usage_cache[1]
+        used = self._blob_usage()
+        self._usage_cache = (key, used)
+        return used
+
+    def _commit_blobs(self, staged: dict[str, tuple[str, int]], out: dict[str, int]) -> None:
+        """Move staged files into the blob store: quota check, flush, rename each, flush.
+
+        Args:
+            staged: sha256 -> (staging path, size). Staging files of blobs already present are
+                removed.
+            out: Filled with sha256 -> size of every blob renamed into place (for rollback).
+
+        Raises:
+            QuotaExceeded: The new blobs would pass ``store_max_bytes`` (nothing is stored).
+        """
+        new = {}
+        for sha, (tmp, size) in staged.items():
+            if self._blob_exists(sha):
+                self._unlink(tmp)
+            else:
+                new[sha] = (tmp, size)
+        if not new:
+            return
+        needed = sum(size for _tmp, size in new.values())
+        used = self._usage()
+        if used + needed > self.store_max_bytes:
+            used = self._usage(exact=True)
+            if used + needed > self.store_max_bytes:
+                raise QuotaExceeded(self.store_max_bytes, used, needed)
+        self._flush()  # the content of every staged blob is durable before any rename
+        new_sub = False
+        for sha, (tmp, size) in sorted(new.items()):
+            new_sub |= self._commit_blob(tmp, sha)
+            out[sha] = size
+        self._flush()  # the renames (and new blobs/<2 hex> directories) are durable
+
+    def _commit_blob(self, tmp: str, sha: str) -> bool:
+        if self._subdirs is None:
+            self._subdirs = set(self._ops.listdir(self._blobdir))
+        made = False
+        if sha[:2] not in self._subdirs:
+            with contextlib.suppress(FileExistsError):
+                self._ops.mkdir(os.path.join(self._blobdir, sha[:2]), 0o700)
+                made = True
+            self._subdirs.add(sha[:2])
         self._ops.rename(tmp, self._blob_path(sha))
-        new_dirs.add(sha[:2])
-
-    def _sync_blob_dirs(self, dirs: set[str]) -> None:
-        for sub in sorted(dirs):
-            self._fsync_dir(os.path.join(self._blobdir, sub) if sub else self._blobdir)
+        return made
 
     # -- public API: read side --------------------------------------------------------------------
 
@@ -644,14 +707,19 @@ class SnapshotStore:
             self._recover()
             return self._create_locked(description)
 
-    def _hash_cache(self) -> dict[str, tuple[Key, str]]:
+    def _hash_cache(self) -> dict[str, tuple[Key, FileRecord]]:
+        """Stat keys and records of the newest snapshot, for incremental hashing.
+
+        Every blob a stored manifest names is present (blobs are only collected when no manifest
+        names them), so a cache entry is only trusted while its manifest still exists.
+        """
         if self._cache is not None and os.path.lexists(self._manifest_path(self._cache[0])):
             return self._cache[1]
         manifests, _ = self._manifests()
         if not manifests:
             return {}
         m = manifests[-1]
-        cache = {p: (k, m.entries[p].sha256 or "") for p, k in m.keys.items()}
+        cache = {p: (k, m.entries[p]) for p, k in m.keys.items()}
         self._cache = (m.id, cache)
         return cache
 
@@ -670,24 +738,24 @@ class SnapshotStore:
         keep: builtins.list[WalkEntry] = []
         bad_dirs: builtins.list[str] = []
         for e in walked:
-            if any(e.path.startswith(d) for d in bad_dirs):
+            path = e.path
+            if bad_dirs and any(path.startswith(d) for d in bad_dirs):
                 continue
             reason = None
-            try:
-                e.path.encode("utf-8")
-            except UnicodeEncodeError:
+            if not path.isascii() and not _utf8(path):
                 reason = "name is not valid UTF-8"
-            else:
-                if any(p.startswith(_RESERVED_PREFIX) for p in e.path.split("/")):
-                    reason = f"names starting with {_RESERVED_PREFIX!r} are reserved"
-                elif e.kind == KIND_SYMLINK:
-                    reason = symlink_problem(e.path, e.target or "")
-                elif e.kind not in (KIND_FILE, KIND_DIR):
-                    reason = "special file (FIFO, socket or device) is not snapshotted"
+            elif _RESERVED_PREFIX in path and any(
+                p.startswith(_RESERVED_PREFIX) for p in path.split("/")
+            ):
+                reason = f"names starting with {_RESERVED_PREFIX!r} are reserved"
+            elif e.kind == KIND_SYMLINK:
+                reason = symlink_problem(path, e.target or "")
+            elif e.kind not in (KIND_FILE, KIND_DIR):
+                reason = "special file (FIFO, socket or device) is not snapshotted"
             if reason is not None:
-                skipped.append(SkippedEntry(_shown(e.path), reason))
+                skipped.append(SkippedEntry(_shown(path), reason))
                 if e.kind == KIND_DIR:
-                    bad_dirs.append(e.path + "/")
+                    bad_dirs.append(path + "/")
                 continue
             keep.append(e)
         if len(keep) > self.max_files:
@@ -707,33 +775,28 @@ class SnapshotStore:
             todo: builtins.list[WalkEntry] = []
             for e in entries:
                 st = e.st
-                mode = stat.S_IMODE(st.st_mode) & 0o777
-                if e.kind == KIND_DIR:
-                    records[e.path] = FileRecord(e.path, "dir", st.st_mtime_ns, mode=mode)
-                elif e.kind == KIND_SYMLINK:
-                    records[e.path] = FileRecord(e.path, "symlink", st.st_mtime_ns, target=e.target)
-                else:
+                if e.kind == KIND_FILE:
                     hit = cache.get(e.path)
-                    if hit is not None and hit[0] == _key(st):
-                        records[e.path] = FileRecord(
-                            e.path,
-                            "file",
-                            st.st_mtime_ns,
-                            mode=mode,
-                            size=st.st_size,
-                            sha256=hit[1],
-                        )
-                        keys[e.path] = hit[0]
+                    key = _key(st)
+                    if hit is not None and hit[0] == key:
+                        # same size, mtime, ctime, inode and device: content and mode unchanged
+                        records[e.path] = hit[1]
+                        keys[e.path] = key
                     else:
                         todo.append(e)
+                elif e.kind == KIND_DIR:
+                    mode = stat.S_IMODE(st.st_mode) & 0o777
+                    records[e.path] = FileRecord(e.path, "dir", st.st_mtime_ns, mode=mode)
+                else:
+                    records[e.path] = FileRecord(e.path, "symlink", st.st_mtime_ns, target=e.target)
+            staged: dict[str, tuple[str, int]] = {}
             new_shas: dict[str, int] = {}
-            new_dirs: set[str] = set()
             m_id = str(uuid.uuid4())
             if todo:
                 self._mark_gc()
             try:
                 budget = self.max_bytes - sum(r.size for r in records.values())
-                results = self._ingest_all(root_fd, todo, budget, new_shas, new_dirs)
+                results = self._ingest_all(root_fd, todo, budget, staged)
                 now = time.time_ns()
                 for e in todo:
                     got = results.get(e.path)
@@ -752,31 +815,32 @@ class SnapshotStore:
                     )
                     if got.stable and not _racy(got.st, now):
                         keys[e.path] = _key(got.st)
-                new_bytes = sum(new_shas.values())
-                if new_bytes:
-                    used = self._blob_usage() - new_bytes
-                    if used + new_bytes > self.store_max_bytes:
-                        raise QuotaExceeded(self.store_max_bytes, used, new_bytes)
-                self._sync_blob_dirs(new_dirs)
                 self._drop_orphan_records(records)
+                self._commit_blobs(staged, new_shas)
                 m = Manifest(
                     id=m_id,
                     created_at=now_iso(),
                     description=description,
                     entries=records,
-                    new_bytes=new_bytes,
+                    new_bytes=sum(new_shas.values()),
                     skipped=sorted(skipped, key=lambda s: s.path),
                     keys=keys,
                 )
                 self._save_manifest(m)
             except BaseException:
+                for tmp, _size in staged.values():
+                    with contextlib.suppress(OSError):
+                        self._unlink(tmp)
                 self._rollback(m_id, new_shas)
                 raise
             if todo:
                 self._unlink(os.path.join(self._dir, _GC_MARK))
         finally:
             self._ops.close(root_fd)
-        self._cache = (m.id, {p: (k, records[p].sha256 or "") for p, k in keys.items()})
+        self._cache = (m.id, {p: (k, records[p]) for p, k in keys.items()})
+        if self._usage_cache is not None and new_shas:
+            used = self._usage_cache[1] + m.new_bytes
+            self._usage_cache = (tuple(sorted(self._ops.listdir(self._snapdir))), used)
         return m.info()
 
     @staticmethod
@@ -792,10 +856,9 @@ class SnapshotStore:
         root_fd: int,
         todo: builtins.list[WalkEntry],
         budget: int,
-        new_shas: dict[str, int],
-        new_dirs: set[str],
+        staged: dict[str, tuple[str, int]],
     ) -> dict[str, _Ingested | str | None]:
-        """Read, hash and store every file of ``todo`` (in ``workers`` threads).
+        """Read and hash every file of ``todo`` once (in ``workers`` threads), staging new blobs.
 
         ``budget`` is how many bytes may still be read before ``max_bytes`` is passed (files may
         grow between the scan and the read). Returns, per path, the result, a skip reason, or
@@ -808,9 +871,7 @@ class SnapshotStore:
         def one(e: WalkEntry) -> None:
             got: _Ingested | str | None
             try:
-                got = self._ingest(
-                    root_fd, e=e, lock=lock, left=left, new_shas=new_shas, new_dirs=new_dirs
-                )
+                got = self._ingest(root_fd, e=e, lock=lock, left=left, staged=staged)
             except UnsafePathError as exc:
                 got = f"changed while being read: {exc.reason}"
             except FileNotFoundError:
@@ -848,10 +909,9 @@ class SnapshotStore:
         e: WalkEntry,
         lock: threading.Lock,
         left: builtins.list[int],
-        new_shas: dict[str, int],
-        new_dirs: set[str],
+        staged: dict[str, tuple[str, int]],
     ) -> _Ingested:
-        """Read one workspace file once: hash it and stream it into a new blob if needed."""
+        """Read one workspace file once: hash it, and stage its content if the store lacks it."""
         ops = self._ops
         fd, st = self._ws.open_regular(root_fd, _parts(e.path))
         tmp_fd = -1
@@ -863,8 +923,7 @@ class SnapshotStore:
             size = len(first)
             h.update(first)
             if len(first) == _CHUNK:
-                tmp = os.path.join(self._tmpdir, uuid.uuid4().hex)
-                tmp_fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW, 0o600)
+                tmp, tmp_fd = self._new_tmp()
                 self._write_all(tmp_fd, first)
                 while True:
                     b = ops.read(fd, _CHUNK)
@@ -874,24 +933,19 @@ class SnapshotStore:
                     size += len(b)
                     h.update(b)
                     self._write_all(tmp_fd, b)
-            st2 = ops.fstat(fd)
-            sha = h.hexdigest()
-            wrote = False
-            if tmp:
-                if not self._blob_exists(sha):
-                    ops.fsync(tmp_fd)
                 ops.close(tmp_fd)
                 tmp_fd = -1
+            st2 = ops.fstat(fd)
+            sha = h.hexdigest()
+            with lock:
+                wanted = sha not in staged
+            if wanted and not self._blob_exists(sha):
+                if not tmp:
+                    tmp = self._stage_bytes(first)
                 with lock:
-                    if not self._blob_exists(sha):
-                        self._commit_blob(tmp, sha, new_dirs)
-                        tmp = ""
-                        wrote = True
-            elif not self._blob_exists(sha):
-                wrote = self._put_blob_locked(sha, first, new_dirs, lock)
-            if wrote:
-                with lock:
-                    new_shas.setdefault(sha, size)
+                    if sha not in staged:
+                        staged[sha] = (tmp, size)
+                        tmp = ""  # owned by `staged` now
             stable = _key(st2) == _key(st) and size == st.st_size
             return _Ingested(sha, size, st, stable=stable)
         finally:
@@ -902,15 +956,6 @@ class SnapshotStore:
                 with contextlib.suppress(OSError):
                     self._unlink(tmp)
             ops.close(fd)
-
-    def _put_blob_locked(
-        self, sha: str, data: bytes, new_dirs: set[str], lock: threading.Lock
-    ) -> bool:
-        local: set[str] = set()
-        wrote = self._put_blob(sha, data, local)
-        with lock:
-            new_dirs.update(local)
-        return wrote
 
     def _write_all(self, fd: int, data: bytes) -> None:
         view = memoryview(data)
@@ -1018,7 +1063,7 @@ class SnapshotStore:
         return h.hexdigest() if total == expect_size else None
 
     def _restore_cache(self, m: Manifest) -> dict[str, tuple[Key, str]]:
-        cache = dict(self._hash_cache())
+        cache = {p: (k, r.sha256 or "") for p, (k, r) in self._hash_cache().items()}
         for p, k in m.keys.items():
             cache[p] = (k, m.entries[p].sha256 or "")
         return cache
@@ -1273,6 +1318,7 @@ class SnapshotStore:
             self._fsync_dir(self._snapdir)
             if self._cache is not None and self._cache[0] == sid:
                 self._cache = None
+            self._usage_cache = None
             self._gc(drop)
 
     # -- diff -------------------------------------------------------------------------------------
@@ -1468,24 +1514,23 @@ class SnapshotStore:
             if os.path.lexists(self._manifest_path(sid)):
                 raise SnapshotExists(sid)
             new = {sha: data for sha, data in contents.items() if not self._blob_exists(sha)}
-            new_bytes = sum(len(d) for d in new.values())
-            if new_bytes:
-                used = self._blob_usage()
-                if used + new_bytes > self.store_max_bytes:
-                    raise QuotaExceeded(self.store_max_bytes, used, new_bytes)
+            if new:
                 self._mark_gc()
-            written: builtins.list[str] = []
-            new_dirs: set[str] = set()
+            staged: dict[str, tuple[str, int]] = {}
+            committed: dict[str, int] = {}
             try:
                 for sha, data in sorted(new.items()):
-                    if self._put_blob(sha, data, new_dirs):
-                        written.append(sha)
-                self._sync_blob_dirs(new_dirs)
-                m = Manifest(sid, created, desc, entries, new_bytes=new_bytes)
+                    staged[sha] = (self._stage_bytes(data), len(data))
+                self._commit_blobs(staged, committed)
+                m = Manifest(sid, created, desc, entries, new_bytes=sum(committed.values()))
                 self._save_manifest(m)
             except BaseException:
-                self._rollback(sid, written)
+                for tmp, _size in staged.values():
+                    with contextlib.suppress(OSError):
+                        self._unlink(tmp)
+                self._rollback(sid, committed)
                 raise
-            if new_bytes:
+            if new:
                 self._unlink(os.path.join(self._dir, _GC_MARK))
+            self._usage_cache = None
         return m.info()

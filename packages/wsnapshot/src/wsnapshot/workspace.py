@@ -428,17 +428,20 @@ class SafeWorkspace:
             if on_problem is not None:
                 on_problem(path, reason)
 
+        new = tuple.__new__
+        s_isreg, s_isdir = stat.S_ISREG, stat.S_ISDIR
+
         def visit(dir_fd: int, prefix: str, depth: int) -> None:
-            for name in sorted(ops.listdir(dir_fd)):
+            listed = ops.scandir(dir_fd, max_entries - len(out) + 1)
+            if len(out) + len(listed) > max_entries:
+                raise WorkspaceLimitError(prefix, f"more than max_entries={max_entries} entries")
+            listed.sort()
+            for name, st in listed:
                 path = prefix + name
-                try:
-                    st = ops.lstat(name, dir_fd=dir_fd)
-                except FileNotFoundError:
-                    continue  # removed while we looked
-                if len(out) >= max_entries:
-                    raise WorkspaceLimitError(path, f"more than max_entries={max_entries} entries")
-                kind = kind_of(st.st_mode)
-                if kind == KIND_DIR:
+                mode = st.st_mode
+                if s_isreg(mode):
+                    out.append(new(WalkEntry, (path, KIND_FILE, st, None)))
+                elif s_isdir(mode):
                     if depth >= MAX_DEPTH:
                         problem(path, f"nested deeper than {MAX_DEPTH} directories")
                         continue
@@ -454,11 +457,11 @@ class SafeWorkspace:
                         if (st2.st_dev, st2.st_ino) != (st.st_dev, st.st_ino):
                             problem(path, "replaced while being scanned")
                             continue
-                        out.append(WalkEntry(path, kind, st2, None))
+                        out.append(new(WalkEntry, (path, KIND_DIR, st2, None)))
                         visit(sub, path + "/", depth + 1)
                     finally:
                         ops.close(sub)
-                elif kind == KIND_SYMLINK:
+                elif stat.S_ISLNK(mode):
                     try:
                         target = ops.readlink(name, dir_fd=dir_fd)
                     except OSError as exc:
@@ -466,9 +469,9 @@ class SafeWorkspace:
                             raise
                         problem(path, f"cannot read symlink: {exc.strerror}")
                         continue
-                    out.append(WalkEntry(path, kind, st, target))
+                    out.append(new(WalkEntry, (path, KIND_SYMLINK, st, target)))
                 else:
-                    out.append(WalkEntry(path, kind, st, None))
+                    out.append(new(WalkEntry, (path, KIND_OTHER, st, None)))
 
         visit(root_fd, "", 0)
         return out

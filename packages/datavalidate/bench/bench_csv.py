@@ -33,6 +33,7 @@ TABLE_SCHEMA: dict[str, Any] = {
             "type": "string",
             "constraints": {"required": True, "minLength": 1, "maxLength": 40},
         },
+        # A fixed-width pattern: in the backtracking-free subset, so matched by Python's re.
         {"name": "code", "type": "string", "constraints": {"pattern": "[A-Z]{2}-[0-9]{4}"}},
         {"name": "age", "type": "integer", "constraints": {"minimum": 0, "maximum": 150}},
         {"name": "score", "type": "number", "constraints": {"minimum": 0, "maximum": 100}},
@@ -119,13 +120,19 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> None:
-    no_pattern = {
-        "fields": [
-            {k: v for k, v in f.items() if k != "constraints"}
-            | {"constraints": {c: x for c, x in f.get("constraints", {}).items() if c != "pattern"}}
-            for f in TABLE_SCHEMA["fields"]
-        ]
-    }
+    def with_pattern(pattern: str | None) -> dict[str, Any]:
+        fields = []
+        for field in TABLE_SCHEMA["fields"]:
+            constraints = dict(field.get("constraints", {}))
+            if field["name"] == "code":
+                constraints.pop("pattern")
+                if pattern is not None:
+                    constraints["pattern"] = pattern
+            fields.append({**field, "constraints": constraints})
+        return {"fields": fields}
+
+    re2_schema = with_pattern("[A-Z]+-[0-9]+")  # variable repetition: runs on RE2
+    no_pattern = with_pattern(None)
     with tempfile.TemporaryDirectory(prefix="dv-bench-") as tmp:
         path = pathlib.Path(tmp) / "data.csv"
         generate(path, ROWS)
@@ -135,21 +142,21 @@ def main() -> None:
         reader_s = best_of(3, lambda: bare_reader(path))
         ours_s = best_of(3, lambda: ours(path, TABLE_SCHEMA))
         ours_np_s = best_of(3, lambda: ours(path, no_pattern))
+        ours_re2_s = best_of(3, lambda: ours(path, re2_schema))
         peak = peak_growth(path)
         fl_s = frictionless_time(path)
         print(f"  csv.reader alone            {ROWS / reader_s:>12,.0f} rows/s  ({reader_s:.2f} s)")
         print(f"  datavalidate                {ROWS / ours_s:>12,.0f} rows/s  ({ours_s:.2f} s)")
-        print(
-            f"  datavalidate, no pattern    {ROWS / ours_np_s:>12,.0f} rows/s  ({ours_np_s:.2f} s)"
-        )
+        for label, seconds in (("no pattern", ours_np_s), ("RE2 pattern", ours_re2_s)):
+            print(f"  datavalidate, {label:13s} {ROWS / seconds:>12,.0f} rows/s  ({seconds:.2f} s)")
         if fl_s is None:
             print("  frictionless-py             unavailable (not installed: `bench` group)")
         else:
             print(f"  frictionless-py             {ROWS / fl_s:>12,.0f} rows/s  ({fl_s:.2f} s)")
         slower = ours_s / reader_s
         print(f"  slowdown vs csv.reader      {slower:.2f}x (target <= 4x: {verdict(slower <= 4)})")
-        slower_np = ours_np_s / reader_s
-        print(f"    without the RE2 pattern   {slower_np:.2f}x")
+        print(f"    without the pattern       {ours_np_s / reader_s:.2f}x")
+        print(f"    with a pattern on RE2     {ours_re2_s / reader_s:.2f}x")
         if fl_s is not None:
             speedup = fl_s / ours_s
             met = verdict(speedup >= 5)

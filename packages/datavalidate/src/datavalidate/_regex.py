@@ -15,6 +15,7 @@ escapes RE2 spells differently (``\uXXXX``, ``\u{...}``, ``\p{Letter}``, ``\cX``
 from __future__ import annotations
 
 import functools
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol, cast
@@ -23,7 +24,7 @@ import re2  # type: ignore[import-untyped]
 
 from datavalidate.exceptions import UnsupportedPatternError
 
-__all__ = ["SafePattern", "compile_pattern", "ecma_to_re2"]
+__all__ = ["SafePattern", "compile_pattern", "ecma_to_re2", "is_deterministic"]
 
 #: Longest pattern accepted, in characters. Longer ones are refused before compiling.
 MAX_PATTERN_CHARS = 16_384
@@ -238,7 +239,84 @@ def _compile(pattern: str, ecma: bool) -> SafePattern:
     if not regexp.ok():
         reason = regexp.error().decode("utf-8", "replace")
         raise UnsupportedPatternError(pattern, reason)
-    return SafePattern(pattern, regexp, binding.RE2.Anchor)
+    compiled = SafePattern(pattern, regexp, binding.RE2.Anchor)
+    if not ecma and is_deterministic(pattern):
+        # Backtracking cannot happen in this subset (see is_deterministic): Python's re
+        # matches it in one pass, without RE2's per-call binding overhead.
+        try:
+            python = re.compile(pattern, re.ASCII)
+        except re.error:
+            return compiled  # e.g. a range RE2 accepts and re does not: stay on RE2
+        compiled.fullmatch = cast("Callable[[str], bool]", python.fullmatch)
+    return compiled
+
+
+# Escapes with the same meaning in RE2 and in Python's re (with re.ASCII).
+_SAME_ESCAPES = frozenset("dDwWntr") | frozenset("\\.^$*+?{}[]()|-/#&~:;,<>=!@%'\" _")
+_METACHARS = frozenset("\\.^$*+?{}[]()|")
+
+
+def is_deterministic(pattern: str) -> bool:
+    r"""Whether a pattern is in the backtracking-free subset shared by RE2 and Python's re.
+
+    The subset: literal characters, ``.``, the escapes ``\d \D \w \W \n \t \r`` and
+    escaped punctuation, character classes of those (ranges allowed, no nested ``[``), each
+    optionally repeated an exact number of times ``{n}`` (n <= 1000). No alternation, groups,
+    anchors or variable quantifiers (``* + ? {m,n}``). Every such pattern consumes exactly one
+    character per atom, so a full match is one left-to-right pass in any engine, and with
+    ``re.ASCII`` both engines give it the same meaning.
+
+    Args:
+        pattern: The pattern (RE2 / Python syntax).
+
+    Returns:
+        True when the pattern is in the subset.
+    """
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\":
+            if i + 1 >= n or pattern[i + 1] not in _SAME_ESCAPES:
+                return False
+            i += 2
+        elif ch == "[":
+            end = _class_end(pattern, i)
+            if end < 0:
+                return False
+            i = end + 1
+        elif ch in _METACHARS and ch != ".":
+            return False
+        else:
+            i += 1
+        if i < n and pattern[i] == "{":
+            close = pattern.find("}", i)
+            count = pattern[i + 1 : close] if close > 0 else ""
+            if not (count.isascii() and count.isdigit() and len(count) <= 4 and int(count) <= 1000):
+                return False
+            i = close + 1
+    return True
+
+
+def _class_end(pattern: str, start: int) -> int:
+    """Index of the ``]`` closing a simple character class at ``start``, or -1."""
+    i = start + 1
+    if i < len(pattern) and pattern[i] == "^":
+        i += 1
+    first = True
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "]" and not first:
+            return i
+        if ch in "[]" or pattern[i : i + 2] in ("--", "&&", "~~", "||"):
+            return -1
+        if ch == "\\":
+            if i + 1 >= len(pattern) or pattern[i + 1] not in _SAME_ESCAPES:
+                return -1
+            i += 2
+        else:
+            i += 1
+        first = False
+    return -1
 
 
 def compile_pattern(pattern: str, *, ecma: bool = True) -> SafePattern:

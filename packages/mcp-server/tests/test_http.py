@@ -29,7 +29,7 @@ def _client(tmp_path: Path, token: str | None = TOKEN) -> TestClient:
         return "pong"
 
     asgi = build_http_app(app, _settings(tmp_path, token))
-    return TestClient(asgi, base_url="http://127.0.0.1:8000")  # type: ignore[arg-type]
+    return TestClient(asgi, base_url="http://127.0.0.1:8000")
 
 
 INIT = {

@@ -35,16 +35,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     from mcp_secure_sandbox.server import create_server
+    from pysandbox import SandboxError
+    from wsnapshot import SnapshotError
 
-    app = create_server(settings)
-    logging.getLogger("mcp_secure_sandbox").info(
+    try:
+        app, state = create_server(settings)
+    except (SandboxError, SnapshotError) as exc:
+        print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
+        return 2
+    log = logging.getLogger("mcp_secure_sandbox")
+    log.info(
         "serving on %s, workspace %s, snapshots %s",
         settings.transport,
         settings.workspace,
         settings.snapshots,
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        app.run("stdio")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            if settings.transport == "streamable-http":
+                from mcp_secure_sandbox.http import serve_http
+
+                serve_http(app, settings)
+            else:
+                app.run("stdio")
+    finally:
+        state.close()
     return 0
 
 

@@ -1,0 +1,130 @@
+"""MCP resources: status, logs, schemas, and snapshot manifests and exports by id."""
+
+from __future__ import annotations
+
+import json
+from importlib import metadata
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError
+
+from datavalidate import UnknownSchemaError
+from mcp_secure_sandbox.state import ServerState
+from wsnapshot import SnapshotError, WorkspaceError
+
+__all__ = ["DISTRIBUTIONS", "register", "status_document"]
+
+DISTRIBUTIONS = ("astguard", "pysandbox", "datavalidate", "wsnapshot", "mcp-secure-sandbox", "mcp")
+STATUS_WALK_ENTRIES = 100_000
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in DISTRIBUTIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def status_document(state: ServerState) -> dict[str, Any]:
+    """Build the ``sandbox://status`` document (blocking: walks the workspace, bounded).
+
+    Returns versions of every package, the settings in force (absolute directories, limits,
+    concurrency, allowed modules; never a secret), the isolation layers pysandbox reports, the
+    workspace's file count and bytes, and the snapshot count.
+    """
+    try:
+        files, total = state.workspace.usage(max_entries=STATUS_WALK_ENTRIES)
+        usage: dict[str, Any] = {"file_count": files, "total_bytes": total}
+    except WorkspaceError as exc:
+        usage = {"error": str(exc)}
+    try:
+        snapshot_count: int | None = len(state.store.list())
+    except SnapshotError:
+        snapshot_count = None
+    return {
+        "versions": _versions(),
+        "settings": state.settings.to_dict(),
+        "allowed_modules": sorted(state.policy.allowed_modules),
+        "isolation": state.sandbox.capabilities().to_dict(),
+        "workspace": usage,
+        "snapshot_count": snapshot_count,
+        "active_runs": state.gate.active_runs,
+    }
+
+
+def register(app: MCPServer[Any], state: ServerState) -> None:
+    """Register the resources and resource templates on ``app``."""
+
+    @app.resource(
+        "sandbox://status",
+        name="status",
+        description="Versions, settings, isolation layers, workspace usage, snapshot count.",
+        mime_type="application/json",
+    )
+    async def status() -> str:
+        return _dump(await anyio.to_thread.run_sync(lambda: status_document(state)))
+
+    @app.resource(
+        "sandbox://logs",
+        name="logs",
+        description="The last 100 traces: timestamp, level, tool, message, duration_ms, status.",
+        mime_type="application/json",
+    )
+    def logs() -> str:
+        return _dump({"traces": state.traces.entries()})
+
+    @app.resource(
+        "sandbox://schemas",
+        name="schemas",
+        description="The registered JSON schemas (config, user, dataset and any added).",
+        mime_type="application/json",
+    )
+    def schemas() -> str:
+        return _dump({"schemas": [info.to_dict() for info in state.registry.list()]})
+
+    @app.resource(
+        "sandbox://schemas/{name}",
+        name="schema",
+        description="One registered JSON schema by name.",
+        mime_type="application/schema+json",
+    )
+    def schema(name: str) -> str:
+        try:
+            return _dump(state.registry.get(name))
+        except UnknownSchemaError as exc:
+            raise ResourceError(str(exc)) from None
+
+    @app.resource(
+        "sandbox://snapshots/{snapshot_id}",
+        name="snapshot",
+        description="The manifest of one snapshot: info and the file registry (no content).",
+        mime_type="application/json",
+    )
+    async def snapshot(snapshot_id: str) -> str:
+        try:
+            snap = await anyio.to_thread.run_sync(lambda: state.store.get(snapshot_id))
+        except SnapshotError as exc:
+            raise ResourceError(str(exc)) from None
+        return _dump(snap.to_dict())
+
+    @app.resource(
+        "sandbox://exports/{snapshot_id}",
+        name="snapshot-export",
+        description="The self-contained export record of one snapshot, with every file inline.",
+        mime_type="application/json",
+    )
+    async def export(snapshot_id: str) -> str:
+        try:
+            record = await anyio.to_thread.run_sync(lambda: state.store.export(snapshot_id))
+        except SnapshotError as exc:
+            raise ResourceError(str(exc)) from None
+        return json.dumps(record, separators=(",", ":"))

@@ -1,0 +1,113 @@
+"""What the tools of one server process share: the libraries' objects, the gate, the counters."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.server.mcpserver.exceptions import ToolError
+
+import astguard
+from datavalidate import SchemaRegistry, default_registry
+from mcp_secure_sandbox.concurrency import WorkspaceGate
+from mcp_secure_sandbox.observability import Metrics, TraceLog
+from mcp_secure_sandbox.settings import Settings
+from pysandbox import Limits, Sandbox
+from wsnapshot import SafeWorkspace, SnapshotStore
+
+__all__ = ["ServerState"]
+
+log = logging.getLogger("mcp_secure_sandbox")
+
+
+class ServerState:
+    """The sandbox, snapshot store, workspace helper and schema registry of one server.
+
+    Args:
+        settings: Prepared settings (directories exist and were validated).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.policy = astguard.Policy().with_modules(*settings.extra_modules)
+        self.limits = Limits(
+            timeout_s=settings.default_timeout_s,
+            memory_bytes=settings.memory_bytes,
+            output_bytes=settings.output_bytes,
+            workspace_bytes=settings.workspace_bytes,
+            workspace_files=settings.workspace_files,
+        )
+        self.sandbox = Sandbox(
+            settings.workspace,
+            limits=self.limits,
+            policy=self.policy,
+            require=settings.require_layers,
+            extra_modules=settings.extra_modules,
+        )
+        self.store = SnapshotStore(settings.workspace, settings.snapshots)
+        self.workspace = SafeWorkspace(settings.workspace)
+        self.registry: SchemaRegistry = default_registry()
+        self.gate = WorkspaceGate(settings.max_concurrent_runs)
+        self.metrics = Metrics()
+        self.traces = TraceLog()
+
+    def close(self) -> None:
+        """Stop every run still in progress and release the sandbox's resources."""
+        self.sandbox.close()
+
+    def timeout_for(self, timeout_sec: float | None) -> float:
+        """Return the time-out of a call in seconds, applying the default and the maximum.
+
+        Raises:
+            ToolError: ``timeout_sec`` is not a positive number or exceeds the maximum.
+        """
+        if timeout_sec is None:
+            return self.settings.default_timeout_s
+        if not timeout_sec > 0:
+            raise ToolError(f"timeout_sec must be a positive number of seconds, got {timeout_sec}")
+        if timeout_sec > self.settings.max_timeout_s:
+            raise ToolError(
+                f"timeout_sec {timeout_sec} exceeds the server's maximum of "
+                f"{self.settings.max_timeout_s} seconds"
+            )
+        return float(timeout_sec)
+
+    @asynccontextmanager
+    async def instrument(self, tool: str) -> AsyncIterator[dict[str, str]]:
+        """Time one tool call, count it, and leave a trace; yields a dict for the status.
+
+        A :class:`ToolError` (a wrong call) is counted as an error and logged at WARNING; any
+        other exception is logged with its traceback on stderr and re-raised.
+        """
+        started = time.perf_counter()
+        outcome: dict[str, str] = {"status": "ok", "message": ""}
+        level = "INFO"
+        try:
+            yield outcome
+        except ToolError as exc:
+            outcome["status"], outcome["message"], level = "invalid_arguments", str(exc), "WARNING"
+            raise
+        except BaseException as exc:
+            outcome["status"], outcome["message"], level = "failed", type(exc).__name__, "ERROR"
+            log.exception("tool %s failed", tool)
+            raise
+        finally:
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            self.metrics.record_call(tool, elapsed_ms, error=level != "INFO")
+            message = outcome["message"] or f"{tool} {outcome['status']}"
+            self.traces.add(
+                tool=tool,
+                message=message[:300],
+                level=level,
+                duration_ms=elapsed_ms,
+                status=outcome["status"],
+            )
+            log.log(
+                logging.getLevelName(level),
+                "%s status=%s %.1f ms",
+                tool,
+                outcome["status"],
+                elapsed_ms,
+            )

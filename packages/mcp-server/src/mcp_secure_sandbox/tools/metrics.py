@@ -1,0 +1,46 @@
+"""``get_sandbox_metrics``: how the server, the host and the sandbox runs are doing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from mcp_secure_sandbox._schemas import MetricsOutput
+from mcp_secure_sandbox.observability import process_metrics
+from mcp_secure_sandbox.state import ServerState
+
+__all__ = ["register"]
+
+
+def register(app: MCPServer[Any], state: ServerState) -> None:
+    """Register ``get_sandbox_metrics`` on ``app``."""
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Server and sandbox metrics", read_only_hint=True, open_world_hint=False
+        )
+    )
+    async def get_sandbox_metrics() -> MetricsOutput:
+        """Report resource usage of the server and host, and statistics of every tool.
+
+        Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid), the host
+        (memory totals, load average, CPU count), uptime in seconds, per tool the calls, errors
+        and p50/p95/max latency in ms, sandbox runs counted by status, the largest peak memory
+        of a sandbox child in bytes, and the runs executing now against the concurrency cap.
+        """
+        async with state.instrument("get_sandbox_metrics"):
+            figures = await anyio.to_thread.run_sync(process_metrics)
+            counters = state.metrics.snapshot()
+            return {
+                "process": figures["process"],
+                "host": figures["host"],
+                "uptime_s": round(state.metrics.uptime_s(), 3),
+                "tools": counters["tools"],
+                "runs_by_status": counters["runs_by_status"],
+                "peak_child_memory_bytes": counters["peak_child_memory_bytes"],
+                "active_runs": state.gate.active_runs,
+                "max_concurrent_runs": state.gate.max_runs,
+            }

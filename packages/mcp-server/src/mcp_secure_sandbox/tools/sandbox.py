@@ -1,0 +1,76 @@
+"""``run_sandbox_code``: run a script in the sandbox (pysandbox)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
+
+from mcp_secure_sandbox._schemas import RunOutput
+from mcp_secure_sandbox.state import ServerState
+
+__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
+
+PROGRESS_AFTER_S = 2.0
+PROGRESS_EVERY_S = 2.0
+
+
+def register(app: MCPServer[Any], state: ServerState) -> None:
+    """Register ``run_sandbox_code`` on ``app``."""
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Run Python in the sandbox",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=False,
+        )
+    )
+    async def run_sandbox_code(  # noqa: D417 - ctx is supplied by the SDK, not by the model
+        code: str, ctx: Context, timeout_sec: float | None = None
+    ) -> RunOutput:
+        """Run a Python script in the sandbox and return its outcome.
+
+        The script runs in a fresh interpreter whose current directory is the workspace, so
+        `open("data.csv")` reads a workspace file and files you write stay for later runs. Only
+        allowed standard-library modules can be imported (see the generate_secure_script prompt
+        for the list); the network, other processes and files outside the workspace are out of
+        reach. Print what you want to see: stdout and stderr come back, each capped in size.
+
+        Args:
+            code: The Python source, e.g. `import statistics; print(statistics.mean([1, 2, 3]))`.
+            timeout_sec: Wall-clock limit in seconds (the server default when omitted; above the
+                server's maximum the call is refused).
+
+        Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
+        killed), exit_code or signal, stdout, stderr, truncation flags, duration_ms,
+        cpu_time_ms, peak_memory_bytes, the checker's violations when rejected, the isolation
+        layers that were active, and a detail line naming the limit that stopped the run. A
+        rejection, an exception or a time-out is a normal result: fix the code and run again.
+        """
+        async with state.instrument("run_sandbox_code") as outcome:
+            timeout = state.timeout_for(timeout_sec)
+            async with state.gate.run(), anyio.create_task_group() as tg:
+                tg.start_soon(_report_progress, ctx, timeout)
+                result = await state.sandbox.arun(code, timeout=timeout)
+                tg.cancel_scope.cancel()
+            outcome["status"] = result.status.value
+            outcome["message"] = f"run {result.status.value} {result.detail}".strip()
+            state.metrics.record_run(result.status.value, result.peak_memory_bytes)
+            output: RunOutput = result.to_dict()  # type: ignore[assignment]
+            return output
+
+
+async def _report_progress(ctx: Context, timeout: float) -> None:
+    """Send ``elapsed of timeout`` progress every few seconds once a run is past a couple."""
+    started = anyio.current_time()
+    await anyio.sleep(PROGRESS_AFTER_S)
+    while True:
+        elapsed = anyio.current_time() - started
+        await ctx.report_progress(
+            min(elapsed, timeout), timeout, f"running for {elapsed:.0f} s of {timeout:.0f} s"
+        )
+        await anyio.sleep(PROGRESS_EVERY_S)

@@ -1,0 +1,204 @@
+"""Snapshot tools: create, restore, list, delete, diff, export (wsnapshot)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+
+from mcp_secure_sandbox._schemas import (
+    DeleteOutput,
+    DiffOutput,
+    ExportOutput,
+    RestoreOutput,
+    SnapshotInfoOutput,
+    SnapshotListOutput,
+)
+from mcp_secure_sandbox.state import ServerState
+from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound
+
+__all__ = ["EXPORT_INLINE_BYTES", "register"]
+
+EXPORT_INLINE_BYTES = 256 * 1024
+"""An export larger than this many bytes of JSON is returned as a resource link."""
+
+MAX_DESCRIPTION_CHARS = 1000
+
+T = TypeVar("T")
+
+
+async def _call(argument: str, fn: Callable[[], T]) -> T:
+    """Run a store operation in a worker thread; map its errors to argument errors."""
+    try:
+        return await anyio.to_thread.run_sync(fn)
+    except (InvalidSnapshotId, SnapshotNotFound) as exc:
+        raise ToolError(f"{argument}: {exc}") from None
+    except SnapshotError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def register(app: MCPServer[Any], state: ServerState) -> None:
+    """Register the snapshot tools on ``app``."""
+    store = state.store
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Snapshot the workspace",
+            read_only_hint=False,
+            destructive_hint=False,
+            open_world_hint=False,
+        )
+    )
+    async def create_state_snapshot(description: str = "") -> SnapshotInfoOutput:
+        """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
+
+        Identical content is stored once (content-addressed), so snapshots of a mostly unchanged
+        workspace are cheap. Symlinks pointing outside the workspace and special files are left
+        out and listed in `skipped`. Example: description="before the migration test".
+
+        Returns the snapshot's id (a UUID), created_at (ISO 8601 UTC), description, file_count,
+        dir_count, symlink_count, total_bytes, new_bytes (stored by this snapshot) and skipped.
+        """
+        async with state.instrument("create_state_snapshot") as outcome:
+            if len(description) > MAX_DESCRIPTION_CHARS:
+                raise ToolError(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
+            async with state.gate.exclusive():
+                info = await _call("description", lambda: store.create(description))
+            outcome["message"] = f"created {info.id}"
+            result: SnapshotInfoOutput = info.to_dict()  # type: ignore[assignment]
+            return result
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Restore a snapshot",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )
+    async def restore_state_snapshot(snapshot_id: str) -> RestoreOutput:
+        """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
+
+        Files not in the snapshot are deleted, files whose content differs are rewritten,
+        missing ones recreated, then every mtime and mode is reset. Files that already match are
+        not touched. Restoring twice is the same as once. Example: snapshot_id from
+        list_state_snapshots.
+
+        Returns the lists of deleted, rewritten, recreated and metadata_restored paths, the
+        unchanged count, dirs_created, dirs_removed and duration_ms.
+        """
+        async with state.instrument("restore_state_snapshot") as outcome:
+            async with state.gate.exclusive():
+                report = await _call("snapshot_id", lambda: store.restore(snapshot_id))
+            outcome["message"] = f"restored {snapshot_id}"
+            result: RestoreOutput = report.to_dict()  # type: ignore[assignment]
+            return result
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="List snapshots", read_only_hint=True, open_world_hint=False
+        )
+    )
+    async def list_state_snapshots() -> SnapshotListOutput:
+        """List every snapshot, oldest first, with its id, time, description and sizes."""
+        async with state.instrument("list_state_snapshots"):
+            infos = await _call("", store.list)
+            return {"snapshots": [i.to_dict() for i in infos], "count": len(infos)}  # type: ignore[misc]
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Delete a snapshot",
+            read_only_hint=False,
+            destructive_hint=True,
+            open_world_hint=False,
+        )
+    )
+    async def delete_state_snapshot(snapshot_id: str) -> DeleteOutput:
+        """Delete a snapshot permanently; content no other snapshot uses is freed.
+
+        The workspace itself is not touched. Returns the deleted id, its description and
+        creation time, and how many snapshots remain.
+        """
+        async with state.instrument("delete_state_snapshot") as outcome:
+
+            def delete() -> DeleteOutput:
+                info = store.get(snapshot_id).info
+                store.delete(snapshot_id)
+                return {
+                    "deleted": info.id,
+                    "description": info.description,
+                    "created_at": info.created_at,
+                    "remaining": len(store.list()),
+                }
+
+            async with state.gate.exclusive():
+                result = await _call("snapshot_id", delete)
+            outcome["message"] = f"deleted {snapshot_id}"
+            return result
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Compare snapshots",
+            read_only_hint=True,
+            idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )
+    async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> DiffOutput:
+        """Compare a snapshot with another one, or with the current workspace.
+
+        Args:
+            snapshot_id: The older side.
+            other_id: The newer side; omit it to compare with the workspace as it is now.
+
+        Returns the paths added, removed, modified (content, link target or kind) and
+        metadata_changed (same content, different mtime or mode).
+        """
+        async with state.instrument("diff_state_snapshots"):
+            if not other_id:
+                async with state.gate.exclusive():
+                    diff = await _call("snapshot_id", lambda: store.diff(snapshot_id))
+            else:
+                diff = await _call(
+                    "snapshot_id/other_id", lambda: store.diff(snapshot_id, other_id)
+                )
+            result: DiffOutput = diff.to_dict()  # type: ignore[assignment]
+            return result
+
+    @app.tool(
+        annotations=ToolAnnotations(
+            title="Export a snapshot",
+            read_only_hint=True,
+            idempotent_hint=True,
+            open_world_hint=False,
+        )
+    )
+    async def export_state_snapshot(snapshot_id: str) -> ExportOutput:
+        """Export a snapshot as one self-contained JSON record with every file's content inline.
+
+        Text files are inline as UTF-8, binary files as Base64. A record larger than 256 KiB is
+        not inlined: `resource_uri` names the sandbox://exports/{snapshot_id} resource to read.
+        """
+        async with state.instrument("export_state_snapshot"):
+            record = await _call("snapshot_id", lambda: store.export(snapshot_id))
+            size = len(json.dumps(record, separators=(",", ":")).encode())
+            if size > EXPORT_INLINE_BYTES:
+                uri = f"sandbox://exports/{snapshot_id.lower()}"
+                return {
+                    "snapshot_id": snapshot_id,
+                    "size_bytes": size,
+                    "record": None,
+                    "resource_uri": uri,
+                }
+            return {
+                "snapshot_id": snapshot_id,
+                "size_bytes": size,
+                "record": record,
+                "resource_uri": None,
+            }

@@ -1,0 +1,368 @@
+"""Every tool, resource and prompt of the real server, over stdio, with good and bad arguments."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import ClientSession
+
+from _client import call, call_error, read_json, with_session
+
+EXPECTED_TOOLS = {
+    "run_sandbox_code",
+    "validate_json_data",
+    "validate_csv_data",
+    "create_state_snapshot",
+    "restore_state_snapshot",
+    "list_state_snapshots",
+    "delete_state_snapshot",
+    "get_sandbox_metrics",
+    "diff_state_snapshots",
+    "export_state_snapshot",
+    "list_workspace_files",
+    "read_workspace_file",
+    "write_workspace_file",
+}
+
+
+def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> None:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        assert set(tools) == EXPECTED_TOOLS
+        for tool in tools.values():
+            assert tool.description and len(tool.description) > 40, tool.name
+            assert tool.output_schema is not None, tool.name
+            assert tool.annotations is not None, tool.name
+        assert tools["run_sandbox_code"].annotations.read_only_hint is False  # type: ignore[union-attr]
+        assert tools["restore_state_snapshot"].annotations.destructive_hint is True  # type: ignore[union-attr]
+        assert tools["validate_json_data"].annotations.read_only_hint is True  # type: ignore[union-attr]
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        assert uris == {"sandbox://status", "sandbox://logs", "sandbox://schemas"}
+        templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
+        assert templates == {
+            "sandbox://schemas/{name}",
+            "sandbox://snapshots/{snapshot_id}",
+            "sandbox://exports/{snapshot_id}",
+        }
+        prompts = {p.name: p for p in (await s.list_prompts()).prompts}
+        assert set(prompts) == {"generate_secure_script", "diagnose_validation_error"}
+        assert [a.name for a in prompts["diagnose_validation_error"].arguments or []] == [
+            "data_json",
+            "schema",
+        ]
+
+    with_session(*dirs, scenario)
+
+
+def test_snapshot_lifecycle(dirs: tuple[Path, Path]) -> None:
+    workspace, _ = dirs
+
+    async def scenario(s: ClientSession) -> None:
+        await call(s, "run_sandbox_code", code="open('a.txt', 'w').write('first')")
+        info = await call(s, "create_state_snapshot", description="after first")
+        assert info["file_count"] == 1
+        assert info["description"] == "after first"
+        await call(
+            s,
+            "run_sandbox_code",
+            code="open('a.txt', 'w').write('second')\nopen('b.txt', 'w').write('new')",
+        )
+        diff = await call(s, "diff_state_snapshots", snapshot_id=info["id"])
+        assert diff["added"] == ["b.txt"]
+        assert diff["modified"] == ["a.txt"]
+        listing = await call(s, "list_state_snapshots")
+        assert listing["count"] == 1
+        assert listing["snapshots"][0]["id"] == info["id"]
+        report = await call(s, "restore_state_snapshot", snapshot_id=info["id"])
+        assert report["deleted"] == ["b.txt"]
+        assert report["rewritten"] == ["a.txt"]
+        out = await call(s, "run_sandbox_code", code="print(open('a.txt').read())")
+        assert out["stdout"] == "first\n"
+        exported = await call(s, "export_state_snapshot", snapshot_id=info["id"])
+        assert exported["record"] is not None
+        assert exported["resource_uri"] is None
+        assert "first" in json.dumps(exported["record"])
+        manifest = await read_json(s, f"sandbox://snapshots/{info['id']}")
+        assert "a.txt" in json.dumps(manifest)
+        second = await call(s, "create_state_snapshot", description="second")
+        diff2 = await call(s, "diff_state_snapshots", snapshot_id=info["id"], other_id=second["id"])
+        assert diff2["added"] == diff2["removed"] == diff2["modified"] == []
+        deleted = await call(s, "delete_state_snapshot", snapshot_id=info["id"])
+        assert deleted == {
+            "deleted": info["id"],
+            "description": "after first",
+            "created_at": info["created_at"],
+            "remaining": 1,
+        }
+        assert "snapshot_id" in await call_error(
+            s, "restore_state_snapshot", snapshot_id=info["id"]
+        )
+        assert "snapshot_id" in await call_error(
+            s, "restore_state_snapshot", snapshot_id="../../etc"
+        )
+        assert "snapshot_id" in await call_error(s, "delete_state_snapshot", snapshot_id="")
+        assert "snapshot_id" in await call_error(
+            s, "diff_state_snapshots", snapshot_id="not-a-uuid"
+        )
+
+    with_session(*dirs, scenario)
+    assert (workspace / "a.txt").read_text() == "first"
+
+
+def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
+    workspace, _ = dirs
+    (workspace / "doc.json").write_text('{"id": 1}', encoding="utf-8")
+    schema = {
+        "type": "object",
+        "required": ["id"],
+        "properties": {"id": {"type": "integer", "maximum": 10}},
+    }
+
+    async def scenario(s: ClientSession) -> None:
+        ok = await call(s, "validate_json_data", data={"id": 3}, schema_name_or_dict=schema)
+        assert ok["valid"] is True
+        assert ok["draft"].endswith("2020-12")
+        bad = await call(s, "validate_json_data", data={"id": 30}, schema_name_or_dict=schema)
+        assert bad["valid"] is False
+        assert bad["errors"][0]["instance_location"] == "/id"
+        assert bad["errors"][0]["keyword"] == "maximum"
+        null = await call(s, "validate_json_data", data=None, schema_name_or_dict={"type": "null"})
+        assert null["valid"] is True
+        from_path = await call(
+            s, "validate_json_data", data_path="doc.json", schema_name_or_dict=schema
+        )
+        assert from_path["valid"] is True
+        big = await call(
+            s,
+            "validate_json_data",
+            data_json='{"id": 12345678901234567890123}',
+            schema_name_or_dict=schema,
+        )
+        assert big["valid"] is False
+        assert "duplicate" in await call_error(
+            s, "validate_json_data", data_json='{"a":1,"a":2}', schema_name_or_dict=True
+        )
+        assert "NaN" in await call_error(
+            s, "validate_json_data", data_json='{"a": NaN}', schema_name_or_dict=True
+        )
+        assert "exactly one" in await call_error(
+            s, "validate_json_data", data={}, data_json="{}", schema_name_or_dict=True
+        )
+        assert "exactly one" in await call_error(s, "validate_json_data", schema_name_or_dict=True)
+        unknown = await call_error(s, "validate_json_data", data={}, schema_name_or_dict="nope")
+        assert "config" in unknown
+        assert "schema_name_or_dict" in await call_error(
+            s, "validate_json_data", data={}, schema_name_or_dict={"type": 5}
+        )
+        assert "data_path" in await call_error(
+            s, "validate_json_data", data_path="../x.json", schema_name_or_dict=True
+        )
+        named = await call(s, "validate_json_data", data={}, schema_name_or_dict="config")
+        assert named["valid"] is False
+
+    with_session(*dirs, scenario)
+
+
+def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
+    workspace, _ = dirs
+    (workspace / "people.csv").write_text("name;age\nann;31\nbob;x\n", encoding="utf-8")
+
+    async def scenario(s: ClientSession) -> None:
+        ok = await call(
+            s,
+            "validate_csv_data",
+            csv_content="id,age\n1,30\n",
+            required_headers=["id", "age"],
+            type_constraints={"age": "integer"},
+        )
+        assert ok["valid"] is True
+        assert ok["row_count"] == 1
+        bad = await call(
+            s,
+            "validate_csv_data",
+            csv_content="id,age\n1,x\n",
+            required_headers=["id"],
+            type_constraints={"age": {"type": "integer", "minimum": 0}},
+        )
+        assert bad["valid"] is False
+        assert bad["errors"][0]["code"] == "type-error"
+        assert bad["errors"][0]["row"] == 2
+        assert bad["errors"][0]["column"] == "age"
+        missing = await call(
+            s, "validate_csv_data", csv_content="id\n1\n", required_headers=["id", "email"]
+        )
+        assert missing["errors"][0]["code"] == "missing-header"
+        by_path = await call(
+            s,
+            "validate_csv_data",
+            csv_path="people.csv",
+            delimiter=";",
+            type_constraints={"age": "integer"},
+        )
+        assert by_path["row_count"] == 2
+        assert [e["row"] for e in by_path["errors"]] == [3]
+        assert "exactly one" in await call_error(
+            s, "validate_csv_data", csv_content="a\n", csv_path="people.csv"
+        )
+        assert "integr" in await call_error(
+            s, "validate_csv_data", csv_content="a\n1\n", type_constraints={"a": "integr"}
+        )
+        assert "delimiter" in await call_error(
+            s, "validate_csv_data", csv_content="a\n", delimiter="ab"
+        )
+        assert "csv_path" in await call_error(s, "validate_csv_data", csv_path="/etc/passwd")
+
+    with_session(*dirs, scenario)
+
+
+def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
+    workspace, _ = dirs
+    outside = workspace.parent / "outside.txt"
+    outside.write_text("secret", encoding="utf-8")
+    (workspace / "link").symlink_to(outside)
+
+    async def scenario(s: ClientSession) -> None:
+        written = await call(s, "write_workspace_file", path="data/in.txt", content="héllo")
+        assert written == {"path": "data/in.txt", "bytes_written": 6}
+        read = await call(s, "read_workspace_file", path="data/in.txt")
+        assert read == {"path": "data/in.txt", "size": 6, "encoding": "utf-8", "content": "héllo"}
+        raw = bytes(range(256))
+        await call(
+            s,
+            "write_workspace_file",
+            path="bin.dat",
+            content=base64.b64encode(raw).decode(),
+            encoding="base64",
+        )
+        read_bin = await call(s, "read_workspace_file", path="bin.dat")
+        assert read_bin["encoding"] == "base64"
+        assert base64.b64decode(read_bin["content"]) == raw
+        listing = await call(s, "list_workspace_files")
+        paths = {f["path"]: f["kind"] for f in listing["files"]}
+        assert paths["data/in.txt"] == "file"
+        assert paths["link"] == "symlink"
+        assert listing["file_count"] == 2
+        assert "path" in await call_error(s, "read_workspace_file", path="link")
+        assert "path" in await call_error(s, "read_workspace_file", path="../outside.txt")
+        assert "path" in await call_error(s, "read_workspace_file", path="/etc/passwd")
+        assert "path" in await call_error(s, "write_workspace_file", path="link", content="x")
+        assert "path" in await call_error(
+            s, "write_workspace_file", path="../escape.txt", content="x"
+        )
+        assert "Base64" in await call_error(
+            s, "write_workspace_file", path="x", content="!!", encoding="base64"
+        )
+        assert "no such file" in await call_error(s, "read_workspace_file", path="missing.txt")
+
+    with_session(*dirs, scenario)
+    assert outside.read_text() == "secret"
+    assert not (workspace.parent / "escape.txt").exists()
+
+
+def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> None:
+        await call(s, "run_sandbox_code", code="print(1)")
+        await call(s, "run_sandbox_code", code="1/0")
+        await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=-1)
+        metrics = await call(s, "get_sandbox_metrics")
+        run = metrics["tools"]["run_sandbox_code"]
+        assert run["calls"] == 3
+        assert run["errors"] == 1
+        assert run["p95_ms"] >= run["p50_ms"] > 0
+        assert metrics["runs_by_status"] == {"error": 1, "ok": 1}
+        assert metrics["peak_child_memory_bytes"] > 0
+        assert metrics["process"]["rss_bytes"] > 0
+        status = await read_json(s, "sandbox://status")
+        assert status["versions"]["mcp-secure-sandbox"]
+        assert status["settings"]["workspace"] == str(dirs[0].resolve())
+        assert "json" in status["allowed_modules"]
+        assert status["isolation"]
+        assert status["snapshot_count"] == 0
+        logs = await read_json(s, "sandbox://logs")
+        assert [t["tool"] for t in logs["traces"]] == ["run_sandbox_code"] * 3 + [
+            "get_sandbox_metrics"
+        ]
+        assert logs["traces"][2]["level"] == "WARNING"
+        schemas = await read_json(s, "sandbox://schemas")
+        assert {x["name"] for x in schemas["schemas"]} >= {"config", "user", "dataset"}
+        user = await read_json(s, "sandbox://schemas/user")
+        assert user["title"]
+
+    with_session(*dirs, scenario)
+
+
+def test_prompts_use_the_live_policy(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> None:
+        prompt = await s.get_prompt("generate_secure_script", {"task": "sum a column"})
+        text = prompt.messages[0].content.text  # type: ignore[union-attr]
+        assert "sum a column" in text
+        assert "statistics" in text
+        assert "fractions" in text
+        diag = await s.get_prompt(
+            "diagnose_validation_error",
+            {"data_json": '{"id": "x"}', "schema": '{"properties": {"id": {"type": "integer"}}}'},
+        )
+        dtext = diag.messages[0].content.text  # type: ignore[union-attr]
+        assert "/id" in dtext
+        assert "type" in dtext
+        named = await s.get_prompt(
+            "diagnose_validation_error", {"data_json": "{}", "schema": "user"}
+        )
+        assert "named user" in named.messages[0].content.text  # type: ignore[union-attr]
+        with pytest.raises(Exception, match="not valid JSON"):
+            await s.get_prompt(
+                "diagnose_validation_error", {"data_json": "{oops", "schema": "user"}
+            )
+
+    with_session(*dirs, scenario)
+
+
+def test_extra_modules_reach_the_prompt(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> str:
+        prompt = await s.get_prompt("generate_secure_script", {"task": "t"})
+        return prompt.messages[0].content.text  # type: ignore[union-attr]
+
+    text = with_session(*dirs, scenario, "--extra-modules", "tomllib")
+    assert "tomllib" in text
+
+
+def test_first_stdout_byte_is_an_mcp_message(dirs: tuple[Path, Path]) -> None:
+    workspace, snapshots = dirs
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mcp_secure_sandbox",
+            "--workspace",
+            str(workspace),
+            "--snapshots",
+            str(snapshots),
+        ],
+        input=json.dumps(init) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "SANDBOX_LOG_LEVEL": "DEBUG"},
+    )
+    assert proc.stdout.startswith('{"'), proc.stdout[:200]
+    first = json.loads(proc.stdout.splitlines()[0])
+    assert first["id"] == 1
+    assert first["result"]["serverInfo"]["name"] == "secure-sandbox"
+    assert "serving on stdio" in proc.stderr

@@ -522,3 +522,24 @@ def test_result_types_are_frozen_and_jsonable(store: SnapshotStore, ws: Path) ->
     for obj in (info, report, store.diff(info.id), store.get(info.id)):
         d = obj.to_dict()
         assert json.loads(json.dumps(d)) == d
+
+
+def test_restore_removes_non_utf8_names(store: SnapshotStore, ws: Path) -> None:
+    (ws / "ok").write_bytes(b"ok")
+    info = store.create()
+    raw = os.fsencode(ws)
+    os.mkdir(raw + b"/dir\xfe")  # noqa: PTH102 - a bytes path
+    with open(raw + b"/dir\xfe/f\xff", "wb") as fh:  # noqa: PTH123 - a bytes path
+        fh.write(b"x")
+    with open(raw + b"/top\xff", "wb") as fh:  # noqa: PTH123 - a bytes path
+        fh.write(b"x")
+    report = store.restore(info.id)
+    assert sorted(report.deleted) == ["dir\\xfe/f\\xff", "top\\xff"]
+    assert report.dirs_removed == ("dir\\xfe",)
+    assert os.listdir(raw) == [b"ok"]  # noqa: PTH208 - bytes names
+    assert json.loads(json.dumps(report.to_dict())) == report.to_dict()
+
+
+def test_store_properties(store: SnapshotStore, ws: Path, store_dir: Path) -> None:
+    assert store.store_dir == str(store_dir.resolve())
+    assert store.workspace.root == str(ws.resolve())

@@ -1236,7 +1236,6 @@ class SnapshotStore:
                 if st.st_nlink == 1:
                     ops.fchmod(fd, t.mode)
                     ops.futimens(fd, t.mtime_ns)
-                    ops.fsync(fd)
             finally:
                 ops.close(fd)
             if st.st_nlink != 1:
@@ -1246,18 +1245,22 @@ class SnapshotStore:
         dirs = sorted(
             (p for p, t in target.items() if t.kind == "dir"), key=lambda p: (-p.count("/"), p)
         )
+        changed = bool(plan.rewrite or plan.recreate or plan.metadata or touched)
         for path in dirs:
             t = target[path]
             with self._dir_at(root_fd, path) as fd:
                 st = ops.fstat(fd)
-                if path in touched:
-                    ops.fsync(fd)
                 if stat.S_IMODE(st.st_mode) != t.mode:
                     ops.fchmod(fd, t.mode)
+                    changed = True
                 if st.st_mtime_ns != t.mtime_ns:
                     ops.futimens(fd, t.mtime_ns)
-        if "" in touched:
-            ops.fsync(root_fd)
+                    changed = True
+        # 7. One flush of the workspace's file system makes every change above durable before
+        # the journal goes. Until then a crash is rolled forward, and the roll-forward compares
+        # every file by SHA-256 again, so a file whose data had not reached the disk is rewritten.
+        if changed:
+            ops.syncfs(root_fd)
         return removed_files, removed_dirs
 
     def _put_entry(self, root_fd: int, t: FileRecord, sid: str) -> None:
@@ -1272,6 +1275,7 @@ class SnapshotStore:
                     self._copy_blob(t.sha256, t.size, sid),
                     mode=t.mode,
                     mtime_ns=t.mtime_ns,
+                    sync=False,  # flushed in one batch before the journal is removed
                 )
                 return
             assert t.target is not None  # noqa: S101 - validated manifest
@@ -1341,8 +1345,9 @@ class SnapshotStore:
         """
         ma = self._load(check_id(a))
         if b is not None:
-            bid: str | None = check_id(b)
-            eb = self._load(bid).entries  # type: ignore[arg-type]
+            other = check_id(b)
+            eb = self._load(other).entries
+            bid: str | None = other
         else:
             bid = None
             eb = self._workspace_records(ma)

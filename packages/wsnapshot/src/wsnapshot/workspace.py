@@ -484,13 +484,15 @@ class SafeWorkspace:
         *,
         mode: int,
         mtime_ns: int | None,
+        sync: bool = True,
     ) -> int:
         """Atomically (re)place ``name`` in the open directory ``dir_fd`` with new content.
 
         The content goes to a fresh temporary file (``O_CREAT | O_EXCL | O_NOFOLLOW``), gets its
-        mode (masked to 0o777) and mtime through the new descriptor, is fsynced and renamed over
-        ``name``. An existing inode is never written to, so a hard link or symlink planted under
-        that name cannot redirect the write. The directory is *not* fsynced here.
+        mode (masked to 0o777) and mtime through the new descriptor, is fsynced (unless ``sync``
+        is false: the caller flushes later) and renamed over ``name``. An existing inode is never
+        written to, so a hard link or symlink planted under that name cannot redirect the write.
+        The directory is *not* fsynced here.
 
         Args:
             dir_fd: Directory descriptor.
@@ -498,6 +500,7 @@ class SafeWorkspace:
             chunks: Called with a ``write(data)`` function; it writes the content in pieces.
             mode: Permission bits.
             mtime_ns: Modification time (ns) to set, or ``None`` to keep "now".
+            sync: fsync the file before the rename.
 
         Returns:
             Bytes written.
@@ -521,7 +524,8 @@ class SafeWorkspace:
                 ops.fchmod(fd, mode & 0o777)
                 if mtime_ns is not None:
                     ops.futimens(fd, mtime_ns)
-                ops.fsync(fd)
+                if sync:
+                    ops.fsync(fd)
             finally:
                 ops.close(fd)
             ops.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

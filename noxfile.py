@@ -34,13 +34,14 @@ import nox
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "typecheck", "tests", "build"]
+nox.options.sessions = ["lint", "typecheck", "tests", "build", "redteam", "smoke", "e2e"]
 
 ROOT = pathlib.Path(__file__).resolve().parent
 PACKAGES_DIR = ROOT / "packages"
 DIST_DIR = ROOT / "dist"
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 DEFAULT_PYTHON = "3.11"
+SHARED = pathlib.Path(os.environ.get("SECURE_SANDBOX_SHARED", ROOT.parent / "shared"))
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -260,6 +261,103 @@ def bench(session: nox.Session) -> None:
                 session.run("python", str(script))
 
 
+@nox.session(python=DEFAULT_PYTHON)
+def redteam(session: nox.Session) -> None:
+    """The red-team corpus through ``Sandbox.run``: all layers as root, all layers as an
+    unprivileged user, and (reported, not gating) with the kernel layers switched off."""
+    install_local(session, "pysandbox")
+    session.install("uv>=0.5")
+    harness = BY_FOLDER["pysandbox"].path / "redteam" / "harness.py"
+    corpus = SHARED / "redteam"
+    reports = ROOT / ".redteam"
+    reports.mkdir(exist_ok=True)
+    session.log("== all layers, as the current user")
+    session.run(
+        "python",
+        str(harness),
+        "--corpus-dir",
+        str(corpus),
+        "--json-out",
+        str(reports / "all-layers.json"),
+    )
+    session.log("== Python-level layers only (kernel layers off, rlimits on): what the kernel adds")
+    session.run(
+        "python",
+        str(harness),
+        "--corpus-dir",
+        str(corpus),
+        "--no-kernel-layers",
+        "--json-out",
+        str(reports / "python-level-only.json"),
+    )
+    with unprivileged(session, "pysandbox") as user:
+        # The harness and corpus are copied where that user can read them, whatever the
+        # permissions of this checkout's parents.
+        scratch = user.home.parent
+        shutil.copy(harness, scratch / "harness.py")
+        shutil.copytree(corpus, scratch / "redteam")
+        for path in (scratch / "harness.py", *(scratch / "redteam").rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        (scratch / "redteam").chmod(0o755)
+        session.log(f"== all layers, as the unprivileged user {user.user}")
+        user.run(
+            user.python,
+            str(scratch / "harness.py"),
+            "--corpus-dir",
+            str(scratch / "redteam"),
+            "--json-out",
+            str(user.home / "unprivileged.json"),
+        )
+        shutil.copy(user.home / "unprivileged.json", reports / "unprivileged.json")
+
+
+IMAGE_PACKAGES = ROOT / "deploy" / "image-packages.txt"
+
+
+def image_packages() -> list[str]:
+    """Package folders the container image installs (shared with the Dockerfile)."""
+    lines = IMAGE_PACKAGES.read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+@nox.session(python=DEFAULT_PYTHON)
+def smoke(session: nox.Session) -> None:
+    """Reproduce the container image without an engine: wheels built as the Dockerfile builds
+    them, installed for an unprivileged user, the server run as that user with the image's
+    environment, and driven over stdio by the MCP SDK client."""
+    session.install("uv>=0.5", "pip>=24", "mcp>=2.3,<3", "anyio>=4")
+    wheels = pathlib.Path(tempfile.mkdtemp(prefix="ssb-smoke-wheels-"))
+    try:
+        # The Dockerfile's build stage: `pip wheel --no-deps` of each listed package folder.
+        folders = [str(PACKAGES_DIR / name) for name in image_packages()]
+        session.run("pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels), *folders)
+        built = sorted(str(w) for w in wheels.glob("*.whl"))
+        if len(built) != len(folders):
+            session.error(f"expected {len(folders)} wheels, built {built}")
+        with unprivileged(session, requirements=tuple(built)) as user:
+            mounts = user.home.parent / "sandbox"
+            for sub in ("workspace", "snapshots"):
+                (mounts / sub).mkdir(parents=True)
+            if os.geteuid() == 0:
+                entry = pwd.getpwnam(user.user)
+                for sub in (mounts, mounts / "workspace", mounts / "snapshots"):
+                    os.chown(sub, entry.pw_uid, entry.pw_gid)
+            session.run(
+                "python",
+                str(ROOT / "deploy" / "smoke.py"),
+                "--server",
+                str(user.venv / "bin" / "mcp-secure-sandbox"),
+                "--user",
+                user.user,
+                "--workspace",
+                str(mounts / "workspace"),
+                "--snapshots",
+                str(mounts / "snapshots"),
+            )
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
+
+
 # ---- running as an unprivileged user (red-team harness and container smoke test) -------------
 
 UNPRIVILEGED_USER = "ssb-sandbox"
@@ -300,8 +398,12 @@ class Unprivileged:
 
 
 @contextlib.contextmanager
-def unprivileged(session: nox.Session, *dists: str) -> Iterator[Unprivileged]:
+def unprivileged(
+    session: nox.Session, *dists: str, requirements: tuple[str, ...] = ()
+) -> Iterator[Unprivileged]:
     """Install ``dists`` (with their sibling closure, not editable) for an unprivileged user.
+
+    ``requirements`` are further installer arguments (wheel files, for the container smoke test).
 
     As root, the system user ``ssb-sandbox`` is created if missing (idempotent) and the
     environment is built with Debian's ``/usr/bin/python3`` in a world-readable scratch
@@ -332,7 +434,7 @@ def unprivileged(session: nox.Session, *dists: str) -> Iterator[Unprivileged]:
         scratch.chmod(0o755)
         venv = scratch / "venv"
         session.run("uv", "venv", "--quiet", "-p", SYSTEM_PYTHON, str(venv), external=True)
-        packages: list[str] = []
+        packages: list[str] = list(requirements)
         for dist in dists:
             packages += [str(p.path) for p in closure(dist) if str(p.path) not in packages]
         session.run(

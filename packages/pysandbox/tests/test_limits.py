@@ -147,3 +147,17 @@ def test_disk_limit_checked_at_exit(workspace: pathlib.Path) -> None:
 def test_limits_must_be_positive(value: int) -> None:
     with pytest.raises(ValueError, match="positive"):
         Limits(output_bytes=value)
+
+
+def test_over_full_workspace_can_still_be_cleaned(workspace: pathlib.Path) -> None:
+    for i in range(8):
+        (workspace / f"old{i}").write_text("x")
+    sb = make(workspace, workspace_files=5)
+    result = sb.run("import pathlib\nfor p in pathlib.Path('.').glob('old*'):\n    p.unlink()\n")
+    assert result.status is RunStatus.OK, result.detail
+    assert list(workspace.iterdir()) == []
+    # ...but it may not grow further.
+    for i in range(8):
+        (workspace / f"old{i}").write_text("x")
+    result = sb.run("open('one-more', 'w').close()")
+    assert result.status is RunStatus.DISK_LIMIT

@@ -14,7 +14,7 @@ from typing import Any
 
 from pysandbox import _landlock, _seccomp
 
-__all__ = ["KERNEL_LAYERS", "Capabilities", "LayerInfo", "probe_kernel"]
+__all__ = ["KERNEL_LAYERS", "Capabilities", "KernelProbe", "LayerInfo", "probe_kernel"]
 
 #: Layers that only the kernel can provide; ``require`` may name these.
 KERNEL_LAYERS: tuple[str, ...] = ("landlock", "seccomp")

@@ -44,6 +44,9 @@ class Outcome:
         stderr_truncated: More than the cap was written to stderr.
         duration_s: Wall-clock seconds from spawn to exit.
         swept: Number of stray processes killed by the sweep.
+        workspace_allowance: ``(bytes, entries)`` the run could use before ``disk_limit``:
+            the limits, or what the workspace already held at the start if that was more
+            (so that a run can still clean up a workspace that is over its limit).
     """
 
     reason: str | None
@@ -56,6 +59,7 @@ class Outcome:
     stderr_truncated: bool
     duration_s: float
     swept: int
+    workspace_allowance: tuple[int, int]
 
 
 def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
@@ -249,6 +253,9 @@ class Supervisor:
         with self._lock:
             if self._cancelled:
                 raise InterruptedError(errno.EINTR, "the run was cancelled before it started")
+        size, count = workspace_usage(self._workspace, 10 * self._ws_files + 1000)
+        self._ws_bytes = max(self._ws_bytes, size)
+        self._ws_files = max(self._ws_files, count)
         cfg_fd = self._config_fd()
         try:
             proc = subprocess.Popen(
@@ -314,7 +321,9 @@ class Supervisor:
                     if size > self._ws_bytes or count > self._ws_files:
                         self._trip("disk_limit")
                         break
-                    next_disk = now + _DISK_POLL_S
+                    # A large workspace is scanned less often: at most ~10% of a core.
+                    scan = time.monotonic() - now
+                    next_disk = now + max(_DISK_POLL_S, 10 * scan)
                 wait = min(deadline, next_disk) - now
                 if exited_at is not None:
                     wait = min(wait, exited_at + _EXIT_GRACE_S - now)
@@ -376,6 +385,7 @@ class Supervisor:
             stderr_truncated=truncated[err_fd],
             duration_s=ended - started,
             swept=swept,
+            workspace_allowance=(self._ws_bytes, self._ws_files),
         )
 
 

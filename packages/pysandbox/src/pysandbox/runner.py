@@ -4,7 +4,9 @@ from __future__ import annotations
 import __future__
 
 import asyncio
+import concurrent.futures
 import contextlib
+import dataclasses
 import importlib.util
 import marshal
 import math
@@ -16,6 +18,7 @@ import secrets
 import signal
 import sys
 import sysconfig
+import tempfile
 import threading
 from collections.abc import Iterable
 from types import CodeType, MappingProxyType
@@ -23,7 +26,13 @@ from typing import Any
 
 import astguard
 from pysandbox import _child, _gate, _landlock, _seccomp
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, probe_kernel
+from pysandbox._capabilities import (
+    KERNEL_LAYERS,
+    Capabilities,
+    KernelProbe,
+    LayerInfo,
+    probe_kernel,
+)
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._supervisor import Outcome, Supervisor, workspace_usage
@@ -41,6 +50,22 @@ _MARKER_NAME = "PYSANDBOX_RUN"
 SOURCE_RULE_ID = "PS001"
 #: The bootstrap's source file (compiled by the parent, sent to the child's ``-c`` stub).
 _CHILD_SCRIPT = str(pathlib.Path(_child.__file__).resolve())
+
+
+_executor_cache: list[concurrent.futures.ThreadPoolExecutor] = []
+_executor_lock = threading.Lock()
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads for ``arun``: runs waiting for their sandbox never hold the loop's default pool."""
+    with _executor_lock:
+        if not _executor_cache:
+            _executor_cache.append(
+                concurrent.futures.ThreadPoolExecutor(
+                    max_workers=64, thread_name_prefix="pysandbox"
+                )
+            )
+        return _executor_cache[0]
 
 
 _boot_cache: list[CodeType] = []
@@ -240,7 +265,7 @@ class Sandbox:
         return self._caps
 
     def _build_capabilities(self) -> Capabilities:
-        probe = probe_kernel()
+        probe = verify_kernel(self._read_roots) if self._kernel_layers else probe_kernel()
         lim = self._limits
         layers: list[LayerInfo] = []
 
@@ -275,7 +300,10 @@ class Sandbox:
         add("attribute_guard", True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
         off = "" if self._kernel_layers else "kernel layers switched off (kernel_layers=False)"
         ll_active = probe.landlock_abi > 0 and self._kernel_layers
-        ll_details: dict[str, Any] = {"abi": probe.landlock_abi}
+        ll_details: dict[str, Any] = {
+            "abi": probe.landlock_abi,
+            "verified_in_child": ll_active,
+        }
         if probe.landlock_abi > 0:
             ll_details.update(self._plan().describe())
         add(
@@ -286,7 +314,10 @@ class Sandbox:
             **ll_details,
         )
         sc_active = probe.seccomp and self._kernel_layers
-        sc_details: dict[str, Any] = {"already_filtered": probe.already_filtered}
+        sc_details: dict[str, Any] = {
+            "already_filtered": probe.already_filtered,
+            "verified_in_child": sc_active,
+        }
         if probe.seccomp:
             filters = self._seccomp_filters()
             sc_details.update(
@@ -402,10 +433,11 @@ class Sandbox:
             SandboxClosedError: The sandbox was closed.
         """
         loop = asyncio.get_running_loop()
-        prepared = await loop.run_in_executor(None, self._prepare, code, timeout)
+        executor = _executor()
+        prepared = await loop.run_in_executor(executor, self._prepare, code, timeout)
         if isinstance(prepared, RunResult):
             return prepared
-        future = loop.run_in_executor(None, self._execute, prepared)
+        future = loop.run_in_executor(executor, self._execute, prepared)
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
@@ -567,8 +599,9 @@ class Sandbox:
         elif exit_code == _child.EXIT_MEMORY:
             status, detail = RunStatus.MEMORY_LIMIT, "MemoryError under the memory limit"
         else:
-            size, count = workspace_usage(self._workspace, lim.workspace_files)
-            if size > lim.workspace_bytes or count > lim.workspace_files:
+            max_bytes, max_files = o.workspace_allowance
+            size, count = workspace_usage(self._workspace, max_files)
+            if size > max_bytes or count > max_files:
                 status = RunStatus.DISK_LIMIT
                 detail = (
                     f"workspace passed {lim.workspace_bytes} bytes or {lim.workspace_files} entries"
@@ -591,6 +624,112 @@ class Sandbox:
             layers=layers,
             detail=detail,
         )
+
+
+_PROBE_CODE = """
+import os, socket
+found = []
+try:
+    os.listdir("/")
+    found.append("landlock: listing / was allowed")
+except PermissionError:
+    pass
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    found.append("seccomp: socket() was allowed")
+except PermissionError:
+    pass
+print("; ".join(found) or "ok")
+"""
+_verified: dict[tuple[str, ...], KernelProbe] = {}
+_verify_lock = threading.Lock()
+
+
+def verify_kernel(read_roots: tuple[str, ...]) -> KernelProbe:
+    """Probe the kernel, then prove the layers in a throwaway child (once per process).
+
+    A layer the kernel offers but that cannot be applied or does not hold (an unusual
+    container profile, a kernel that claims support it lacks) is reported unavailable, with
+    the child's reason, instead of failing every run later.
+
+    Args:
+        read_roots: Read-only roots for the probe's Landlock ruleset.
+
+    Returns:
+        The probe, with unavailable layers corrected by what the child observed.
+    """
+    probe = probe_kernel()
+    if not (probe.landlock_abi > 0 or probe.seccomp):
+        return probe
+    with _verify_lock:
+        if read_roots in _verified:
+            return _verified[read_roots]
+        result = probe
+        for _ in range(2):
+            problem = _probe_child(result, read_roots)
+            if problem is None:
+                break
+            layer, reason = problem
+            if layer == "landlock":
+                result = dataclasses.replace(result, landlock_abi=0, landlock_reason=reason)
+            else:
+                result = dataclasses.replace(result, seccomp=False, seccomp_reason=reason)
+            if not (result.landlock_abi > 0 or result.seccomp):
+                break
+        _verified[read_roots] = result
+        return result
+
+
+def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, str] | None:
+    """Run the probe child; return ``(layer, reason)`` for the first layer that failed."""
+    with tempfile.TemporaryDirectory(prefix="pysandbox-probe-") as tmp:
+        workspace = os.path.realpath(tmp)
+        landlock = None
+        if probe.landlock_abi > 0:
+            plan = _landlock.plan(probe.landlock_abi, workspace=workspace, read_only=read_roots)
+            landlock = plan.to_wire()
+        seccomp = [f.code for f in _seccomp.build_filters()] if probe.seccomp else None
+        config = {
+            "workspace": workspace,
+            "read_roots": list(read_roots),
+            "sys_path": [],
+            "rlimits": [],
+            "landlock": landlock,
+            "seccomp": seccomp,
+            "pid_placeholder": _seccomp.PID_PLACEHOLDER,
+            "allowed_modules": [],
+            "denied_modules": [],
+            "allowed_dunders": [],
+            "python_guards": False,
+            "code": _PROBE_CODE,
+        }
+        supervisor = Supervisor(
+            argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", _child.STUB],
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", _MARKER_NAME: "probe"},
+            cwd=workspace,
+            payload=marshal.dumps((_bootstrap_code(), config)),
+            deadline_s=30.0,
+            output_cap=65536,
+            workspace=workspace,
+            workspace_bytes=1 << 20,
+            workspace_files=100,
+            marker=f"{_MARKER_NAME}=probe-{os.getpid()}",
+            always_sweep=False,
+        )
+        outcome = supervisor.run()
+    out = outcome.stdout.decode("utf-8", "backslashreplace").strip()
+    err = outcome.stderr.decode("utf-8", "backslashreplace").strip()
+    status = outcome.wait_status
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _child.EXIT_SETUP_FAILED:
+        layer = "landlock" if "landlock" in err else "seccomp"
+        return layer, f"the probe child could not apply it: {err[-300:]}"
+    if out == "ok":
+        return None
+    if out.startswith("landlock") and landlock is not None:
+        return "landlock", f"the probe child was not confined: {out}"
+    if "seccomp" in out and seccomp is not None:
+        return "seccomp", f"the probe child was not filtered: {out}"
+    return "seccomp" if seccomp is not None else "landlock", f"probe failed: {out or err}"[:400]
 
 
 class _Prepared:

@@ -175,13 +175,14 @@ class Listener:
     def __init__(self) -> None:
         self.connections = 0
         self._sock: socket.socket | None = None
+        sock = socket.socket()
         try:
-            sock = socket.socket()
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", LISTEN_PORT))
             sock.listen(16)
             sock.settimeout(0.2)
         except OSError:
+            sock.close()
             return
         self._sock = sock
         self._stop = threading.Event()

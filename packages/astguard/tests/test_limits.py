@@ -134,6 +134,14 @@ def test_deep_code_within_a_high_limit_never_raises() -> None:
     assert result.rule_ids == ("AG904",)
 
 
+def test_walk_deeper_than_the_interpreter_stack_is_a_violation() -> None:
+    # The parser accepts 900 nested unary operators; walking them recursively exceeds
+    # Python's recursion limit, which must become a violation, not an exception.
+    policy = Policy(max_depth=1_000_000)
+    result = check("x = " + "-" * 900 + "1", policy)
+    assert result.rule_ids == ("AG904",)
+
+
 def test_wrong_types_are_caller_errors() -> None:
     with pytest.raises(TypeError, match="source must be str or bytes"):
         check(123)  # type: ignore[arg-type]

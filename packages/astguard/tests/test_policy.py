@@ -208,6 +208,13 @@ def test_is_forbidden_attribute_dynamic(name: str) -> None:
     assert is_forbidden_attribute("name", dynamic=True) is False
 
 
+@pytest.mark.parametrize("name", ["__class__", "__match_args__"])
+def test_is_forbidden_attribute_write(name: str) -> None:
+    assert is_forbidden_attribute(name) is False
+    assert is_forbidden_attribute(name, write=True) is True
+    assert is_forbidden_attribute("__init__", write=True) is False
+
+
 def test_is_forbidden_attribute_follows_policy() -> None:
     policy = dataclasses.replace(
         Policy(), allowed_dunder_attributes=Policy().allowed_dunder_attributes | {"__dict__"}
@@ -231,6 +238,7 @@ def test_exported_sets_are_frozensets() -> None:
         "DENIED_MODULE_ATTRIBUTES",
         "DYNAMIC_DENIED_ATTRIBUTES",
         "FUTURE_FEATURES",
+        "WRITE_DENIED_ATTRIBUTES",
     ):
         assert isinstance(getattr(astguard, name), frozenset), name
     assert {

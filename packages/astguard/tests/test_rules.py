@@ -76,6 +76,7 @@ REFUSED = [
     ("AG206", "import typing\ntyping.get_type_hints(f)"),
     ("AG206", "import typing\ntyping.ForwardRef('x')"),
     ("AG206", "hints = obj.get_type_hints"),
+    ("AG206", "getattr(typing, 'get_type_hints')"),
     ("AG207", "__builtins__['exec']"),
     ("AG207", "x = __loader__"),
     ("AG207", "__spec__.name"),
@@ -110,6 +111,8 @@ REFUSED = [
     ("AG303", "from random import Random\nRandom._randbelow"),
     ("AG303", "import random\ngetattr(random, '_os')"),
     ("AG303", "def later():\n    return random._os\n\nimport random"),
+    ("AG303", "def later():\n    return choice._x\n\nfrom random import choice"),
+    ("AG303", "import statistics\nstatistics.random._os"),
     ("AG304", "import asyncio\nasyncio.events.os"),
     ("AG304", "import pathlib\npathlib.os.system('id')"),
     ("AG304", "import dataclasses\ndataclasses.sys.modules"),
@@ -145,6 +148,48 @@ REFUSED = [
     ),
     ("AG303", "import random\nf = lambda r=random._os: r"),
     ("AG303", "import random\nx = [y for random in random._os]"),
+    ("AG301", "class P:\n    __match_args__ = ('__globals__',)"),
+    ("AG301", "class P:\n    __match_args__ = names"),
+    ("AG301", "class P:\n    __match_args__ = ('x',)\n    __match_args__ += ('y',)"),
+    ("AG301", "P.__match_args__ = ('x',)"),
+    ("AG301", "__match_args__ = ('x',)"),
+    ("AG202", "setattr(P, '__match_args__', ('x',))"),
+    ("AG308", "P = type('P', (), {})\nmatch p:\n    case P(a):\n        pass"),
+    ("AG308", "match p:\n    case mod.P(a):\n        pass"),
+    ("AG308", "from somewhere import P\nmatch p:\n    case P(a):\n        pass"),
+    (
+        "AG308",
+        "def deco(c):\n    return c\n@deco\nclass P:\n    x: int\nmatch p:\n"
+        "    case P(a):\n        pass",
+    ),
+    (
+        "AG308",
+        "class M(type):\n    pass\nclass P(metaclass=M):\n    x: int\nmatch p:\n"
+        "    case P(a):\n        pass",
+    ),
+    ("AG308", "class P:\n    pass\nP = other\nmatch p:\n    case P(a):\n        pass"),
+    (
+        "AG308",
+        "from abc import ABC\nfrom dataclasses import dataclass\n@dataclass\nclass P(ABC):\n"
+        "    f_back: int\nmatch frame:\n    case P(fb):\n        pass",
+    ),
+    ("AG308", "def f(str):\n    match p:\n        case str(a):\n            pass"),
+    (
+        "AG308",
+        "class B:\n    pass\nB = make()\nclass P(B):\n    pass\nmatch p:\n"
+        "    case P(a):\n        pass",
+    ),
+    (
+        "AG308",
+        "import random\nmatch random.choice:\n    case F(g):\n        print(g)",
+    ),
+    (
+        "AG205",
+        "import functools, random\nfunctools.update_wrapper(t, random.choice, assigned=(), "
+        "updated=('__globals__',))",
+    ),
+    ("AG205", "import functools\nfunctools.wraps(f, ('__globals__',))"),
+    ("AG205", "from functools import wraps\nwraps(f, **opts)"),
     # AG4xx format strings
     ("AG401", "'{0.__class__}'.format(x)"),
     ("AG401", "'{x[__globals__]}'.format(x=d)"),
@@ -154,10 +199,9 @@ REFUSED = [
     ("AG401", "'{0:{1.__class__}}'.format(1, 2)"),
     ("AG401", "str.format('{0.__init__}', x)"),
     ("AG401", "'{m.__globals__}'.format_map(d)"),
-    (
-        "AG401",
-        "import logging\nlogging.Formatter('{msg.__class__.__mro__}', style='{')",
-    ),
+    ("AG405", "import logging\nlogging.Formatter('{msg.__class__.__mro__}', style='{')"),
+    ("AG405", "import logging\nlogging.Formatter('{asctime} {message}', style='{')"),
+    ("AG405", "import logging\nlogging.basicConfig(format='{message}', style='{')"),
     ("AG402", "template.format(x)"),
     ("AG402", "('{0.' + '__class__}').format(x)"),
     ("AG402", "str.format(t, 1)"),
@@ -237,8 +281,9 @@ ACCEPTED = [
     "def g(x: 'list[int]') -> 'Stack[U]':\n    pass",
     "def g(x: 'not valid python !'):\n    pass",
     "import logging\nlogging.basicConfig(level=logging.INFO)\nlog = logging.getLogger(__name__)",
-    "import logging\nlogging.Formatter('{asctime} {message}', style='{')",
     "import logging\nlogging.Formatter('%(message)s', style='%')",
+    "import logging\nlogging.Formatter('$message', style='$')",
+    "draw(shape, style='bold')",
     "match cmd.split():\n    case ['go', d]:\n        pass\n"
     "    case {'k': v, **rest}:\n        pass",
     "match p:\n    case Point(x=0, y=y) | Point(x=y, y=0):\n        pass",
@@ -259,6 +304,18 @@ ACCEPTED = [
     "import string\ndef clean(string):\n    return string.strip()",
     "import time\nprint([time for time in (1, 2)])",
     "import random\nf = lambda random: random.x",
+    "from dataclasses import dataclass\n@dataclass(order=True)\nclass Point:\n    x: int\n"
+    "    y: int\nmatch p:\n    case Point(x, y):\n        pass\n    case str(s) | int(s):\n"
+    "        pass",
+    "class P(dict):\n    __match_args__ = ('x',)\nmatch p:\n    case P(a):\n        pass",
+    "class P:\n    __match_args__ = ('x', 'y')\nclass Q(P):\n    pass\nmatch p:\n"
+    "    case Q(a, b):\n        pass",
+    "import enum\nclass E(enum.Enum):\n    A = 1\nmatch e:\n    case E(x):\n        pass",
+    "from abc import ABC\nfrom typing import Generic, TypeVar\nT = TypeVar('T')\n"
+    "class Box(ABC, Generic[T]):\n    __match_args__ = ('item',)\nmatch b:\n"
+    "    case Box(i):\n        pass",
+    "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def inner(*a):\n"
+    "        return f(*a)\n    return inner",
     "from typing import Literal\nmode: Literal['input', 'output'] = 'input'",
     "from typing import Annotated\nx: Annotated[int, 'input'] = 1",
     "from operator import attrgetter, itemgetter\nrows.sort(key=attrgetter('name'))",

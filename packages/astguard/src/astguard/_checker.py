@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import builtins
 import codecs
 import re
 import warnings
@@ -163,6 +164,48 @@ _LEAF_TYPES: frozenset[type[ast.AST]] = frozenset(
     for cls in ALLOWED_NODE_TYPES
     if issubclass(cls, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context))
 )
+# Builtin types whose class patterns match the subject itself: `case str(x)` reads nothing.
+_SELF_MATCHING = frozenset(
+    {
+        "bool",
+        "bytearray",
+        "bytes",
+        "dict",
+        "float",
+        "frozenset",
+        "int",
+        "list",
+        "set",
+        "str",
+        "tuple",
+    }
+)
+_BUILTIN_NAMES = frozenset(dir(builtins))
+# Class decorators and bases that cannot plant a `__match_args__` of their own choosing.
+_SAFE_CLASS_DECORATORS = frozenset(
+    {
+        "dataclasses.dataclass",
+        "functools.total_ordering",
+        "enum.unique",
+        "typing.final",
+        "typing.runtime_checkable",
+    }
+)
+_SAFE_BASES = frozenset(
+    {
+        "abc.ABC",
+        "typing.Generic",
+        "typing.Protocol",
+        "typing.NamedTuple",
+        "enum.Enum",
+        "enum.IntEnum",
+        "enum.Flag",
+        "enum.IntFlag",
+        "enum.StrEnum",
+        "enum.ReprEnum",
+    }
+)
+_WRAPPER_HELPERS = {"update_wrapper": 2, "wraps": 1}
 # Per node class, the fields that may hold child nodes (ctx is checked by the parser itself).
 _CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 
@@ -193,6 +236,11 @@ class _Checker:
         self.annotation = 0
         self.location: ast.AST | None = None
         self.in_class_body = False
+        # names bound other than by a class statement or an import; class statements by name
+        self.bound_names: set[str] = set()
+        self.class_defs: dict[str, ast.ClassDef] = {}
+        self.positional_patterns: list[tuple[str, ast.MatchClass]] = []
+        self.match_args_target: ast.Name | None = None
         self.special_names = policy.denied_builtins | FORBIDDEN_NAMES | REFLECTION_BUILTINS
         # function/lambda/comprehension scopes: (parameter names, names declared global)
         self.scopes: list[tuple[frozenset[str], set[str]]] = []
@@ -217,6 +265,7 @@ class _Checker:
             "ClassDef": self._class,
             "arg": self._arg,
             "AnnAssign": self._ann_assign,
+            "Assign": self._assign,
             "ExceptHandler": self._except_handler,
             "Global": self._global,
             "Nonlocal": self._global,
@@ -325,10 +374,12 @@ class _Checker:
 
     # ----------------------------------------------------------------- names
 
-    def _binding(self, name: str | None, node: ast.AST) -> None:
+    def _binding(self, name: str | None, node: ast.AST, *, track: bool = True) -> None:
         """Check an identifier the code binds (def, class, parameter, import as, ...)."""
         if name is None:
             return
+        if track:
+            self.bound_names.add(name)
         if name in FORBIDDEN_NAMES:
             self.report(
                 node,
@@ -344,6 +395,8 @@ class _Checker:
         load = type(node.ctx) is ast.Load
         if name in self.special_names or name[:2] == "__":
             self._special_name(node, name, load, called)
+        if not load:
+            self.bound_names.add(name)
         if load and not attr_root:
             if name in self.from_imports or name in _ATTRGETTERS:
                 qualified = self.from_imports.get(name, name)
@@ -384,6 +437,16 @@ class _Checker:
             and name not in self.policy.allowed_dunder_attributes
         ):
             self.report(node, "AG207", f"the dunder name {name!r} is refused")
+        if name == "__match_args__" and not load and node is not self.match_args_target:
+            self._match_args_write(node)
+
+    def _match_args_write(self, node: ast.AST) -> None:
+        self.report(
+            node,
+            "AG301",
+            "'__match_args__' may only be set in a class body to a literal tuple of public "
+            "attribute names",
+        )
 
     def _attrgetter_value(self, node: ast.AST, name: str) -> None:
         self.report(
@@ -467,6 +530,8 @@ class _Checker:
         store = not isinstance(node.ctx, ast.Load)
         if store and _normalize(outer.attr) == "__class__":
             self._class_write(outer)
+        elif store and _normalize(outer.attr) == "__match_args__":
+            self._match_args_write(outer)
         base_depth = depth + extra + 1
         if isinstance(cur, ast.Name):
             self._name(cur, attr_root=True)
@@ -686,6 +751,16 @@ class _Checker:
             last = ""
         if last in _ATTRGETTERS:
             self._attrgetter(node, last)
+        elif last in _WRAPPER_HELPERS and (
+            len(node.args) > _WRAPPER_HELPERS[last]
+            or any(kw.arg in (None, "assigned", "updated") for kw in node.keywords)
+        ):
+            self.report(
+                node,
+                "AG205",
+                f"{last}() with custom attribute lists is refused (they name attributes to "
+                "copy as strings); use the defaults",
+            )
         self._logging_style(node, last)
         for arg in node.args:
             self.visit(arg, inner)
@@ -706,11 +781,11 @@ class _Checker:
             and not any(isinstance(a, ast.Starred) for a in args[:2])
         ):
             literal = _normalize(name_arg.value)
-            if fname in ("setattr", "delattr") and literal == "__class__":
+            if fname in ("setattr", "delattr") and literal in ("__class__", "__match_args__"):
                 self.report(
                     node,
                     "AG202",
-                    f"{fname}() on '__class__' is refused; '__class__' may only be read",
+                    f"{fname}() on {literal!r} is refused; it may only be read",
                 )
             elif literal in _FORMAT_METHODS or literal in _ATTRGETTERS:
                 self.report(
@@ -778,40 +853,33 @@ class _Checker:
                     return
 
     def _logging_style(self, node: ast.Call, last: str) -> None:
+        """Refuse `{`-style logging.
+
+        Its templates walk attributes in C (str.format), and a formatter's template can be
+        swapped after the check (``fmt._style._fmt = ...``).
+        """
         style: ast.expr | None = None
-        template: ast.expr | None = None
         for kw in node.keywords:
             if kw.arg == "style":
                 style = kw.value
-            elif kw.arg in ("fmt", "format"):
-                template = kw.value
         if last == "Formatter" and len(node.args) >= 3:
             style = node.args[2]
         if style is None:
             return
-        if template is None and node.args:
-            template = node.args[0]
         if isinstance(style, ast.Constant) and style.value in _SAFE_LOGGING_STYLES:
             return
-        if isinstance(style, ast.Constant) and style.value == "{":
-            if template is None:
-                return
-            if isinstance(template, ast.Constant) and isinstance(template.value, str):
-                self._template(template, template.value)
-                return
-            self.report(
-                node,
-                "AG405",
-                "a `{`-style logging format that is not a string literal is refused; write "
-                "the format as a literal",
-            )
-            return
-        if last in ("Formatter", "basicConfig") or not isinstance(style, ast.Constant):
-            self.report(
-                node,
-                "AG405",
-                "a logging style that is not the literal '%', '$' or '{' is refused",
-            )
+        if (
+            isinstance(style, ast.Constant)
+            and style.value != "{"
+            and last not in ("Formatter", "basicConfig")
+        ):
+            return  # some other API's `style=` option
+        self.report(
+            node,
+            "AG405",
+            "logging with style '{' (or a computed style) is refused: its templates walk "
+            "attributes; use style='%' or style='$'",
+        )
 
     # ----------------------------------------------------------------- imports
 
@@ -827,7 +895,7 @@ class _Checker:
                     "AG101",
                     f"import of {name!r} is refused: it is not on the allowed module list",
                 )
-            self._binding(alias.asname, node)
+            self._binding(alias.asname, node, track=False)
             self._import_shadow(alias.asname or name.split(".", 1)[0], node)
             if alias.asname:
                 self.modules[alias.asname] = name
@@ -884,7 +952,7 @@ class _Checker:
                 if problem is not None:
                     self._from_problem(problem, module, name, where)
             target = alias.asname or name
-            self._binding(target, node)
+            self._binding(target, node, track=False)
             self._import_shadow(target, node)
             if known:
                 self.modules[target] = dotted
@@ -939,7 +1007,8 @@ class _Checker:
             self._pop_scope()
 
     def _class(self, node: ast.ClassDef, depth: int) -> None:
-        self._binding(node.name, node)
+        self._binding(node.name, node, track=node.name in self.class_defs)
+        self.class_defs[node.name] = node
         inner = depth + 1
         for expr in (*node.decorator_list, *getattr(node, "type_params", ()), *node.bases):
             self.visit(expr, inner)
@@ -965,7 +1034,31 @@ class _Checker:
         self._binding(node.arg, node)
         self._visit_annotation(node.annotation, depth + 1)
 
+    def _assign(self, node: ast.Assign, depth: int) -> None:
+        targets = node.targets
+        if (
+            len(targets) == 1
+            and isinstance(targets[0], ast.Name)
+            and targets[0].id == "__match_args__"
+        ):
+            self._match_args_value(targets[0], node.value)
+        self._generic(node, depth)
+
+    def _match_args_value(self, target: ast.Name, value: ast.expr | None) -> None:
+        """Accept `__match_args__ = ("x", "y")` in a class body when every name is public."""
+        if not self.in_class_body or not isinstance(value, (ast.Tuple, ast.List)):
+            return
+        for elt in value.elts:
+            if not (isinstance(elt, ast.Constant) and isinstance(elt.value, str)):
+                return
+            name = _normalize(elt.value)
+            if name.startswith("_") or is_forbidden_attribute(name, self.policy):
+                return
+        self.match_args_target = target
+
     def _ann_assign(self, node: ast.AnnAssign, depth: int) -> None:
+        if isinstance(node.target, ast.Name) and node.target.id == "__match_args__":
+            self._match_args_value(node.target, node.value)
         inner = depth + 1
         self.visit(node.target, inner)
         self._visit_annotation(node.annotation, inner)
@@ -991,6 +1084,11 @@ class _Checker:
         self._generic(node, depth)
 
     def _match_class(self, node: ast.MatchClass, depth: int) -> None:
+        if node.patterns:
+            if isinstance(node.cls, ast.Name):
+                self.positional_patterns.append((node.cls.id, node))
+            else:
+                self._positional_refused(node)
         for attr in node.kwd_attrs:
             name = _normalize(attr)
             if is_dunder(name):
@@ -1003,6 +1101,74 @@ class _Checker:
             else:
                 self._attribute_name(name, node)
         self._generic(node, depth)
+
+    def _positional_refused(self, node: ast.MatchClass) -> None:
+        self.report(
+            node,
+            "AG308",
+            "positional sub-patterns are only accepted for builtin types and for classes "
+            "defined by a plain class statement in this script (their __match_args__ names "
+            "are read without checks); use keyword patterns such as Point(x=x)",
+        )
+
+    def _qualified(self, expr: ast.expr) -> str | None:
+        """Resolve a Name or attribute chain to ``module.attr`` through the imports."""
+        if isinstance(expr, ast.Name):
+            if expr.id in self.bound_names or expr.id in self.class_defs:
+                return None
+            return self.from_imports.get(expr.id)
+        parts: list[str] = []
+        while isinstance(expr, ast.Attribute):
+            parts.append(expr.attr)
+            expr = expr.value
+        if isinstance(expr, ast.Name) and expr.id in self.modules:
+            if expr.id in self.bound_names:
+                return None
+            return ".".join([self.modules[expr.id], *reversed(parts)])
+        return None
+
+    def _safe_class(self, name: str, seen: set[str]) -> bool:
+        """A class whose __match_args__ can only come from checked literals of this file."""
+        if name in seen:
+            return False
+        seen.add(name)
+        node = self.class_defs.get(name)
+        if (
+            node is None
+            or name in self.bound_names
+            or name in self.from_imports
+            or name in self.modules
+            or node.keywords
+        ):
+            return False
+        for stmt in node.body:
+            # dataclass and NamedTuple fields become __match_args__ names
+            if (
+                isinstance(stmt, ast.AnnAssign)
+                and isinstance(stmt.target, ast.Name)
+                and is_forbidden_attribute(stmt.target.id, self.policy)
+            ):
+                return False
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            if self._qualified(target) not in _SAFE_CLASS_DECORATORS:
+                return False
+        for base in node.bases:
+            expr = base.value if isinstance(base, ast.Subscript) else base
+            if isinstance(expr, ast.Name) and expr.id in self.class_defs:
+                if not self._safe_class(expr.id, seen):
+                    return False
+            elif (
+                isinstance(expr, ast.Name)
+                and expr.id in _BUILTIN_NAMES
+                and expr.id not in self.bound_names
+                and expr.id not in self.from_imports
+                and expr.id not in self.modules
+            ):
+                continue
+            elif self._qualified(expr) not in _SAFE_BASES:
+                return False
+        return True
 
     def _subscript(self, node: ast.Subscript, depth: int) -> None:
         if not self.annotation:
@@ -1069,6 +1235,17 @@ class _Checker:
         for name, node in self.value_uses.items():
             if name in self.modules:
                 self._module_value(node, self.modules[name])
+        for name, pattern in self.positional_patterns:
+            unbound = (
+                name not in self.bound_names
+                and name not in self.class_defs
+                and name not in self.from_imports
+                and name not in self.modules
+            )
+            if name in _SELF_MATCHING and unbound and len(pattern.patterns) == 1:
+                continue
+            if not self._safe_class(name, set()):
+                self._positional_refused(pattern)
 
     def violations(self) -> tuple[Violation, ...]:
         lines = self.source.splitlines()

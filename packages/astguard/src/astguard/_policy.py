@@ -29,6 +29,7 @@ __all__ = [
     "SPAWN_ATTRIBUTES",
     "SPAWN_MODULE_ATTRIBUTES",
     "STDLIB_MODULE_NAMES",
+    "WRITE_DENIED_ATTRIBUTES",
     "Policy",
     "is_forbidden_attribute",
     "is_module_allowed",
@@ -547,6 +548,9 @@ DYNAMIC_DENIED_ATTRIBUTES: frozenset[str] = frozenset(
 """Names refused when computed at run time (``getattr(obj, name)`` in a guarded builtin):
 statically these are allowed only in checkable forms (a literal template, literal names)."""
 
+WRITE_DENIED_ATTRIBUTES: frozenset[str] = frozenset({"__class__", "__match_args__"})
+"""Allowed dunders that may be read but not assigned or deleted."""
+
 FUTURE_FEATURES: frozenset[str] = frozenset(
     {
         "absolute_import",
@@ -868,6 +872,7 @@ def is_forbidden_attribute(
     *,
     module: str | None = None,
     dynamic: bool = False,
+    write: bool = False,
 ) -> bool:
     """Return whether reading or writing the attribute ``name`` is refused.
 
@@ -883,6 +888,8 @@ def is_forbidden_attribute(
         dynamic: True when the name was computed at run time (a guarded ``getattr``); then
             the names in :data:`DYNAMIC_DENIED_ATTRIBUTES` (``format``, ``attrgetter``, ...)
             are refused too, since the checker only accepts them in checkable forms.
+        write: True for ``setattr``/``delattr``: ``__class__`` and ``__match_args__`` may be
+            read but never written.
 
     Returns:
         True for dunders outside ``policy.allowed_dunder_attributes``, frame/code/generator/
@@ -895,6 +902,8 @@ def is_forbidden_attribute(
         return True
     name = _normalize(name)
     if is_dunder(name):
+        if write and name in WRITE_DENIED_ATTRIBUTES:
+            return True
         return name not in policy.allowed_dunder_attributes
     if name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES:
         return True

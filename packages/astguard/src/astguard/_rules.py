@@ -168,6 +168,14 @@ _RULE_LIST = (
         "m = random",
     ),
     Rule(
+        "AG308",
+        "attributes",
+        "Positional sub-patterns in a class pattern, unless the class is a builtin type or a "
+        "plain class statement of this script: the names in `__match_args__` are read "
+        "without checks, so `__match_args__` may also only be set to a literal in a class body.",
+        "case Planted(g): ...",
+    ),
+    Rule(
         "AG401",
         "format",
         "Format template whose field walks a refused or private attribute, or a refused item key.",
@@ -194,8 +202,9 @@ _RULE_LIST = (
     Rule(
         "AG405",
         "format",
-        "logging `{`-style formatting with a computed template or style.",
-        "logging.Formatter(fmt, style='{')",
+        "logging `{`-style formatting (its templates walk attributes in C and a formatter's "
+        "template can be replaced after the check), or a computed logging style.",
+        "logging.Formatter('{message}', style='{')",
     ),
     Rule(
         "AG901",

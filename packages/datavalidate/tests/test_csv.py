@@ -483,3 +483,15 @@ def test_reports_are_utf8_encodable() -> None:
     ]
     lone = validate_csv("v\n\ud800\n", constraints={"v": "integer"})
     assert lone.errors[0].value == "\\ud800"
+
+
+def test_other_encodings() -> None:
+    data = "name,n\nZoë,1\nÅsa,x\n"
+    for encoding in ("utf-16", "utf-8-sig", "cp1252", "latin-1"):
+        report = validate_csv(
+            data.encode(encoding), encoding=encoding, constraints={"n": "integer"}
+        )
+        assert [c.name for c in report.columns] == ["name", "n"], encoding
+        assert codes(report) == [("type-error", 3, "n")], encoding
+    bad = validate_csv(b"a\n\x81\n", encoding="cp1252")
+    assert codes(bad) == [("encoding-error", 2, "a")]

@@ -83,3 +83,27 @@ def test_compile_errors() -> None:
         compile_pattern("\ud800")
     with pytest.raises(UnsupportedPatternError, match="missing"):
         compile_pattern("(")
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=_DETERMINISTIC, texts=st.lists(_TEXT, max_size=6))
+def test_batch_check_agrees_with_per_value(pattern: str, texts: list[str]) -> None:
+    fast = compile_pattern(pattern, ecma=False)
+    on_re2 = compile_pattern(pattern, ecma=True)
+    expected = all(on_re2.fullmatch(t) for t in texts)
+    assert fast.fullmatch_all(texts) is expected
+    assert on_re2.fullmatch_all(texts) is expected
+
+
+def test_batch_check_cannot_shift_across_values() -> None:
+    # "." and "\W" can match the separator; the fixed length keeps each value in its slot.
+    for pattern, texts, expected in [
+        ("..", ["ab", "cd"], True),
+        ("..", ["a", "bcd"], False),
+        (r"\W.", ["\n\n", "!x"], False),
+        (r"\W.", ["\nx", "!x"], True),
+        ("a.", ["a\n", "ab"], False),
+        ("a.", ["ab", "b\na"], False),
+        (r"a\W", ["a\n", "a!"], True),
+    ]:
+        assert compile_pattern(pattern, ecma=False).fullmatch_all(texts) is expected, pattern

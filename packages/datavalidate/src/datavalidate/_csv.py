@@ -196,13 +196,6 @@ class _Column:
         self.number = index + 1
         self.missing = missing
         self.seen: set[Any] | None = set() if spec.unique else None
-        self.needs_values = (
-            spec.minimum is not None
-            or spec.maximum is not None
-            or spec.enum is not None
-            or spec.unique
-            or spec.type in ("date", "time", "datetime")
-        )
 
     def check(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
         spec = self.spec
@@ -227,7 +220,7 @@ class _Column:
             return False
         if spec.max_length is not None and max(map(len, present)) > spec.max_length:
             return False
-        if spec.pattern is not None and not all(map(spec.pattern.fullmatch, set(present))):
+        if spec.pattern is not None and not spec.pattern.fullmatch_all(present):
             return False
         try:
             if spec.minimum is not None and min(parsed) < spec.minimum:
@@ -572,8 +565,9 @@ def validate_csv(
     Args:
         source: CSV *content* as ``str`` or ``bytes``, a text stream, or a binary stream (for
             example a file object the caller opened in ``"rb"`` mode; it is read, never closed),
-            or a file path given as an ``os.PathLike`` (``pathlib.Path``). A ``str`` is never
-            taken for a path.
+            or a file path given as an ``os.PathLike`` (``pathlib.Path``), opened here as is
+            (symlinks followed): callers handling untrusted paths resolve and open the file
+            themselves and pass the binary stream. A ``str`` is never taken for a path.
         required_headers: Column names that must be in the header.
         constraints: Column declarations, short form ``{"age": "integer"}`` or long form
             ``{"age": {"type": "integer", "minimum": 0, "required": True}}`` (Table Schema

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, cast
 
 import re2  # type: ignore[import-untyped]
@@ -189,12 +189,14 @@ class SafePattern:
         pattern: The pattern as given.
     """
 
-    __slots__ = ("fullmatch", "pattern", "search")
+    __slots__ = ("fullmatch", "fullmatch_all", "pattern", "search")
 
     #: Whether the pattern matches anywhere in the text (linear time).
     search: Callable[[str], bool]
     #: Whether the pattern matches all of the text (linear time).
     fullmatch: Callable[[str], bool]
+    #: Whether the pattern matches all of each of the texts (linear time).
+    fullmatch_all: Callable[[Sequence[str]], bool]
 
     def __init__(self, pattern: str, regexp: _RE2Regexp, anchors: Any) -> None:
         self.pattern = pattern
@@ -210,9 +212,13 @@ class SafePattern:
             data = text.encode("utf-8", "surrogatepass")
             return match(both, data, 0, len(data))[0][0] != -1
 
+        def fullmatch_all(values: Sequence[str]) -> bool:
+            return all(map(fullmatch, set(values)))  # repeated values are matched once
+
         # Plain attributes, not methods: one Python frame less per match.
         self.search = search
         self.fullmatch = fullmatch
+        self.fullmatch_all = fullmatch_all
 
     def __repr__(self) -> str:
         return f"SafePattern({self.pattern!r})"
@@ -240,15 +246,36 @@ def _compile(pattern: str, ecma: bool) -> SafePattern:
         reason = regexp.error().decode("utf-8", "replace")
         raise UnsupportedPatternError(pattern, reason)
     compiled = SafePattern(pattern, regexp, binding.RE2.Anchor)
-    if not ecma and is_deterministic(pattern):
+    length = None if ecma else _fixed_length(pattern)
+    if length is not None:
         # Backtracking cannot happen in this subset (see is_deterministic): Python's re
         # matches it in one pass, without RE2's per-call binding overhead.
         try:
             python = re.compile(pattern, re.ASCII)
+            batch = re.compile(f"(?:{pattern}\n)*", re.ASCII).fullmatch
         except re.error:
             return compiled  # e.g. a range RE2 accepts and re does not: stay on RE2
         compiled.fullmatch = cast("Callable[[str], bool]", python.fullmatch)
+        compiled.fullmatch_all = _fixed_batch(batch, length)
     return compiled
+
+
+def _fixed_batch(batch: Callable[[str], object], length: int) -> Callable[[Sequence[str]], bool]:
+    r"""All-values check for a deterministic pattern: one scan over the joined values.
+
+    Every match of the pattern is exactly ``length`` characters long, so a value of another
+    length cannot match, and in ``v1 + LF + v2 + LF ...`` each repetition of ``(?:P LF)`` is
+    forced onto exactly one value: the single match is exact, and linear.
+    """
+
+    def fullmatch_all(values: Sequence[str]) -> bool:
+        if not values:
+            return True
+        if set(map(len, values)) != {length}:
+            return False
+        return batch("\n".join(values) + "\n") is not None
+
+    return fullmatch_all
 
 
 # Escapes with the same meaning in RE2 and in Python's re (with re.ASCII).
@@ -272,29 +299,37 @@ def is_deterministic(pattern: str) -> bool:
     Returns:
         True when the pattern is in the subset.
     """
-    i, n = 0, len(pattern)
+    return _fixed_length(pattern) is not None
+
+
+def _fixed_length(pattern: str) -> int | None:
+    """The length of every match of a deterministic pattern, or None outside the subset."""
+    i, n, length = 0, len(pattern), 0
     while i < n:
         ch = pattern[i]
         if ch == "\\":
             if i + 1 >= n or pattern[i + 1] not in _SAME_ESCAPES:
-                return False
+                return None
             i += 2
         elif ch == "[":
             end = _class_end(pattern, i)
             if end < 0:
-                return False
+                return None
             i = end + 1
         elif ch in _METACHARS and ch != ".":
-            return False
+            return None
         else:
             i += 1
+        repeat = 1
         if i < n and pattern[i] == "{":
             close = pattern.find("}", i)
             count = pattern[i + 1 : close] if close > 0 else ""
             if not (count.isascii() and count.isdigit() and len(count) <= 4 and int(count) <= 1000):
-                return False
+                return None
+            repeat = int(count)
             i = close + 1
-    return True
+        length += repeat
+    return length
 
 
 def _class_end(pattern: str, start: int) -> int:

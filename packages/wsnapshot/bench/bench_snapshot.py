@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,16 @@ def main() -> int:
             + len(report.metadata_restored)
         )
         print(f"restore (1 changed):              {rest_t:8.3f} s  (files touched: {touched})")
+
+        shutil.rmtree(ws)
+        ws.mkdir()
+        t0 = time.perf_counter()
+        full_report = store.restore(inc.id)
+        full_rest_t = time.perf_counter() - t0
+        print(
+            f"restore into an empty workspace:  {full_rest_t:8.3f} s  "
+            f"({len(full_report.recreated)} files, {size / full_rest_t / 1e6:.0f} MB/s)"
+        )
 
         ratio_full = full_t / tar_t
         ratio_inc = inc_t / full_t

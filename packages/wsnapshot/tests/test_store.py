@@ -543,3 +543,35 @@ def test_restore_removes_non_utf8_names(store: SnapshotStore, ws: Path) -> None:
 def test_store_properties(store: SnapshotStore, ws: Path, store_dir: Path) -> None:
     assert store.store_dir == str(store_dir.resolve())
     assert store.workspace.root == str(ws.resolve())
+
+
+def test_deep_trees_are_reported_and_removed(store: SnapshotStore, ws: Path) -> None:
+    (ws / "keep").write_bytes(b"k")
+    info = store.create()
+    deep = ws / "deep"
+    p = deep
+    for i in range(135):
+        p = p / f"d{i}"
+    p.mkdir(parents=True)
+    (p / "bottom.txt").write_bytes(b"bottom")
+    (deep / "d0").chmod(0o500)
+    skipped = store.create().skipped
+    assert [s.reason for s in skipped] == ["nested deeper than 128 directories"]
+    assert skipped[0].path.count("/") == 128
+    report = store.restore(info.id)
+    assert not deep.exists()
+    assert "deep" in report.dirs_removed
+    assert any(path.endswith("bottom.txt") for path in report.deleted)
+    assert sorted(p.name for p in ws.iterdir()) == ["keep"]
+
+
+def test_symlink_mtime_only_is_metadata(store: SnapshotStore, ws: Path) -> None:
+    (ws / "t").write_bytes(b"t")
+    (ws / "l").symlink_to("t")
+    os.utime(ws / "l", ns=(5, 5), follow_symlinks=False)
+    info = store.create()
+    os.utime(ws / "l", ns=(9, 9), follow_symlinks=False)
+    report = store.restore(info.id)
+    assert report.metadata_restored == ("l",)
+    assert (ws / "l").lstat().st_mtime_ns == 5
+    assert (ws / "t").stat().st_mtime_ns != 5

@@ -575,3 +575,12 @@ def test_symlink_mtime_only_is_metadata(store: SnapshotStore, ws: Path) -> None:
     assert report.metadata_restored == ("l",)
     assert (ws / "l").lstat().st_mtime_ns == 5
     assert (ws / "t").stat().st_mtime_ns != 5
+
+
+def test_store_survives_crash_while_being_initialised(ws: Path, tmp_path: Path) -> None:
+    store_dir = tmp_path / "fresh"
+    store_dir.mkdir()
+    (store_dir / ".0123abcd.tmp").write_bytes(b"half a marker")
+    s = SnapshotStore(ws, store_dir)
+    assert s.list() == []
+    assert not (store_dir / ".0123abcd.tmp").exists()

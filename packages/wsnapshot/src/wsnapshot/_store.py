@@ -88,9 +88,7 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _JOURNAL = "restore.journal"
 _GC_MARK = "gc.pending"
 _STORE_MARK = "wsnapshot-store.json"
-_OWN_NAMES = frozenset(
-    {"snapshots", "blobs", "tmp", "lock", _JOURNAL, _GC_MARK, _STORE_MARK, "restore.journal.tmp"}
-)
+_OWN_NAMES = frozenset({"snapshots", "blobs", "tmp", "lock", _JOURNAL, _GC_MARK, _STORE_MARK})
 _RESERVED_PREFIX = ".wsnapshot-"
 #: A file whose ctime is this close to "now" may still change without its stat key changing
 #: (timestamps have a granularity); its hash is not remembered for incremental snapshots.
@@ -238,7 +236,11 @@ class SnapshotStore:
             )
         mark = os.path.join(real, _STORE_MARK)
         if not os.path.exists(mark):
-            foreign = sorted(set(os.listdir(real)) - _OWN_NAMES)
+            foreign = sorted(
+                name
+                for name in set(os.listdir(real)) - _OWN_NAMES
+                if not (name.startswith(".") and name.endswith(".tmp"))  # a crash of this step
+            )
             if foreign:
                 raise StoreConfigError(
                     store_dir, f"not a wsnapshot store and not empty (contains {foreign[:3]})"

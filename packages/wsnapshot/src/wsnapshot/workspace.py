@@ -27,7 +27,6 @@ import errno
 import io
 import os
 import stat
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -222,7 +221,6 @@ class SafeWorkspace:
         self._root = real
         self._ops: Ops = get_ops()
         self._openat2: bool | None = None
-        self._lock = threading.Lock()
 
     @property
     def root(self) -> str:

@@ -222,3 +222,29 @@ def test_crash_during_recovery_is_recovered_again(tmp_path: Path) -> None:
         fsio._OPS = real
     assert_store_clean(store_dir, ws, [{a.id}])
     assert tree_state(ws) == state_a
+
+
+@pytest.mark.parametrize("crash", [True, False], ids=["crash", "eio"])
+def test_import_faults(tmp_path: Path, crash: bool) -> None:
+    src_ws = tmp_path / "src"
+    src_ws.mkdir()
+    build_tree(src_ws, BASE)
+    source = SnapshotStore(src_ws, tmp_path / "src-store", workers=1)
+    record = source.export(source.create().id)
+    sid = str(record["id"])
+
+    def setup(ws: Path, store_dir: Path) -> tuple[SnapshotStore, dict[str, object]]:
+        (ws / "own.txt").write_bytes(b"own")
+        store = SnapshotStore(ws, store_dir, workers=1)
+        own = store.create("own")
+        return store, {"own": own.id}
+
+    def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
+        own = str(ctx["own"])
+        store = assert_store_clean(store_dir, ws, [{own}, {own, sid}])
+        if sid in {i.id for i in store.list()}:
+            store.restore(sid)
+            assert (ws / "big.bin").read_bytes() == BASE["big.bin"]
+
+    steps = sweep(tmp_path, setup, lambda s, _c: s.import_(record), check, crash=crash)
+    assert steps > 10

@@ -208,3 +208,36 @@ def test_fifo_swapped_in_during_create_does_not_hang(ws: Path, store_dir: Path) 
 
 def test_crash_exception_type_is_not_an_error() -> None:
     assert not issubclass(Crash, Exception)
+
+
+def test_directory_swapped_mid_create_never_reads_outside(tmp_path: Path) -> None:
+    """At every system call of a create, a directory is swapped for a symlink to a victim
+    directory outside: no byte of the victim's files may end up in the store."""
+    k = 0
+    while True:
+        k += 1
+        base = tmp_path / f"k{k}"
+        ws, store_dir, outside = base / "ws", base / "store", base / "outside"
+        ws.mkdir(parents=True)
+        outside.mkdir()
+        build_tree(outside, {"f": b"VICTIM-F", "sub/x": b"VICTIM-X"})
+        build_tree(ws, {"d/f": b"mine f", "d/sub/x": b"mine x", "top": b"top"})
+        store = SnapshotStore(ws, store_dir, workers=1)
+        ops = FaultyOps(10**9)
+        swapped: list[bool] = []
+
+        def hook(count: int, _name: str, ws: Path = ws, outside: Path = outside) -> None:
+            if count == k and not swapped:  # noqa: B023 - read in this iteration only
+                (ws / "d").rename(ws / "d_moved")
+                (ws / "d").symlink_to(outside)
+                swapped.append(True)  # noqa: B023
+
+        ops.hook = hook
+        use_ops(store, ops)
+        with contextlib.suppress(SnapshotError, OSError):
+            store.create()
+        for blob in (store_dir / "blobs").glob("*/*"):
+            assert b"VICTIM" not in blob.read_bytes(), f"read outside at step {k}"
+        if not swapped:
+            return
+        assert k < 1000

@@ -262,3 +262,66 @@ def test_audit_hook_state_is_immutable(workspace: pathlib.Path) -> None:
 def test_module_allowed(name: str, allowed: bool) -> None:
     rules = (frozenset({"json", "__future__"}), frozenset({"json.tool"}))
     assert module_allowed(name, *rules) is allowed
+
+
+LYING_TYPES = """
+import pathlib
+
+class Flip:
+    calls = 0
+    def __fspath__(self):
+        Flip.calls += 1
+        return 'ok.txt' if Flip.calls % 2 else '../CANARY.txt'
+
+class Sneaky(str):
+    def startswith(self, *a):
+        return False
+    def endswith(self, *a):
+        return False
+    def __contains__(self, item):
+        return False
+    def split(self, *a):
+        return ['json']
+    def partition(self, *a):
+        return ('json', '', '')
+
+class FlipPath(type(pathlib.Path())):
+    calls = 0
+    def __fspath__(self):
+        FlipPath.calls += 1
+        return 'ok.txt' if FlipPath.calls % 2 else '../CANARY.txt'
+"""
+
+
+def test_lying_path_and_name_objects(python_only: Sandbox, outside: pathlib.Path) -> None:
+    code = (
+        ATTEMPT
+        + LYING_TYPES
+        + (
+            "open('ok.txt', 'w').close()\n"
+            "attempt('flip_open', lambda: open(Flip()).read())\n"
+            "attempt('flip_open_again', lambda: open(Flip()).read())\n"
+            "attempt('sneaky_mode', lambda: open('/usr/lib/PWNED', Sneaky('w')))\n"
+            "attempt('sneaky_getattr', lambda: getattr(print, Sneaky('__self__')))\n"
+            "attempt('sneaky_hasattr', lambda: hasattr(print, Sneaky('__self__')))\n"
+            "attempt('sneaky_import', lambda: __import__(Sneaky('os')))\n"
+            "attempt('sneaky_fromlist', lambda: __import__('json', None, None, (Sneaky('x'),)))\n"
+            "attempt('flip_path_unlink', lambda: FlipPath('x').unlink())\n"
+            "attempt('flip_path_unlink2', lambda: FlipPath('x').unlink())\n"
+        )
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert lines["flip_open"] in {"PermissionError", "ok"}
+    assert lines["flip_open_again"] in {"PermissionError", "ok"}
+    assert "token-xyz" not in result.stdout
+    assert lines["sneaky_mode"] == "TypeError"
+    assert lines["sneaky_getattr"] == "TypeError"
+    assert lines["sneaky_hasattr"] == "TypeError"
+    assert lines["sneaky_import"] == "ModuleNotFoundError"
+    assert lines["sneaky_fromlist"] == "ImportError"
+    # os.* functions convert once and audit the converted value: consistent either way.
+    assert lines["flip_path_unlink"] == "ok"
+    assert lines["flip_path_unlink2"] == "SandboxDenied"
+    assert (outside / "CANARY.txt").exists()

@@ -268,6 +268,18 @@ def _within(path: str, roots: tuple[str, ...]) -> bool:
     return False
 
 
+def exact_path(file: Any) -> str:
+    """Convert a path argument once to an exact ``str`` (``bytes`` decoded as ``os.fsdecode``).
+
+    Raises:
+        TypeError: ``file`` is not a str, bytes or os.PathLike.
+    """
+    raw = os.fspath(file)
+    if isinstance(raw, str):
+        return str.__str__(raw)  # an exact copy even for a subclass
+    return bytes.decode(raw, "utf-8", "surrogateescape")
+
+
 def make_open(
     real_open: Callable[..., Any],
     realpath: Callable[[str], str],
@@ -283,16 +295,21 @@ def make_open(
     ws_roots = (workspace,)
 
     def open(file: Any, mode: Any = "r", *args: Any, **kwargs: Any) -> Any:
-        if not isinstance(file, int):
-            raw = os.fspath(file)
-            text = os.fsdecode(raw)
-            resolved = realpath(text)
-            writing = isinstance(mode, str) and any(c in mode for c in "wax+")
-            if not (_within(resolved, ws_roots) or (not writing and _within(resolved, read_roots))):
-                raise PermissionError(
-                    13, "sandbox: access outside the workspace is not permitted", text
-                )
-        return real_open(file, mode, *args, **kwargs)
+        if type(mode) is not str:
+            raise TypeError(f"open() mode must be a str, not {type(mode).__name__}")
+        if isinstance(file, int):
+            return real_open(int(file), mode, *args, **kwargs)
+        # Exactly one conversion: a PathLike may answer differently each time it is asked,
+        # and a str subclass may lie about its contents; only an exact str is checked and
+        # then opened.
+        text = exact_path(file)
+        resolved = realpath(text)
+        writing = any(c in mode for c in "wax+")
+        if not (_within(resolved, ws_roots) or (not writing and _within(resolved, read_roots))):
+            raise PermissionError(
+                13, "sandbox: access outside the workspace is not permitted", text
+            )
+        return real_open(text, mode, *args, **kwargs)
 
     return open
 
@@ -363,10 +380,26 @@ _READ_PATH_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir", "os.listx
 
 
 def _path_text(path: Any) -> str:
-    """``os.fsdecode`` without a closure (the hook's state must hold no mutable cells)."""
-    if isinstance(path, bytes):
-        return path.decode("utf-8", "surrogateescape")
-    return path  # type: ignore[no-any-return]
+    """The text of a path argument seen by the audit hook, without calling user code.
+
+    Only exact ``str``/``bytes``, ``os.DirEntry`` and the standard library's own
+    ``pathlib`` classes are accepted: anything else could answer ``__fspath__`` (or ``str``
+    methods) differently for the hook than it did for the system call.
+
+    Raises:
+        SandboxDenied: Any other type.
+    """
+    kind = type(path)
+    if kind is str:
+        return path  # type: ignore[no-any-return]
+    if kind is bytes:
+        return bytes.decode(path, "utf-8", "surrogateescape")
+    if kind is os.DirEntry:
+        return os.fsdecode(path.path)
+    module = sys.modules.get(kind.__module__)
+    if kind.__module__.startswith("pathlib") and getattr(module, kind.__name__, None) is kind:
+        return str.__str__(os.fspath(path))
+    raise SandboxDenied(1, f"sandbox: path arguments of type {kind.__name__} are not accepted")
 
 
 def make_audit_hook(
@@ -400,13 +433,12 @@ def make_audit_hook(
         _str: type[str] = str,
         _int: type[int] = int,
         _fsdecode: Callable[[Any], str] = _path_text,
-        _fspath: Callable[[Any], Any] = os.fspath,
     ) -> None:
         if event == "open":
             path, mode, flags = args
             if path is None or _isinstance(path, _int):
                 return
-            text = _fsdecode(_fspath(path))
+            text = _fsdecode(path)
             resolved = _realpath(text)
             writing = (_isinstance(mode, _str) and any(c in mode for c in "wax+")) or bool(
                 _isinstance(flags, _int) and flags & _flags
@@ -433,14 +465,14 @@ def make_audit_hook(
             path = args[0]
             if path is None or _isinstance(path, _int):
                 return
-            resolved = _realpath(_fsdecode(_fspath(path)))
+            resolved = _realpath(_fsdecode(path))
             if _within(resolved, _ws) or _within(resolved, _ro):
                 return
             raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
         for path in paths:
             if path is None or _isinstance(path, _int):
                 continue
-            resolved = _realpath(_fsdecode(_fspath(path)))
+            resolved = _realpath(_fsdecode(path))
             if not _within(resolved, _ws):
                 raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
 
@@ -483,26 +515,27 @@ def make_import(
         fromlist: Any = (),
         level: int = 0,
     ) -> Any:
-        if level != 0:
+        if type(name) is not str:
+            raise ModuleNotFoundError("sandbox: module names must be exact str objects")
+        if type(level) is not int or level != 0:
             raise ImportError("sandbox: relative imports are not permitted", name=name)
-        if (
-            type(fromlist) is list
-            and not fromlist
-            and isinstance(name, str)
-            and name.partition(".")[0] in stdlib_names
-        ):
+        if type(fromlist) is list and not fromlist and name.partition(".")[0] in stdlib_names:
             # C code's PyImport_Import (e.g. datetime.strptime -> _strptime) resolves
             # __import__ from the current frame's builtins and always passes an empty list;
             # import statements pass None or a tuple.
             return real_import(name, globals, locals, fromlist, level)
-        if not isinstance(name, str) or not module_allowed(name, allowed, denied):
+        if fromlist is not None:
+            fromlist = tuple(fromlist)  # one iteration; the import sees the same items
+            if any(type(item) is not str for item in fromlist):
+                raise ImportError("sandbox: from-import names must be exact str objects")
+        if not module_allowed(name, allowed, denied):
             raise ModuleNotFoundError(
                 f"sandbox: import of {name!r} is not permitted (not on the allow-list)",
                 name=str(name),
             )
         module = real_import(name, globals, locals, fromlist, level)
         for item in fromlist or ():
-            value = getattr(module, item, None) if isinstance(item, str) else None
+            value = getattr(module, item, None)
             if isinstance(value, module_type) and not module_allowed(
                 value.__name__, allowed, denied
             ):
@@ -564,8 +597,9 @@ def make_attr_guards(
     missing = object()
 
     def refused(obj: object, name: object) -> bool:
-        if not isinstance(name, str):
-            return False
+        if type(name) is not str:
+            # A str subclass could answer startswith()/== falsely and still name a dunder.
+            raise TypeError(f"sandbox: attribute names must be exact str, not {type(name)}")
         if name.startswith("__") and name.endswith("__") and name not in allowed_dunders:
             return True
         if name in _INTROSPECTION:

@@ -13,7 +13,6 @@ import math
 import os
 import pathlib
 import re
-import resource
 import secrets
 import signal
 import sys
@@ -97,7 +96,7 @@ def _forbidden_workspaces() -> list[pathlib.Path]:
     with contextlib.suppress(KeyError, ImportError):
         import pwd
 
-        homes.add(pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir))
+        homes.add(pathlib.Path(pwd.getpwuid(os.getuid()).pw_dir))  # POSIX only
     return [pathlib.Path(os.path.realpath(h)) for h in homes]
 
 
@@ -337,7 +336,7 @@ class Sandbox:
             ll_active or sc_active,
             "" if (ll_active or sc_active) else "dropped only together with a kernel layer",
             dropped=["bounding", "ambient", "effective", "permitted", "inheritable"],
-            euid=os.geteuid(),
+            euid=os.geteuid() if hasattr(os, "geteuid") else None,
         )
         add(
             "supervision",
@@ -474,6 +473,10 @@ class Sandbox:
         gate = _gate.check_source(code, self._policy)
         if not gate.ok:
             return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
+        if os.name != "posix":
+            raise IsolationUnavailable(
+                ("posix",), {"posix": f"pysandbox runs code on POSIX systems only, not {os.name}"}
+            )
         missing = caps.missing_required
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
@@ -520,6 +523,8 @@ class Sandbox:
 
     def _child_config(self, code: str, caps: Capabilities) -> dict[str, Any]:
         lim = self._limits
+        import resource  # POSIX only; run() refuses elsewhere before getting here
+
         rlimits = [
             (resource.RLIMIT_CPU, lim.cpu_time_s, lim.cpu_time_s + 1),
             (resource.RLIMIT_DATA, lim.memory_bytes, lim.memory_bytes),

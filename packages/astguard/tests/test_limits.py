@@ -142,6 +142,26 @@ def test_walk_deeper_than_the_interpreter_stack_is_a_violation() -> None:
     assert result.rule_ids == ("AG904",)
 
 
+@pytest.mark.parametrize("count", [1000, 5000, 50000])
+def test_deep_string_annotation_is_a_violation_not_a_crash(count: int) -> None:
+    # 3.12+ raise MemoryError ("parser stack overflowed") on the deepest of these.
+    result = check('x: "' + "-" * count + '1" = 1')
+    assert result.rule_ids == ("AG904",)
+
+
+def test_checker_bug_fails_closed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from astguard import _checker
+
+    def boom(self: object, node: object, depth: int) -> None:
+        raise KeyError("simulated bug")
+
+    monkeypatch.setattr(_checker._Checker, "_call", boom)
+    result = check("print(1)")
+    assert result.rule_ids == ("AG900",)
+    assert "KeyError" in result.violations[0].message
+    assert check("x = 1").ok
+
+
 def test_wrong_types_are_caller_errors() -> None:
     with pytest.raises(TypeError, match="source must be str or bytes"):
         check(123)  # type: ignore[arg-type]

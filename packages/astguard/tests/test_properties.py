@@ -218,6 +218,7 @@ def _source(tree: ast.Module) -> str:
 def test_never_raises_on_arbitrary_text(text: str) -> None:
     result = check(text)
     assert result.ok == (not result.violations)
+    assert "AG900" not in result.rule_ids
     for v in result.violations:
         assert v.rule_id in astguard.RULES
         assert v.line >= 1
@@ -229,6 +230,7 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
 def test_never_raises_on_arbitrary_bytes(data: bytes) -> None:
     result = check(data)
     assert result.ok == (not result.violations)
+    assert "AG900" not in result.rule_ids
 
 
 @SETTINGS
@@ -268,6 +270,46 @@ def test_never_raises_on_arbitrary_bytes(data: bytes) -> None:
 def test_never_raises_on_token_soup(text: str) -> None:
     result = check(text)
     assert result.ok == (not result.violations)
+    assert "AG900" not in result.rule_ids
+
+
+_SOUP = st.lists(
+    st.sampled_from(
+        [
+            "(",
+            ")",
+            "[",
+            "]",
+            "{",
+            "}",
+            "-",
+            "x",
+            ".",
+            "__class__",
+            "0",
+            "!r",
+            ":",
+            ">10",
+            "lambda",
+            ",",
+            "'",
+            "\\",
+            "eval",
+        ]
+    ),
+    max_size=300,
+).map("".join)
+
+
+@SETTINGS
+@given(_SOUP)
+def test_never_raises_inside_strings_that_are_checked(text: str) -> None:
+    """String annotations and format templates are parsed by the checker too."""
+    literal = repr(text)
+    for source in (f"x: {literal} = 1", f"{literal}.format(1, x=2)", f"def f(a: {literal}): pass"):
+        result = check(source)
+        assert result.ok == (not result.violations)
+        assert "AG900" not in result.rule_ids
 
 
 @AST_SETTINGS
@@ -276,6 +318,7 @@ def test_never_raises_on_random_asts(tree: ast.Module) -> None:
     source = _source(tree)
     result = check(source)
     assert result.ok == (not result.violations)
+    assert "AG900" not in result.rule_ids
     assert list(result.violations) == sorted(
         result.violations,
         key=lambda v: (v.line, v.col, v.end_line, v.end_col, v.rule_id, v.message),
@@ -323,5 +366,6 @@ def test_never_raises_on_hypothesmith_programs(data: st.DataObject) -> None:
     source = data.draw(hypothesmith.from_node())
     result = check(source)
     assert result.ok == (not result.violations)
+    assert "AG900" not in result.rule_ids
     guarded = check(source, Policy(runtime_attribute_guard=True))
     assert set(guarded.rule_ids) <= set(result.rule_ids)

@@ -1216,6 +1216,13 @@ class _Checker:
                 tree = compile(text, "<annotation>", "eval", ast.PyCF_ONLY_AST, dont_inherit=True)
         except (SyntaxError, ValueError):
             return  # cannot be evaluated either
+        except (RecursionError, MemoryError):
+            self.report(
+                node,
+                "AG904",
+                "a string annotation is too deeply nested or complex to analyse; simplify it",
+            )
+            return
         outer = self.location
         self.location = outer if outer is not None else node
         try:
@@ -1386,6 +1393,12 @@ def check(
             "AG904",
             "the source is too deeply nested or complex to parse; simplify it",
         )
+    except Exception as exc:  # fail closed on anything else the parser may raise
+        return _single(
+            filename,
+            "AG900",
+            f"the parser failed on this source ({type(exc).__name__}); the code is refused",
+        )
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     checker = _Checker(policy, text)
     try:
@@ -1393,11 +1406,18 @@ def check(
         checker.finish()
     except _Abort:
         pass
-    except RecursionError:
+    except (RecursionError, MemoryError):
         checker.report(
             tree,
             "AG904",
             "the code is nested too deeply to analyse; flatten it",
+        )
+    except Exception as exc:  # fail closed: a checker bug refuses, never crashes
+        checker.report(
+            tree,
+            "AG900",
+            f"internal error in astguard ({type(exc).__name__}); the code is refused (fail "
+            "closed); please report this input",
         )
     return CheckResult(
         ok=not checker.hits,

@@ -637,7 +637,8 @@ class Policy:
         runtime_attribute_guard: True when the runner installs guarded ``getattr``/
             ``setattr``/``delattr``/``hasattr`` builtins (pysandbox does); then computed
             names are accepted statically (AG203/AG204) and checked at run time.
-        max_source_bytes: Largest accepted source, in bytes of UTF-8 (AG902).
+        max_source_bytes: Largest accepted source, in bytes of UTF-8 (AG902). Checked before
+            parsing; the parsed AST costs about 1 KB per node, so this is also the memory bound.
         max_nodes: Largest accepted number of AST nodes (AG903).
         max_depth: Deepest accepted AST nesting, in nodes from the module (AG904).
     """
@@ -648,8 +649,8 @@ class Policy:
     allowed_dunder_attributes: frozenset[str] = ALLOWED_DUNDER_ATTRIBUTES
     denied_module_attributes: frozenset[str] = DENIED_MODULE_ATTRIBUTES
     runtime_attribute_guard: bool = False
-    max_source_bytes: int = 1_000_000
-    max_nodes: int = 200_000
+    max_source_bytes: int = 200_000
+    max_nodes: int = 100_000
     max_depth: int = 120
     _cache: dict[str, bool] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False

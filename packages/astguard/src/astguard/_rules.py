@@ -207,6 +207,12 @@ _RULE_LIST = (
         "logging.Formatter('{message}', style='{')",
     ),
     Rule(
+        "AG900",
+        "syntax",
+        "Internal error of the checker on this input: the code is refused (fail closed).",
+        "(an input that triggers a checker bug)",
+    ),
+    Rule(
         "AG901",
         "syntax",
         "The source does not parse (syntax error, null byte, undecodable bytes).",

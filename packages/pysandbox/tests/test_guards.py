@@ -237,7 +237,16 @@ def test_main_module_is_the_users(python_only: Sandbox) -> None:
 def test_audit_hook_state_is_immutable(workspace: pathlib.Path) -> None:
     hook = make_audit_hook(str(workspace), ("/usr/lib",), lambda p: p, 1)
     assert hook.__closure__ is None
-    immutable = (frozenset, tuple, str, int, type, types.FunctionType, types.BuiltinFunctionType)
+    immutable = (
+        frozenset,
+        tuple,
+        str,
+        int,
+        type,
+        types.FunctionType,
+        types.BuiltinFunctionType,
+        types.MappingProxyType,
+    )
     for value in hook.__defaults__ or ():
         assert isinstance(value, immutable), type(value)
         if isinstance(value, types.FunctionType):
@@ -325,3 +334,22 @@ def test_lying_path_and_name_objects(python_only: Sandbox, outside: pathlib.Path
     assert lines["flip_path_unlink"] == "ok"
     assert lines["flip_path_unlink2"] == "SandboxDenied"
     assert (outside / "CANARY.txt").exists()
+
+
+def test_dir_fd_relative_calls_refused(python_only: Sandbox) -> None:
+    code = ATTEMPT + (
+        "import os\n"
+        "os.mkdir('d')\n"
+        "fd = os.open('d', os.O_RDONLY)\n"
+        "attempt('mkdir_dirfd', lambda: os.mkdir('x', dir_fd=fd))\n"
+        "attempt('remove_dirfd', lambda: os.remove('x', dir_fd=fd))\n"
+        "attempt('mkdir_plain', lambda: os.mkdir('y'))\n"
+    )
+    result = raw_run(
+        python_only, code, landlock=False, seccomp=False, python_guards=True, extra_allowed=("os",)
+    )
+    assert result.stdout.splitlines() == [
+        "mkdir_dirfd SandboxDenied",
+        "remove_dirfd SandboxDenied",
+        "mkdir_plain ok",
+    ], result.stderr

@@ -29,6 +29,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from types import MappingProxyType
     from typing import Any
 
 __all__ = [
@@ -376,6 +377,21 @@ _WRITE_PATH_EVENTS = frozenset(
     }
 )
 _TWO_PATH_EVENTS = frozenset({"os.rename", "os.link", "shutil.copyfile", "shutil.copytree"})
+#: Positions of ``dir_fd`` arguments: a path relative to a directory descriptor would be
+#: resolved by the hook against the working directory instead, so such calls are refused.
+_DIR_FD_ARGS: MappingProxyType[str, tuple[int, ...]] = type(type.__dict__)(  # no `types` import
+    {
+        "os.remove": (1,),
+        "os.rmdir": (1,),
+        "os.mkdir": (2,),
+        "os.chmod": (2,),
+        "os.utime": (3,),
+        "os.symlink": (2,),
+        "os.rename": (2, 3),
+        "os.link": (2, 3),
+        "os.listdir": (),
+    }
+)
 _READ_PATH_EVENTS = frozenset({"os.listdir", "os.scandir", "os.chdir", "os.listxattr"})
 
 
@@ -422,6 +438,7 @@ def make_audit_hook(
         _write: frozenset[str] = _WRITE_PATH_EVENTS,
         _two: frozenset[str] = _TWO_PATH_EVENTS,
         _read: frozenset[str] = _READ_PATH_EVENTS,
+        _dirfd: MappingProxyType[str, tuple[int, ...]] = _DIR_FD_ARGS,
         _ws: tuple[str, ...] = (workspace,),
         _ro: tuple[str, ...] = read_roots,
         _realpath: Callable[[str], str] = realpath,
@@ -456,6 +473,9 @@ def make_audit_hook(
             if args[0] not in (0, _pid):
                 raise _denied(1, "sandbox: signals to other processes are not permitted")
             return
+        for position in _dirfd.get(event, ()):
+            if len(args) > position and args[position] not in (None, -1, -100):  # unset, AT_FDCWD
+                raise _denied(1, f"sandbox: {event} relative to a directory descriptor")
         paths: tuple[Any, ...] = ()
         if event in _write:
             paths = (args[0],)

@@ -47,6 +47,27 @@ def test_warnings_from_the_parser_are_not_raised() -> None:
     assert check("import re\nre.compile('\\d+')").ok
 
 
+def test_concurrent_checks_leave_warning_filters_alone() -> None:
+    import threading
+    import warnings
+
+    before = list(warnings.filters)
+    sources = ["import re\nre.compile('\\d')\n" * 50, "x: 'list[\\d]' = 1\n" * 50]
+    results: list[bool] = []
+
+    def work(source: str) -> None:
+        for _ in range(20):
+            results.append(check(source).ok)
+
+    threads = [threading.Thread(target=work, args=(sources[i % 2],)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 120
+    assert warnings.filters == before
+
+
 def test_bytes_source_with_utf8_coding_cookie() -> None:
     source = "# -*- coding: utf-8 -*-\nname = 'caf\xe9'\nexec(name)\n".encode()
     result = check(source)

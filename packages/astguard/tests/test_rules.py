@@ -92,6 +92,9 @@ REFUSED = [
     ("AG301", "object.__getattribute__(x, 'y')"),
     ("AG301", "err.__traceback__"),
     ("AG301", "x.__dict__"),
+    ("AG301", "class C:\n    @property\n    def __annotations__(self):\n        return {}"),
+    ("AG301", "def __globals__():\n    pass"),
+    ("AG301", "class C:\n    def __prepare__(name, bases):\n        return {}"),
     ("AG301", "obj.__class__ = Other"),
     ("AG301", "del obj.__class__"),
     ("AG301", "match p:\n    case Point(__class__=c):\n        pass"),
@@ -120,6 +123,7 @@ REFUSED = [
     ("AG304", "import re\nre.copyreg"),
     ("AG304", "import io\nio.FileIO('x')"),
     ("AG304", "import contextlib\ncontextlib.chdir('/')"),
+    ("AG304", "import zoneinfo\nzoneinfo.reset_tzpath(['/etc'])"),
     ("AG304", "import uuid\nuuid.uuid1()"),
     ("AG304", "import logging\nlogging.config.dictConfig({})"),
     ("AG304", "import urllib.parse\nurllib.request.urlopen('http://x')"),
@@ -301,6 +305,10 @@ ACCEPTED = [
     "class E(Exception):\n    def __init__(self, msg):\n        super().__init__(msg)",
     "import enum\nclass C(enum.Enum):\n    A = 1\nprint(C.__members__)",
     "x = obj.system\ny = obj.popen",
+    "class P:\n    def __getattr__(self, name):\n        return 1\n"
+    "    def __reduce__(self):\n        return (P, ())\n"
+    "    def __class_getitem__(cls, item):\n        return cls",
+    "def __getattr__(name):\n    raise AttributeError(name)",
     "import string\ndef clean(string):\n    return string.strip()",
     "import time\nprint([time for time in (1, 2)])",
     "import random\nf = lambda random: random.x",

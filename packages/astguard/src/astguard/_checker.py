@@ -6,6 +6,7 @@ import ast
 import builtins
 import codecs
 import re
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from astguard._format import template_problems
 from astguard._policy import (
     ALLOWED_DUNDER_NAMES,
+    DEFINABLE_DUNDERS,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_NAMES,
     FUTURE_FEATURES,
@@ -987,8 +989,23 @@ class _Checker:
 
     # ----------------------------------------------------------------- definitions
 
+    def _definition_name(self, name: str, node: ast.AST) -> None:
+        if (
+            is_dunder(name)
+            and name not in self.policy.allowed_dunder_attributes
+            and name not in DEFINABLE_DUNDERS
+        ):
+            self.report(
+                node,
+                "AG301",
+                f"defining {name!r} is refused: it is a dunder outside the allow-list that "
+                "the interpreter or the standard library reads (for example __annotations__ "
+                "is evaluated by typing.get_type_hints)",
+            )
+
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, depth: int) -> None:
         self._binding(node.name, node)
+        self._definition_name(node.name, node)
         inner = depth + 1
         for deco in node.decorator_list:
             self.visit(deco, inner)
@@ -1008,6 +1025,7 @@ class _Checker:
 
     def _class(self, node: ast.ClassDef, depth: int) -> None:
         self._binding(node.name, node, track=node.name in self.class_defs)
+        self._definition_name(node.name, node)
         self.class_defs[node.name] = node
         inner = depth + 1
         for expr in (*node.decorator_list, *getattr(node, "type_params", ()), *node.bases):
@@ -1211,7 +1229,7 @@ class _Checker:
     def _string_annotation(self, node: ast.Constant, text: str, depth: int) -> None:
         """A string annotation is code for get_type_hints/singledispatch: check it as code."""
         try:
-            with warnings.catch_warnings():
+            with _WARNINGS_LOCK, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 tree = compile(text, "<annotation>", "eval", ast.PyCF_ONLY_AST, dont_inherit=True)
         except (SyntaxError, ValueError):
@@ -1283,6 +1301,10 @@ def _char_col(lines: list[str], line: int, byte_col: int) -> int:
     return byte_col + 1
 
 
+# warnings.catch_warnings() swaps process-wide state: serialise it so that concurrent checks
+# restore the filters they found (otherwise an "ignore" could be left installed for good).
+_WARNINGS_LOCK = threading.Lock()
+
 _CODING_RE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 _BLANK_OR_COMMENT_RE = re.compile(r"^[ \t\f]*(?:[#\r\n]|$)")
 _UTF8_CODECS = frozenset({"utf-8", "utf-8-sig"})
@@ -1311,7 +1333,7 @@ def _coding_problem(source: str | bytes) -> str | None:
 
 
 def _parse(source: str | bytes, filename: str) -> ast.Module:
-    with warnings.catch_warnings():
+    with _WARNINGS_LOCK, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     assert isinstance(tree, ast.Module)  # noqa: S101 - compile(..., "exec") returns a Module

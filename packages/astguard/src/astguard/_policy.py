@@ -18,6 +18,7 @@ __all__ = [
     "ALLOWED_DUNDER_NAMES",
     "DEFAULT_ALLOWED_MODULES",
     "DEFAULT_DENIED_MODULES",
+    "DEFINABLE_DUNDERS",
     "DENIED_BUILTINS",
     "DENIED_MODULE_ATTRIBUTES",
     "DYNAMIC_DENIED_ATTRIBUTES",
@@ -229,6 +230,7 @@ _KNOWN_SUBMODULES = frozenset(
 DENIED_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
         "contextlib.chdir",  # changes the process working directory
+        "zoneinfo.reset_tzpath",  # points zone look-ups at arbitrary directories
         "io.FileIO",  # raw file access that bypasses the guarded open()
         "io.open_code",  # opens files for execution, bypassing the guarded open()
         "logging.currentframe",  # returns a frame object
@@ -547,6 +549,37 @@ DYNAMIC_DENIED_ATTRIBUTES: frozenset[str] = frozenset(
 )
 """Names refused when computed at run time (``getattr(obj, name)`` in a guarded builtin):
 statically these are allowed only in checkable forms (a literal template, literal names)."""
+
+DEFINABLE_DUNDERS: frozenset[str] = frozenset(
+    {
+        "__class_getitem__",
+        "__del__",
+        "__delattr__",
+        "__delete__",
+        "__dir__",
+        "__fspath__",
+        "__get__",
+        "__getattr__",
+        "__getattribute__",
+        "__getnewargs__",
+        "__getnewargs_ex__",
+        "__getstate__",
+        "__instancecheck__",
+        "__reduce__",
+        "__reduce_ex__",
+        "__replace__",
+        "__set__",
+        "__setattr__",
+        "__setstate__",
+        "__sizeof__",
+        "__subclasscheck__",
+        "__subclasshook__",
+    }
+)
+"""Protocol hooks a class (or module, for ``__getattr__``/``__dir__``) may *define* although
+code may not read them as attributes. Defining any other dunder outside
+``ALLOWED_DUNDER_ATTRIBUTES`` is refused (AG301): ``def __annotations__`` would feed strings to
+``typing.get_type_hints`` through ``functools.singledispatch``."""
 
 WRITE_DENIED_ATTRIBUTES: frozenset[str] = frozenset({"__class__", "__match_args__"})
 """Allowed dunders that may be read but not assigned or deleted."""

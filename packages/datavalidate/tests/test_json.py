@@ -451,3 +451,24 @@ def test_schema_objects_marshal_cannot_key_still_work() -> None:
     assert validate_json(3, Schema(type="integer")).valid
     with pytest.raises(SchemaError, match="not JSON data"):
         validate_json(1, {"const": {1, 2}})
+
+
+@pytest.mark.parametrize("fmt", ["iri", "iri-reference", "uri", "uri-reference"])
+def test_uri_formats_are_linear_time(fmt: str) -> None:
+    """jsonschema's own iri checker (an Earley parser) needs ~20 s for this 20 KB string."""
+    hostile = "http://" + "a." * 10_000 + " "
+    results: list[bool] = []
+    worker = threading.Thread(
+        target=lambda: results.append(validate_json(hostile, {"format": fmt}).valid), daemon=True
+    )
+    worker.start()
+    worker.join(60)
+    assert results == [False]
+    assert validate_json("http://example.com/a?b#c", {"format": fmt}).valid
+    assert validate_json("http://[::1]:8080/", {"format": fmt}).valid
+    assert not validate_json("http://a b", {"format": fmt}).valid
+
+
+def test_iri_allows_unicode_uri_does_not() -> None:
+    assert validate_json("http://例え.jp/パス", {"format": "iri"}).valid
+    assert not validate_json("http://例え.jp/パス", {"format": "uri"}).valid

@@ -21,6 +21,7 @@ import referencing.jsonschema
 from jsonschema import validators as _validators
 
 from datavalidate import _keywords
+from datavalidate._formats import uri_checkers
 from datavalidate._regex import compile_pattern
 from datavalidate.exceptions import (
     SchemaError,
@@ -104,9 +105,13 @@ def _format_checker(draft: str) -> jsonschema.FormatChecker:
     checker = jsonschema.FormatChecker(formats=())
     checker.checkers = dict(base.checkers)
     checker.checkers["regex"] = (_keywords.regex_format, (UnsupportedPatternError,))
+    for name, check in _URI_CHECKERS.items():
+        if name in checker.checkers:  # linear-time replacements (see _formats)
+            checker.checkers[name] = (check, ())
     return checker
 
 
+_URI_CHECKERS = uri_checkers()
 _FORMAT_CHECKERS = {name: _format_checker(name) for name in DRAFTS}
 
 

@@ -296,3 +296,21 @@ def test_kernel_verification_demotes_a_layer_that_cannot_apply(
     assert problem is not None
     assert problem[0] == "landlock"
     assert "landlock_create_ruleset" in problem[1]
+
+
+def test_arun_cancel_while_queued_returns_promptly(sandbox: Sandbox) -> None:
+    async def main() -> float:
+        first = asyncio.ensure_future(sandbox.arun("import time\ntime.sleep(6)", timeout=10))
+        await asyncio.sleep(0.3)
+        queued = asyncio.ensure_future(sandbox.arun("print('never')"))
+        await asyncio.sleep(0.2)
+        started = time.monotonic()
+        queued.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await queued
+        elapsed = time.monotonic() - started
+        result = await first
+        assert result.status is RunStatus.OK
+        return elapsed
+
+    assert asyncio.run(main()) < 3.0  # not queued behind the 6 s run

@@ -190,6 +190,11 @@ class Supervisor:
         self._reaped = False
         self._cancelled = False
 
+    @property
+    def started(self) -> bool:
+        """Whether the child process has been created."""
+        return self._pid is not None
+
     # -- control from other threads -----------------------------------------------------------
     def kill(self, reason: str) -> None:
         """Stop the run now: kill the process group and sweep. Safe from any thread.

@@ -441,8 +441,10 @@ class Sandbox:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
             prepared.supervisor.kill("cancelled")
-            with contextlib.suppress(BaseException):
-                await asyncio.shield(future)
+            if prepared.supervisor.started:
+                # Killed above; wait (briefly) until the supervising thread has reaped it.
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(future)
             raise
 
     # -- internals --

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
 
@@ -50,6 +53,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.workspace,
         settings.snapshots,
     )
+
+    def terminate(signum: int, frame: FrameType | None) -> None:
+        # SIGTERM (docker stop, a supervisor) or SIGINT: kill every run in progress with its
+        # process tree, then leave at once. A graceful loop shutdown would wait forever for the
+        # thread blocked reading stdin; an interrupted snapshot restore is completed from its
+        # journal when the store is next opened.
+        log.warning("signal %d: stopping the runs in progress and exiting", signum)
+        state.close()
+        logging.shutdown()
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
     try:
         with contextlib.suppress(KeyboardInterrupt):
             if settings.transport == "streamable-http":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -32,8 +33,11 @@ class ServerState:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.policy = astguard.Policy().with_modules(*settings.extra_modules)
+        # The per-call time-out is passed to each run; the sandbox's own ceiling is the maximum,
+        # and the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
         self.limits = Limits(
-            timeout_s=settings.default_timeout_s,
+            timeout_s=settings.max_timeout_s,
+            cpu_time_s=math.ceil(settings.max_timeout_s),
             memory_bytes=settings.memory_bytes,
             output_bytes=settings.output_bytes,
             workspace_bytes=settings.workspace_bytes,

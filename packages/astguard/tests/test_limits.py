@@ -83,8 +83,9 @@ def test_bytes_source_with_utf8_coding_cookie() -> None:
         b"# -*- coding: utf_7 -*-\n# +AAo-import os\n",
         "#!/usr/bin/env python\n# vim: set fileencoding=latin-1 :\nx = 1\n",
         "# coding=nosuchcodec\nx = 1\n",
+        "#\x1c\n# coding: utf-7\n# +AAo-import os\n",
     ],
-    ids=["utf7-str", "utf7-bytes", "latin1-line2", "unknown"],
+    ids=["utf7-str", "utf7-bytes", "latin1-line2", "unknown", "odd-separator"],
 )
 def test_non_utf8_coding_declaration_refused(source: str | bytes) -> None:
     result = check(source)

@@ -36,7 +36,6 @@ def test_default_policy_is_frozen_and_safe() -> None:
         "threading",
         "multiprocessing",
         "timeit",
-        "traceback",
         "code",
         "shutil",
         "tempfile",

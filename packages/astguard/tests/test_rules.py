@@ -124,6 +124,10 @@ REFUSED = [
     ("AG304", "import io\nio.FileIO('x')"),
     ("AG304", "import contextlib\ncontextlib.chdir('/')"),
     ("AG304", "import zoneinfo\nzoneinfo.reset_tzpath(['/etc'])"),
+    ("AG304", "import traceback\nfor f, n in traceback.walk_stack(None):\n    pass"),
+    ("AG304", "import traceback\ntraceback.print_stack()"),
+    ("AG304", "import traceback\ntraceback.sys.modules"),
+    ("AG103", "from traceback import walk_stack"),
     ("AG304", "import uuid\nuuid.uuid1()"),
     ("AG304", "import logging\nlogging.config.dictConfig({})"),
     ("AG304", "import urllib.parse\nurllib.request.urlopen('http://x')"),
@@ -302,6 +306,8 @@ ACCEPTED = [
     "while (line := f.readline()):\n    pass",
     "assert x, 'message'\nraise ValueError('x') from None",
     "import re\nm = re.match('a', 's')\nprint(m.string, m.group(0))",
+    "import traceback\ntry:\n    run()\nexcept Exception:\n    traceback.print_exc()\n"
+    "    text = traceback.format_exc()",
     "class E(Exception):\n    def __init__(self, msg):\n        super().__init__(msg)",
     "import enum\nclass C(enum.Enum):\n    A = 1\nprint(C.__members__)",
     "x = obj.system\ny = obj.popen",
@@ -437,6 +443,16 @@ def test_every_node_type_of_this_python_is_reviewed_or_refused() -> None:
         }
     }
     assert concrete - reviewed - refused == set()
+
+
+def test_refused_import_message_suggests_an_alternative() -> None:
+    message = check("import os").violations[0].message
+    assert message.startswith("import of 'os' is refused")
+    assert "pathlib" in message
+    assert "SystemExit" in check("import sys").violations[0].message
+    assert check("import xml").violations[0].message == (
+        "import of 'xml' is refused: it is not on the allowed module list"
+    )
 
 
 def test_violations_in_source_order_with_locations() -> None:

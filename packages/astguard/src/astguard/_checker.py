@@ -208,6 +208,25 @@ _SAFE_BASES = frozenset(
     }
 )
 _WRAPPER_HELPERS = {"update_wrapper": 2, "wraps": 1}
+# What to use instead of modules that ordinary scripts reach for.
+_IMPORT_HINTS = {
+    "os": "use pathlib.Path for files and directories (Path.mkdir, Path.iterdir, Path.unlink)",
+    "os.path": "use pathlib.Path (Path.exists, Path.name, Path / 'child')",
+    "sys": "print() writes to stdout, print(..., file=...) to a file; end with raise SystemExit(n)",
+    "shutil": "use pathlib.Path (read_bytes/write_bytes to copy, unlink, rmdir)",
+    "subprocess": "starting processes is not possible in the sandbox",
+    "socket": "network access is not possible in the sandbox",
+    "tempfile": "write scratch files into the workspace with pathlib",
+    "requests": "network access is not possible in the sandbox",
+    "urllib": "only urllib.parse is available; network access is not possible",
+    "urllib.request": "network access is not possible in the sandbox",
+    "threading": "use asyncio for concurrency",
+    "multiprocessing": "starting processes is not possible in the sandbox",
+    "concurrent": "use asyncio for concurrency",
+    "concurrent.futures": "use asyncio for concurrency",
+    "pickle": "use json to store data",
+    "importlib": "import allowed modules with import statements",
+}
 # Per node class, the fields that may hold child nodes (ctx is checked by the parser itself).
 _CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 
@@ -885,6 +904,12 @@ class _Checker:
 
     # ----------------------------------------------------------------- imports
 
+    @staticmethod
+    def _import_refused(name: str) -> str:
+        hint = _IMPORT_HINTS.get(name) or _IMPORT_HINTS.get(name.split(".", 1)[0])
+        message = f"import of {name!r} is refused: it is not on the allowed module list"
+        return f"{message}; {hint}" if hint else message
+
     def _import(self, node: ast.Import, depth: int) -> None:
         if self.in_class_body:
             self._class_body_import(node)
@@ -895,7 +920,7 @@ class _Checker:
                 self.report(
                     alias if hasattr(alias, "lineno") else node,
                     "AG101",
-                    f"import of {name!r} is refused: it is not on the allowed module list",
+                    self._import_refused(name),
                 )
             self._binding(alias.asname, node, track=False)
             self._import_shadow(alias.asname or name.split(".", 1)[0], node)
@@ -934,11 +959,7 @@ class _Checker:
             known = is_known_module(dotted, policy)
             if not module_ok:
                 if not (known and is_module_allowed(dotted, policy)):
-                    self.report(
-                        where,
-                        "AG101",
-                        f"import from {module!r} is refused: it is not on the allowed module list",
-                    )
+                    self.report(where, "AG101", self._import_refused(module))
             elif module == "__future__":
                 if name not in FUTURE_FEATURES:
                     self.report(
@@ -1306,6 +1327,7 @@ def _char_col(lines: list[str], line: int, byte_col: int) -> int:
 _WARNINGS_LOCK = threading.Lock()
 
 _CODING_RE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+_LINE_END_RE = re.compile(r"\r\n|\r|\n")
 _BLANK_OR_COMMENT_RE = re.compile(r"^[ \t\f]*(?:[#\r\n]|$)")
 _UTF8_CODECS = frozenset({"utf-8", "utf-8-sig"})
 
@@ -1317,7 +1339,9 @@ def _coding_problem(source: str | bytes) -> str | None:
     """
     head = source[:1024]
     text = head.decode("latin-1") if isinstance(head, bytes) else head
-    lines = text.splitlines()[:2]
+    # Only \r\n, \r and \n end lines for the tokenizer (str.splitlines also splits on \x0c,
+    # \x1c, \u2028, ... and would misplace line 2).
+    lines = _LINE_END_RE.split(text, maxsplit=2)[:2]
     for index, line in enumerate(lines):
         match = _CODING_RE.match(line)
         if match:

@@ -84,6 +84,7 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
         "struct",  # binary packing
         "textwrap",  # text wrapping
         "time",  # time, perf_counter, sleep
+        "traceback",  # print_exc / format_exc in error handlers (stack walkers refused)
         "typing",  # annotations (get_type_hints and ForwardRef refused, AG206)
         "unicodedata",  # Unicode database
         "urllib.parse",  # URL parsing only; urllib.request is not allowed
@@ -97,7 +98,7 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
 
 Everything else is refused; notably os, sys, subprocess, socket, shutil, tempfile, importlib,
 builtins, types, inspect, gc, ctypes, pickle/marshal/shelve/copyreg, threading,
-multiprocessing, concurrent, signal, code/codeop, timeit, profile/cProfile, pdb, traceback,
+multiprocessing, concurrent, signal, code/codeop, timeit, profile/cProfile, pdb,
 sqlite3, tarfile/zipfile, urllib.request, platform and sysconfig.
 """
 
@@ -239,6 +240,13 @@ DENIED_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
         "typing.ForwardRef",  # evaluates its string
         "typing.get_type_hints",  # evaluates string annotations
         "typing.evaluate_forward_ref",
+        "traceback.walk_stack",  # yields the runner's frames
+        "traceback.walk_tb",  # yields frames
+        "traceback.extract_stack",  # describes the runner's frames
+        "traceback.format_stack",
+        "traceback.print_stack",
+        "traceback.clear_frames",
+        "traceback.StackSummary",  # StackSummary.extract walks frames
         "uuid.getnode",  # may run ifconfig/ip as a helper process
         "uuid.uuid1",  # calls getnode()
     }

@@ -263,9 +263,10 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON)
 def redteam(session: nox.Session) -> None:
-    """The red-team corpus through ``Sandbox.run``: all layers as root, all layers as an
-    unprivileged user, and (reported, not gating) with the kernel layers switched off."""
-    install_local(session, "pysandbox")
+    """The red-team corpus: through ``Sandbox.run`` with all layers, with the kernel layers off
+    (reported, not gating), through the MCP server's ``run_sandbox_code``, and as an
+    unprivileged user."""
+    install_local(session, "mcp-secure-sandbox")
     session.install("uv>=0.5")
     harness = BY_FOLDER["pysandbox"].path / "redteam" / "harness.py"
     corpus = SHARED / "redteam"
@@ -289,6 +290,15 @@ def redteam(session: nox.Session) -> None:
         "--no-kernel-layers",
         "--json-out",
         str(reports / "python-level-only.json"),
+    )
+    session.log("== all layers, every case through the MCP server's run_sandbox_code over stdio")
+    session.run(
+        "python",
+        str(BY_FOLDER["mcp-server"].path / "redteam" / "mcp_harness.py"),
+        "--corpus-dir",
+        str(corpus),
+        "--json-out",
+        str(reports / "mcp-server.json"),
     )
     with unprivileged(session, "pysandbox") as user:
         # The harness and corpus are copied where that user can read them, whatever the

@@ -1,0 +1,185 @@
+"""The red-team corpora through the MCP server: every case sent to ``run_sandbox_code`` over stdio.
+
+Reuses the judging of ``packages/pysandbox/redteam/harness.py`` (fixtures, markers, outer fence,
+table and summary) with the sandbox replaced by a real server process per case, driven by the
+MCP SDK client. On top of the library harness it checks what only the protocol can show: that
+nothing the code prints (``INJECTED``, fake JSON-RPC lines) reaches the client as a protocol
+message, that the server survives every case, and that the server's own read-back tools
+(``read_workspace_file``, ``list_workspace_files``, a snapshot) neither follow planted links nor
+leak a canary.
+
+    python packages/mcp-server/redteam/mcp_harness.py [--corpus-dir DIR] [--json-out FILE]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any
+
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from pysandbox import RunResult, RunStatus
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+HARNESS = ROOT / "packages" / "pysandbox" / "redteam" / "harness.py"
+
+
+def _load_harness() -> Any:
+    spec = importlib.util.spec_from_file_location("pysandbox_redteam_harness", HARNESS)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"mcp_harness: cannot load {HARNESS}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+harness = _load_harness()
+LIMITS = harness.LIMITS
+
+
+def _server_args(workspace: pathlib.Path) -> list[str]:
+    """Server flags matching the library harness's limits."""
+    return [
+        "-m",
+        "mcp_secure_sandbox",
+        "--workspace",
+        str(workspace),
+        "--snapshots",
+        str(workspace.parent / "snapshots"),
+        "--default-timeout",
+        str(LIMITS.timeout_s),
+        "--max-timeout",
+        str(LIMITS.timeout_s),
+        "--memory-limit",
+        str(LIMITS.memory_bytes),
+        "--output-limit",
+        str(LIMITS.output_bytes),
+        "--workspace-quota",
+        str(LIMITS.workspace_bytes),
+        "--workspace-max-files",
+        str(LIMITS.workspace_files),
+        "--log-level",
+        "WARNING",
+    ]
+
+
+class McpSandbox:
+    """A ``pysandbox.Sandbox`` look-alike whose ``run`` goes through a real server over MCP.
+
+    Args:
+        workspace: The case's workspace; the server is started on it.
+        **_: The library harness's Sandbox arguments (limits are passed as server flags).
+    """
+
+    protocol_problems: list[str] = []  # noqa: RUF012 - shared by every instance of one run
+
+    def __init__(self, workspace: pathlib.Path, **_: Any) -> None:
+        self.workspace = workspace
+        self._stack = ExitStack()
+        self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
+        params = StdioServerParameters(command=sys.executable, args=_server_args(workspace))
+        streams = self._stack.enter_context(
+            self._portal.wrap_async_context_manager(stdio_client(params))
+        )
+        session_cm: AbstractContextManager[ClientSession] = self._portal.wrap_async_context_manager(
+            ClientSession(*streams, message_handler=self._on_message)
+        )
+        self.session = self._stack.enter_context(session_cm)
+        self._portal.call(self.session.initialize)
+        # The first run of a server pays its one-time set-up; keep it out of the case's timing.
+        self._call("run_sandbox_code", code="pass")
+
+    async def _on_message(self, message: Any) -> None:
+        text = repr(message)
+        if isinstance(message, Exception):
+            self.protocol_problems.append(
+                f"{self.workspace.parent.name}: bad bytes on stdout: {text[:200]}"
+            )
+        elif "INJECTED" in text:
+            self.protocol_problems.append(
+                f"{self.workspace.parent.name}: INJECTED in a protocol message"
+            )
+
+    def _call(self, tool: str, **arguments: Any) -> Any:
+        return self._portal.call(self.session.call_tool, tool, arguments)
+
+    def run(self, code: str, *, timeout: float | None = None) -> RunResult:
+        """Run ``code`` with ``run_sandbox_code``; rebuild the library's ``RunResult``."""
+        arguments: dict[str, Any] = {"code": code}
+        if timeout is not None:
+            arguments["timeout_sec"] = timeout
+        result = self._call("run_sandbox_code", **arguments)
+        if result.is_error or result.structured_content is None:
+            raise RuntimeError(f"run_sandbox_code failed as a call: {result.content}")
+        data = dict(result.structured_content)
+        data["status"] = RunStatus(data["status"])
+        data["violations"] = tuple(data["violations"])
+        data["layers"] = tuple(data["layers"])
+        return RunResult(**data)
+
+    def capabilities(self) -> Any:
+        """The server's isolation report, read from ``sandbox://status``."""
+        status = json.loads(
+            self._portal.call(self.session.read_resource, "sandbox://status").contents[0].text
+        )
+        layers = status["isolation"]["layers"]
+
+        class _Caps:
+            active_layers = tuple(name for name, info in layers.items() if info["active"])
+
+        return _Caps()
+
+    def read_back(self, token: str) -> list[str]:
+        """The server's own read-back tools on a workspace the code controlled: no leak."""
+        problems = []
+        for tool, args in (
+            ("list_workspace_files", {}),
+            ("create_state_snapshot", {"description": "read-back"}),
+            *(
+                ("read_workspace_file", {"path": n})
+                for n in ("output.txt", "result.txt", "result.json", "report.md", "env.txt")
+            ),
+        ):
+            result = self._call(tool, **args)
+            text = json.dumps(result.model_dump(mode="json"))
+            if token in text or "secret-" in text:
+                problems.append(f"{tool} {args} leaked a canary")
+        return problems
+
+    def close(self) -> None:
+        """Stop the server (closing its stdin) and the client's event loop."""
+        self._stack.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the library harness with every run going through the MCP server."""
+    harness.Sandbox = McpSandbox
+    original_readback: Callable[..., str] = harness.readback_check
+
+    def readback_check(fx: Any, report: Any) -> str:
+        note = original_readback(fx, report)
+        sb = McpSandbox(fx.workspace)
+        try:
+            report.problems.extend(sb.read_back(fx.token))
+        finally:
+            sb.close()
+        return note + "; the server's read-back tools leaked nothing"
+
+    harness.readback_check = readback_check
+    status = harness.main(argv)
+    if McpSandbox.protocol_problems:
+        print("PROTOCOL PROBLEMS:", *McpSandbox.protocol_problems, sep="\n  ")
+        return 1
+    print("protocol: no case put anything on the wire but MCP messages")
+    return int(status)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

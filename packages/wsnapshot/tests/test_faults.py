@@ -117,8 +117,14 @@ def setup_plain(ws: Path, store_dir: Path) -> tuple[SnapshotStore, dict[str, obj
     return store, {"before": {first.id}, "state": tree_state(ws), "a": first.id}
 
 
+@pytest.mark.parametrize("flush", ["fsync-each", "syncfs"])
 @pytest.mark.parametrize("crash", [True, False], ids=["crash", "eio"])
-def test_create_faults(tmp_path: Path, crash: bool) -> None:
+def test_create_faults(
+    tmp_path: Path, crash: bool, flush: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if flush == "syncfs":
+        monkeypatch.setattr(store_mod, "_FSYNC_EACH_MAX", 0)
+
     def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
         before = ctx["before"]
         assert isinstance(before, set)

@@ -83,6 +83,8 @@ DEFAULT_MAX_FILES = 100_000
 DEFAULT_STORE_MAX_BYTES = 10 << 30
 
 _CHUNK = 1024 * 1024
+#: Up to this many new blobs are fsynced one by one; larger batches are flushed with syncfs(2).
+_FSYNC_EACH_MAX = 32
 _MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _JOURNAL = "restore.journal"
@@ -574,7 +576,8 @@ class SnapshotStore:
 
         ``syncfs(2)`` on the store's file system: one flush for a whole batch of blobs, which
         gives the guarantee of an ``fsync`` of each file and directory written (``sync(2)``
-        where ``syncfs`` is missing).
+        where ``syncfs`` is missing). Small batches are fsynced file by file instead, so their
+        cost does not depend on what else is being written to the file system.
         """
         ops = self._ops
         fd = ops.open(self._dir, O_DIRFLAGS)
@@ -635,12 +638,32 @@ class SnapshotStore:
             used = self._usage(exact=True)
             if used + needed > self.store_max_bytes:
                 raise QuotaExceeded(self.store_max_bytes, used, needed)
-        self._flush()  # the content of every staged blob is durable before any rename
+        few = len(new) <= _FSYNC_EACH_MAX
+        if few:
+            for tmp, _size in new.values():
+                self._fsync_path(tmp)
+        else:
+            self._flush()  # the content of every staged blob is durable before any rename
+        self._mark_gc()  # from here until the manifest is written, orphan blobs may exist
         new_sub = False
         for sha, (tmp, size) in sorted(new.items()):
             new_sub |= self._commit_blob(tmp, sha)
             out[sha] = size
-        self._flush()  # the renames (and new blobs/<2 hex> directories) are durable
+        if few:
+            for sub in sorted({sha[:2] for sha in new}):
+                self._fsync_dir(os.path.join(self._blobdir, sub))
+            if new_sub:
+                self._fsync_dir(self._blobdir)
+        else:
+            self._flush()  # the renames (and new blobs/<2 hex> directories) are durable
+
+    def _fsync_path(self, path: str) -> None:
+        ops = self._ops
+        fd = ops.open(path, os.O_RDONLY | _O_NOFOLLOW)
+        try:
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
 
     def _commit_blob(self, tmp: str, sha: str) -> bool:
         if self._subdirs is None:
@@ -794,8 +817,6 @@ class SnapshotStore:
             staged: dict[str, tuple[str, int]] = {}
             new_shas: dict[str, int] = {}
             m_id = str(uuid.uuid4())
-            if todo:
-                self._mark_gc()
             try:
                 budget = self.max_bytes - sum(r.size for r in records.values())
                 results = self._ingest_all(root_fd, todo, budget, staged)
@@ -835,7 +856,7 @@ class SnapshotStore:
                         self._unlink(tmp)
                 self._rollback(m_id, new_shas)
                 raise
-            if todo:
+            if new_shas:
                 self._unlink(os.path.join(self._dir, _GC_MARK))
         finally:
             self._ops.close(root_fd)
@@ -1521,8 +1542,6 @@ class SnapshotStore:
             if os.path.lexists(self._manifest_path(sid)):
                 raise SnapshotExists(sid)
             new = {sha: data for sha, data in contents.items() if not self._blob_exists(sha)}
-            if new:
-                self._mark_gc()
             staged: dict[str, tuple[str, int]] = {}
             committed: dict[str, int] = {}
             try:
@@ -1537,7 +1556,7 @@ class SnapshotStore:
                         self._unlink(tmp)
                 self._rollback(sid, committed)
                 raise
-            if new:
+            if committed:
                 self._unlink(os.path.join(self._dir, _GC_MARK))
             self._usage_cache = None
         return m.info()

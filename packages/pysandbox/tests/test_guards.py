@@ -353,3 +353,26 @@ def test_dir_fd_relative_calls_refused(python_only: Sandbox) -> None:
         "remove_dirfd SandboxDenied",
         "mkdir_plain ok",
     ], result.stderr
+
+
+def test_attribute_guard_mirrors_astguard_lists(python_only: Sandbox) -> None:
+    code = ATTEMPT + (
+        "import io, logging, asyncio, operator\n"
+        "loop = asyncio.new_event_loop()\n"
+        "attempt('io_fileio', lambda: getattr(io, 'File' + 'IO'))\n"
+        "attempt('logging_frame', lambda: getattr(logging, 'current' + 'frame'))\n"
+        "attempt('loop_shell', lambda: getattr(loop, 'subprocess_' + 'shell'))\n"
+        "attempt('attrgetter', lambda: getattr(operator, 'attr' + 'getter'))\n"
+        "attempt('tb_lineno', lambda: getattr(1, 'tb_' + 'lineno'))\n"
+        "attempt('plain', lambda: getattr(io, 'String' + 'IO'))\n"
+        "loop.close()\n"
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.stdout.splitlines() == [
+        "io_fileio AttributeError",
+        "logging_frame AttributeError",
+        "loop_shell AttributeError",
+        "attrgetter AttributeError",
+        "tb_lineno AttributeError",
+        "plain ok",
+    ], result.stderr

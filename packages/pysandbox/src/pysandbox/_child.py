@@ -605,6 +605,10 @@ def make_attr_guards(
     allowed_dunders: frozenset[str],
     allowed: frozenset[str],
     denied: frozenset[str],
+    *,
+    forbidden: frozenset[str] = frozenset(),
+    module_forbidden: frozenset[str] = frozenset(),
+    module_pairs: frozenset[str] = frozenset(),
 ) -> tuple[Callable[..., Any], Callable[..., None], Callable[..., None], Callable[..., bool]]:
     """Guarded ``getattr``/``setattr``/``delattr``/``hasattr`` for the user's builtins.
 
@@ -622,9 +626,16 @@ def make_attr_guards(
             raise TypeError(f"sandbox: attribute names must be exact str, not {type(name)}")
         if name.startswith("__") and name.endswith("__") and name not in allowed_dunders:
             return True
-        if name in _INTROSPECTION:
+        if name in _INTROSPECTION or name in forbidden:
             return True
-        return isinstance(obj, module_type) and name.startswith("_")
+        if isinstance(obj, module_type):
+            module_name = real_getattr(obj, "__name__", "")
+            return (
+                name.startswith("_")
+                or name in module_forbidden
+                or f"{module_name}.{name}" in module_pairs
+            )
+        return False
 
     def check_value(name: str, value: Any) -> Any:
         if isinstance(value, module_type) and not module_allowed(
@@ -767,7 +778,12 @@ def install_python_guards(
     # (3.10's pathlib accessor) do not turn the guard into a bound method.
     guarded_open = staticmethod(make_open(io.open, realpath, workspace, read_roots))
     g_get, g_set, g_del, g_has = make_attr_guards(
-        frozenset(cfg["allowed_dunders"]), allowed, denied
+        frozenset(cfg["allowed_dunders"]),
+        allowed,
+        denied,
+        forbidden=_INTROSPECTION | frozenset(cfg.get("forbidden_attributes", ())),
+        module_forbidden=frozenset(cfg.get("module_forbidden", ())),
+        module_pairs=frozenset(cfg.get("denied_module_attributes", ())),
     )
     user_builtins = dict(builtins.__dict__)
     for name in _REMOVED_BUILTINS:

@@ -70,11 +70,18 @@ class ModuleRules:
         allowed: Module names (and packages) user code may import.
         denied: Names refused even below an allowed package (the longest prefix decides).
         allowed_dunders: Dunder attribute names the run-time attribute guard lets through.
+        forbidden_attributes: Names refused on any object (frame, code, generator and
+            traceback internals, process/network factories, string-driven reflection helpers).
+        module_forbidden: Names refused on modules (process APIs).
+        denied_module_attributes: ``module.attribute`` pairs refused.
     """
 
     allowed: frozenset[str]
     denied: frozenset[str]
     allowed_dunders: frozenset[str]
+    forbidden_attributes: frozenset[str] = frozenset()
+    module_forbidden: frozenset[str] = frozenset()
+    denied_module_attributes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -130,6 +137,13 @@ def module_rules(policy: astguard.Policy) -> ModuleRules:
         allowed=frozenset(policy.allowed_modules),
         denied=frozenset(policy.denied_modules),
         allowed_dunders=frozenset(policy.allowed_dunder_attributes) | DEFAULT_ALLOWED_DUNDERS,
+        forbidden_attributes=(
+            astguard.FORBIDDEN_ATTRIBUTES
+            | astguard.SPAWN_ATTRIBUTES
+            | astguard.DYNAMIC_DENIED_ATTRIBUTES
+        ),
+        module_forbidden=astguard.SPAWN_MODULE_ATTRIBUTES,
+        denied_module_attributes=frozenset(policy.denied_module_attributes),
     )
 
 

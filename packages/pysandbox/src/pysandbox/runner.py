@@ -550,6 +550,9 @@ class Sandbox:
             "allowed_modules": sorted(self._rules.allowed),
             "denied_modules": sorted(self._rules.denied),
             "allowed_dunders": sorted(self._rules.allowed_dunders),
+            "forbidden_attributes": sorted(self._rules.forbidden_attributes),
+            "module_forbidden": sorted(self._rules.module_forbidden),
+            "denied_module_attributes": sorted(self._rules.denied_module_attributes),
             "python_guards": True,
             "code": code,
         }

@@ -169,6 +169,9 @@ def test_policy_to_dict_is_json() -> None:
         ("co_code", True),
         ("cr_frame", True),
         ("create_subprocess_shell", True),
+        ("os", True),
+        ("sys", True),
+        ("_flavour", True),
         ("_items", False),
         ("name", False),
         ("__\uff47lobals__", True),
@@ -238,6 +241,7 @@ def test_exported_sets_are_frozensets() -> None:
         "DYNAMIC_DENIED_ATTRIBUTES",
         "FUTURE_FEATURES",
         "WRITE_DENIED_ATTRIBUTES",
+        "MODULE_NAME_ATTRIBUTES",
     ):
         assert isinstance(getattr(astguard, name), frozenset), name
     assert {

@@ -18,6 +18,7 @@ from astguard._policy import (
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_NAMES,
     FUTURE_FEATURES,
+    MODULE_NAME_ATTRIBUTES,
     REFLECTION_BUILTINS,
     SAME_NAME_NON_MODULES,
     SPAWN_ATTRIBUTES,
@@ -525,6 +526,13 @@ class _Checker:
                 node,
                 "AG206",
                 f"{name!r} evaluates strings as code and is refused",
+            )
+        elif name in MODULE_NAME_ATTRIBUTES:
+            self.report(
+                node,
+                "AG304",
+                f"an attribute named like the module {name!r} is refused on every object (a "
+                "library object can hold that module); rename the attribute if it is yours",
             )
 
     def _attribute_node(self, node: ast.Attribute, depth: int) -> None:

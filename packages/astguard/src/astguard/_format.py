@@ -5,7 +5,14 @@ from __future__ import annotations
 import string
 from collections.abc import Iterator
 
-from astguard._policy import FORBIDDEN_ATTRIBUTES, SPAWN_ATTRIBUTES, Policy, _normalize, is_dunder
+from astguard._policy import (
+    FORBIDDEN_ATTRIBUTES,
+    MODULE_NAME_ATTRIBUTES,
+    SPAWN_ATTRIBUTES,
+    Policy,
+    _normalize,
+    is_dunder,
+)
 
 __all__ = ["template_problems"]
 
@@ -46,7 +53,12 @@ def _split_field(field: str) -> Iterator[tuple[bool, str]]:
 def _attribute_refused(name: str) -> bool:
     # Stricter than attribute syntax: a template may read no dunder at all (`{0.__class__}`).
     name = _normalize(name)
-    return name.startswith("_") or name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES
+    return (
+        name.startswith("_")
+        or name in FORBIDDEN_ATTRIBUTES
+        or name in SPAWN_ATTRIBUTES
+        or name in MODULE_NAME_ATTRIBUTES
+    )
 
 
 def _key_refused(key: str) -> bool:

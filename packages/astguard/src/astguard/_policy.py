@@ -25,6 +25,7 @@ __all__ = [
     "FORBIDDEN_ATTRIBUTES",
     "FORBIDDEN_NAMES",
     "FUTURE_FEATURES",
+    "MODULE_NAME_ATTRIBUTES",
     "REFLECTION_BUILTINS",
     "SAME_NAME_NON_MODULES",
     "SPAWN_ATTRIBUTES",
@@ -488,6 +489,10 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         "get_stack",
         "func_globals",
         "func_code",
+        # private attributes of library objects that hold modules or the unpatched open()
+        "_flavour",
+        "_accessor",
+        "_builtin_open",
         # private evaluators reachable from public objects (typing.get_args(...)[0]._evaluate)
         "_evaluate",
         "_eval_type",
@@ -607,6 +612,35 @@ FUTURE_FEATURES: frozenset[str] = frozenset(
 )
 """``from __future__ import`` features accepted (``barry_as_FLUFL`` changes the grammar and is
 refused)."""
+
+MODULE_NAME_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        "_thread",
+        "builtins",
+        "ctypes",
+        "gc",
+        "genericpath",
+        "importlib",
+        "marshal",
+        "multiprocessing",
+        "nt",
+        "ntpath",
+        "os",
+        "pickle",
+        "posix",
+        "posixpath",
+        "pty",
+        "runpy",
+        "shutil",
+        "socket",
+        "subprocess",
+        "sys",
+        "sysconfig",
+    }
+)
+"""Attribute names refused on *every* object (AG304): library objects can hold these modules
+(on 3.12 ``pathlib.Path('.')._flavour`` is ``posixpath``, whose ``os`` is the os module).
+A user attribute with one of these names has to be renamed."""
 
 SPAWN_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
@@ -947,7 +981,7 @@ def is_forbidden_attribute(
         if write and name in WRITE_DENIED_ATTRIBUTES:
             return True
         return name not in policy.allowed_dunder_attributes
-    if name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES:
+    if name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES or name in MODULE_NAME_ATTRIBUTES:
         return True
     if dynamic and name in DYNAMIC_DENIED_ATTRIBUTES:
         return True

@@ -314,3 +314,24 @@ def test_arun_cancel_while_queued_returns_promptly(sandbox: Sandbox) -> None:
         return elapsed
 
     assert asyncio.run(main()) < 3.0  # not queued behind the 6 s run
+
+
+def test_extra_modules_are_importable_and_nothing_beside_them(workspace: pathlib.Path) -> None:
+    import astguard
+
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    sb = Sandbox(workspace, require=require, extra_modules=["astguard"])
+    result = sb.run("import astguard\nprint(astguard.check('import os').ok)")
+    assert (result.status, result.stdout) == (RunStatus.OK, "False\n"), result.stderr
+    package_dir = pathlib.Path(astguard.__file__).resolve().parent
+    outside = [
+        p
+        for p in (*package_dir.parent.iterdir(), *package_dir.parent.parent.iterdir())
+        if p.is_file()
+    ]
+    for path in outside[:3]:
+        result = sb.run(f"print(open({str(path)!r}).read()[:10])")
+        assert result.status is RunStatus.ERROR, path
+        assert "PermissionError" in result.stderr
+    plain = Sandbox(workspace, require=require)
+    assert plain.run("import astguard").status is RunStatus.REJECTED

@@ -423,6 +423,7 @@ def make_audit_hook(
     read_roots: tuple[str, ...],
     realpath: Callable[[str], str],
     own_pid: int,
+    list_roots: tuple[str, ...] = (),
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -441,6 +442,7 @@ def make_audit_hook(
         _dirfd: MappingProxyType[str, tuple[int, ...]] = _DIR_FD_ARGS,
         _ws: tuple[str, ...] = (workspace,),
         _ro: tuple[str, ...] = read_roots,
+        _lists: tuple[str, ...] = list_roots,
         _realpath: Callable[[str], str] = realpath,
         _within: Callable[[str, tuple[str, ...]], bool] = _within,
         _denied: type[SandboxDenied] = SandboxDenied,
@@ -486,7 +488,7 @@ def make_audit_hook(
             if path is None or _isinstance(path, _int):
                 return
             resolved = _realpath(_fsdecode(path))
-            if _within(resolved, _ws) or _within(resolved, _ro):
+            if _within(resolved, _ws) or _within(resolved, _ro) or resolved in _lists:
                 return
             raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
         for path in paths:
@@ -800,7 +802,8 @@ def install_python_guards(
     )
     builtins.open = guarded_open
     io.open = guarded_open
-    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid()))
+    list_roots = tuple(cfg.get("list_roots", ()))
+    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid(), list_roots))
     return user_builtins
 
 

@@ -186,7 +186,9 @@ class LandlockPlan:
         }
 
 
-def plan(abi: int, *, workspace: str, read_only: tuple[str, ...]) -> LandlockPlan:
+def plan(
+    abi: int, *, workspace: str, read_only: tuple[str, ...], list_only: tuple[str, ...] = ()
+) -> LandlockPlan:
     """Compute the ruleset for one sandbox.
 
     Args:
@@ -194,6 +196,8 @@ def plan(abi: int, *, workspace: str, read_only: tuple[str, ...]) -> LandlockPla
         workspace: Real path of the workspace (read-write without FIFO/socket/device creation).
         read_only: Real paths granted read-only (interpreter, standard library, extra paths);
             paths that do not exist are skipped.
+        list_only: Directories whose entries may be listed but whose files may not be read
+            (``sys.path`` entries holding an extra module: the import system lists them).
 
     Returns:
         The plan, with rights masked to ``abi``.
@@ -208,6 +212,11 @@ def plan(abi: int, *, workspace: str, read_only: tuple[str, ...]) -> LandlockPla
             continue
         seen.add(real)
         rules.append((real, READ_ONLY & handled))
+    for path in list_only:
+        real = os.path.realpath(path)
+        if real not in seen and Path(real).is_dir():
+            seen.add(real)
+            rules.append((real, READ_DIR & handled))
     rules.append(("/dev/null", (READ_FILE | WRITE_FILE) & handled))
     rules.append((workspace, READ_WRITE & handled))
     return LandlockPlan(

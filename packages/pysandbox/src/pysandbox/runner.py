@@ -365,6 +365,7 @@ class Sandbox:
                 probe_kernel().landlock_abi,
                 workspace=self._workspace,
                 read_only=self._read_roots,
+                list_only=self._sys_path,
             )
         return self._landlock_plan
 
@@ -542,6 +543,7 @@ class Sandbox:
         return {
             "workspace": self._workspace,
             "read_roots": list(self._read_roots),
+            "list_roots": list(self._sys_path),
             "sys_path": list(self._sys_path),
             "rlimits": rlimits,
             "landlock": landlock,

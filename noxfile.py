@@ -178,7 +178,7 @@ def build(session: nox.Session) -> None:
     shutil.rmtree(DIST_DIR, ignore_errors=True)
     for pkg in PACKAGES.values():
         session.run("uv", "build", "--sdist", "--wheel", "-o", str(DIST_DIR), str(pkg.path))
-    artifacts = sorted(DIST_DIR.iterdir())
+    artifacts = sorted([*DIST_DIR.glob("*.whl"), *DIST_DIR.glob("*.tar.gz")])
     session.run("twine", "check", "--strict", *map(str, artifacts))
     expected = 2 * len(PACKAGES)
     if len(artifacts) != expected:
@@ -201,7 +201,7 @@ def build(session: nox.Session) -> None:
             session.run("uv", "pip", "install", "--quiet", "-p", python, *local, external=True)
             check = (
                 "import importlib.resources as r, sys; "
-                f"import {pkg.import_name} as m; "
+                f"import {pkg.import_name} as m; [getattr(m, n) for n in m.__all__]; "
                 f"assert r.files('{pkg.import_name}').joinpath('py.typed').is_file(); "
                 "print(m.__name__, m.__version__, 'imports with py.typed')"
             )

@@ -6,6 +6,7 @@ import os
 import pathlib
 import threading
 import time
+from typing import Any
 
 import psutil
 import pytest
@@ -189,3 +190,20 @@ def test_limits_object_is_used(workspace: pathlib.Path) -> None:
     sb = Sandbox(workspace, require=(), limits=Limits(timeout_s=2.5))
     assert sb.limits.timeout_s == 2.5
     assert sb.workspace == str(workspace)
+
+
+def test_child_reaped_elsewhere_is_reported_not_invented(
+    python_only: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_wait4 = os.wait4
+
+    def foreign_reaper(pid: int, options: int) -> tuple[int, int, Any]:
+        real_wait4(pid, options)  # as a waitpid(-1) SIGCHLD handler elsewhere would
+        raise ChildProcessError(10, "No child processes")
+
+    monkeypatch.setattr(os, "wait4", foreign_reaper)
+    result = python_only.run("print(1)")
+    monkeypatch.undo()
+    assert result.status is RunStatus.KILLED
+    assert "reaped" in result.detail
+    assert no_children_left()

@@ -371,7 +371,14 @@ class Supervisor:
         if self._reason is not None or self._always_sweep:
             swept = sweep_processes(pid, self._marker)
         with self._lock:
-            _, status, usage = os.wait4(pid, 0)
+            try:
+                _, status, usage = os.wait4(pid, 0)
+            except ChildProcessError:
+                # Someone else reaped it (a waitpid(-1) SIGCHLD handler in the host program):
+                # report a kill without accounting rather than inventing an exit status.
+                status, usage = int(signal.SIGKILL), _ZERO_USAGE
+                if self._reason is None:
+                    self._reason = "reaped_elsewhere"
             self._reaped = True
         proc.returncode = _returncode(status)
         if exited_at is not None:
@@ -392,6 +399,15 @@ class Supervisor:
             swept=swept,
             workspace_allowance=(self._ws_bytes, self._ws_files),
         )
+
+
+class _ZeroUsage:
+    ru_utime = 0.0
+    ru_stime = 0.0
+    ru_maxrss = 0
+
+
+_ZERO_USAGE: Any = _ZeroUsage()
 
 
 def _exited(pid: int) -> bool:

@@ -594,6 +594,9 @@ class Sandbox:
             status, detail = RunStatus.TIMEOUT, "wall-clock deadline reached"
         elif o.reason == "cancelled":
             status, detail = RunStatus.KILLED, "run cancelled"
+        elif o.reason == "reaped_elsewhere":
+            status = RunStatus.KILLED
+            detail = "the child was reaped by another part of this process (waitpid(-1))"
         elif sig is not None:
             if sig == signal.SIGXCPU or (
                 sig == signal.SIGKILL and o.cpu_time_s >= lim.cpu_time_s - 0.05

@@ -132,6 +132,10 @@ def test_policy_validation() -> None:
         Policy(allowed_modules="os")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="runtime_attribute_guard"):
         Policy(runtime_attribute_guard=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"allowed_modules holds invalid names: 'os\.\.path'"):
+        Policy(allowed_modules=frozenset({"os..path"}))
+    with pytest.raises(ValueError, match="denied_builtins holds invalid names: 1"):
+        Policy(denied_builtins=frozenset({1}))  # type: ignore[arg-type]
     policy = Policy(allowed_modules=["math"])  # type: ignore[arg-type]
     assert policy.allowed_modules == frozenset({"math"})
 

@@ -127,6 +127,7 @@ REFUSED = [
     ("AG302", "import pathlib\npathlib.Path('.')._flavour.os.system('id')"),
     ("AG304", "flavour = get_flavour()\nflavour.os.system('id')"),
     ("AG304", "x.sys.modules"),
+    ("AG304", "obj._os.system('id')"),
     ("AG304", "match p:\n    case Thing(os=o):\n        pass"),
     ("AG202", "getattr(obj, 'builtins')"),
     ("AG401", "'{0.os}'.format(flavour)"),

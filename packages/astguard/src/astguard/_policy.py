@@ -636,11 +636,20 @@ MODULE_NAME_ATTRIBUTES: frozenset[str] = frozenset(
         "subprocess",
         "sys",
         "sysconfig",
+        "_builtins",
+        "_imp",
+        "_io",
+        "_os",
+        "_posix",
+        "_socket",
+        "_subprocess",
+        "_sys",
     }
 )
 """Attribute names refused on *every* object (AG304): library objects can hold these modules
 (on 3.12 ``pathlib.Path('.')._flavour`` is ``posixpath``, whose ``os`` is the os module).
-A user attribute with one of these names has to be renamed."""
+A user attribute with one of these names has to be renamed. The underscore forms (``_os``,
+``_sys``, ...) are included: library objects keep modules under private names too."""
 
 SPAWN_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
@@ -732,16 +741,21 @@ class Policy:
     )
 
     def __post_init__(self) -> None:
-        for name in ("allowed_modules", "denied_modules", "denied_builtins"):
+        for name in (
+            "allowed_modules",
+            "denied_modules",
+            "denied_builtins",
+            "allowed_dunder_attributes",
+            "denied_module_attributes",
+        ):
             value = getattr(self, name)
             if isinstance(value, str) or not isinstance(value, Iterable):
                 raise TypeError(f"Policy.{name} must be a collection of names, not {value!r}")
-            object.__setattr__(self, name, frozenset(value))
-        for name in ("allowed_dunder_attributes", "denied_module_attributes"):
-            value = getattr(self, name)
-            if isinstance(value, str) or not isinstance(value, Iterable):
-                raise TypeError(f"Policy.{name} must be a collection of names, not {value!r}")
-            object.__setattr__(self, name, frozenset(value))
+            names = frozenset(value)
+            bad = sorted(repr(n) for n in names if not _is_str(n) or not _valid_module_name(n))
+            if bad:
+                raise ValueError(f"Policy.{name} holds invalid names: {', '.join(bad[:5])}")
+            object.__setattr__(self, name, names)
         for name in ("max_source_bytes", "max_nodes", "max_depth"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:

@@ -158,12 +158,14 @@ class Fence:
             parent_procs = group.parent / "cgroup.procs"
             with contextlib.suppress(OSError):
                 parent_procs.write_text(str(os.getpid()))
-            for _ in range(20):
+            for _ in range(100):  # exiting children may still be listed for a moment
                 try:
                     group.rmdir()
                     break
                 except OSError:
                     time.sleep(0.1)
+            else:
+                print(f"harness: could not remove {group}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------------------------

@@ -528,6 +528,12 @@ class SchemaRegistry:
     def get(self, name: str) -> Any:
         """Return a copy of the schema registered under ``name``.
 
+        Args:
+            name: The registered name.
+
+        Returns:
+            A deep copy (changing it does not change the registry).
+
         Raises:
             UnknownSchemaError: Nothing is registered under ``name``; lists the known names.
         """

@@ -1280,8 +1280,9 @@ class SnapshotStore:
                     ops.futimens(fd, t.mtime_ns)
                     changed = True
         # 7. One flush of the workspace's file system makes every change above durable before
-        # the journal goes. Until then a crash is rolled forward, and the roll-forward compares
-        # every file by SHA-256 again, so a file whose data had not reached the disk is rewritten.
+        # the journal goes. Until then a crash is rolled forward; files written here have new
+        # inodes (no stat key any snapshot recorded), so the roll-forward hashes them again and
+        # rewrites any whose data had not reached the disk.
         if changed:
             ops.syncfs(root_fd)
         return removed_files, removed_dirs

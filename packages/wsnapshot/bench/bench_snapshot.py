@@ -83,27 +83,37 @@ def main() -> int:
             f"full create:                      {full_t:8.3f} s  ({size / full_t / 1e6:.0f} MB/s)"
         )
 
-        victim = sorted(ws.rglob("*.bin"))[FILES // 2]
-        victim.write_bytes(b"changed " + victim.read_bytes()[8:])
-        time.sleep(0.2)  # past the racy-timestamp window of the first snapshot's files
-        t0 = time.perf_counter()
-        inc = store.create("incremental")
-        inc_t = time.perf_counter() - t0
-        print(
-            f"incremental create (1 changed):   {inc_t:8.3f} s  "
-            f"(new bytes {inc.new_bytes}, {inc.new_bytes == victim.stat().st_size})"
-        )
+        # Each of the following is run three times (a different file changed each time) and
+        # the best time is kept, like the baselines: the machine may be shared.
+        files = sorted(ws.rglob("*.bin"))
+        inc_times = []
+        for n in range(3):
+            victim = files[FILES // 2 + n]
+            victim.write_bytes(b"changed " + victim.read_bytes()[8:])
+            time.sleep(0.2)  # past the racy-timestamp window of the previous snapshot's files
+            t0 = time.perf_counter()
+            inc = store.create(f"incremental {n}")
+            inc_times.append(time.perf_counter() - t0)
+            assert inc.new_bytes == victim.stat().st_size, inc
+        inc_t = min(inc_times)
+        print(f"incremental create (1 changed):   {inc_t:8.3f} s  (stores only the changed file)")
 
-        victim.write_bytes(b"again " + victim.read_bytes()[6:])
-        t0 = time.perf_counter()
-        report = store.restore(inc.id)
-        rest_t = time.perf_counter() - t0
-        touched = (
-            len(report.deleted)
-            + len(report.rewritten)
-            + len(report.recreated)
-            + len(report.metadata_restored)
-        )
+        rest_times = []
+        touched_counts = []
+        for n in range(3):
+            victim = files[n]
+            victim.write_bytes(b"again " + victim.read_bytes()[6:])
+            t0 = time.perf_counter()
+            report = store.restore(inc.id)
+            rest_times.append(time.perf_counter() - t0)
+            touched_counts.append(
+                len(report.deleted)
+                + len(report.rewritten)
+                + len(report.recreated)
+                + len(report.metadata_restored)
+            )
+        rest_t = min(rest_times)
+        touched = max(touched_counts)
         print(f"restore (1 changed):              {rest_t:8.3f} s  (files touched: {touched})")
 
         shutil.rmtree(ws)

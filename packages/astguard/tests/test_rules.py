@@ -94,6 +94,10 @@ REFUSED = [
     ("AG301", "x.__dict__"),
     ("AG301", "class C:\n    @property\n    def __annotations__(self):\n        return {}"),
     ("AG301", "def __globals__():\n    pass"),
+    ("AG301", "class C:\n    def __reduce__(self):\n        return (f, (), None)"),
+    ("AG301", "class C:\n    def __reduce_ex__(self, p):\n        return (f, ())"),
+    ("AG304", "import copy\ncopy.dispatch_table[C] = reducer"),
+    ("AG103", "from copy import dispatch_table"),
     ("AG301", "class C:\n    def __prepare__(name, bases):\n        return {}"),
     ("AG301", "obj.__class__ = Other"),
     ("AG301", "del obj.__class__"),
@@ -321,7 +325,7 @@ ACCEPTED = [
     "import enum\nclass C(enum.Enum):\n    A = 1\nprint(C.__members__)",
     "x = obj.system\ny = obj.popen",
     "class P:\n    def __getattr__(self, name):\n        return 1\n"
-    "    def __reduce__(self):\n        return (P, ())\n"
+    "    def __getstate__(self):\n        return {}\n"
     "    def __class_getitem__(cls, item):\n        return cls",
     "def __getattr__(name):\n    raise AttributeError(name)",
     "import string\ndef clean(string):\n    return string.strip()",

@@ -232,6 +232,7 @@ _KNOWN_SUBMODULES = frozenset(
 DENIED_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
         "contextlib.chdir",  # changes the process working directory
+        "copy.dispatch_table",  # reducers whose state copy.copy applies with setattr()
         "zoneinfo.reset_tzpath",  # points zone look-ups at arbitrary directories
         "io.FileIO",  # raw file access that bypasses the guarded open()
         "io.open_code",  # opens files for execution, bypassing the guarded open()
@@ -578,8 +579,6 @@ DEFINABLE_DUNDERS: frozenset[str] = frozenset(
         "__getnewargs_ex__",
         "__getstate__",
         "__instancecheck__",
-        "__reduce__",
-        "__reduce_ex__",
         "__replace__",
         "__set__",
         "__setattr__",
@@ -592,7 +591,8 @@ DEFINABLE_DUNDERS: frozenset[str] = frozenset(
 """Protocol hooks a class (or module, for ``__getattr__``/``__dir__``) may *define* although
 code may not read them as attributes. Defining any other dunder outside
 ``ALLOWED_DUNDER_ATTRIBUTES`` is refused (AG301): ``def __annotations__`` would feed strings to
-``typing.get_type_hints`` through ``functools.singledispatch``."""
+``typing.get_type_hints`` through ``functools.singledispatch``, and ``__reduce__`` /
+``__reduce_ex__`` let ``copy.copy`` call ``setattr`` on any object with names from data."""
 
 WRITE_DENIED_ATTRIBUTES: frozenset[str] = frozenset({"__class__", "__match_args__"})
 """Allowed dunders that may be read but not assigned or deleted."""

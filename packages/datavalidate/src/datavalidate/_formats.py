@@ -4,7 +4,7 @@
 that needs about a second per thousand characters: a hostile 20 KB string holds the caller for
 tens of seconds. ``uri`` and ``uri-reference`` use a backtracking regex. Here all four run on
 RE2 instead, with the RFC 3986 grammar regexes of ``rfc3986-validator`` (a dependency of
-``jsonschema[format-nongpl]``) compiled by RE2; the IRI forms add RFC 3987's ``ucschar``
+a format dependency of ``datavalidate``) compiled by RE2; the IRI forms add RFC 3987's ``ucschar``
 ranges to the unreserved characters.
 """
 

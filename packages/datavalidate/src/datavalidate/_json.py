@@ -106,12 +106,21 @@ def _format_checker(draft: str) -> jsonschema.FormatChecker:
     checker.checkers = dict(base.checkers)
     checker.checkers["regex"] = (_keywords.regex_format, (UnsupportedPatternError,))
     for name, check in _URI_CHECKERS.items():
-        if name in checker.checkers:  # linear-time replacements (see _formats)
+        # Linear-time checkers (see _formats) for the formats this draft defines, whether or not
+        # jsonschema's own checker for them is installed.
+        if draft in _URI_FORMAT_DRAFTS[name]:
             checker.checkers[name] = (check, ())
     return checker
 
 
 _URI_CHECKERS = uri_checkers()
+# The drafts whose specification defines each URI format (Validation vocabulary, "format").
+_URI_FORMAT_DRAFTS: dict[str, frozenset[str]] = {
+    "uri": frozenset(DRAFTS),
+    "uri-reference": frozenset(DRAFTS) - {"draft4"},
+    "iri": frozenset(DRAFTS) - {"draft4", "draft6"},
+    "iri-reference": frozenset(DRAFTS) - {"draft4", "draft6"},
+}
 _FORMAT_CHECKERS = {name: _format_checker(name) for name in DRAFTS}
 
 

@@ -6,7 +6,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 from starlette.testclient import TestClient
 
-from mcp_secure_sandbox.http import build_http_app, transport_security
+from mcp_secure_sandbox.http_transport import build_http_app, transport_security
 from mcp_secure_sandbox.settings import Settings
 
 TOKEN = "s3cret-token-0123456789abcdef"

@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with contextlib.suppress(KeyboardInterrupt):
             if settings.transport == "streamable-http":
-                from mcp_secure_sandbox.http import serve_http
+                from mcp_secure_sandbox.http_transport import serve_http
 
                 serve_http(app, settings)
             else:

@@ -35,6 +35,8 @@ def main(path: str) -> int:
     print(f"nox report: {len(sessions)} sessions, tests passed on {sorted(tests_pythons)}")
     for problem in problems:
         print(f"FAIL {problem}")
+    passed = sum(1 for e in sessions if e.get("result") == "success")
+    print(f"sessions: {passed} passed, {len(sessions) - passed} failed")
     return 1 if problems else 0
 
 

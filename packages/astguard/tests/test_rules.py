@@ -194,6 +194,26 @@ REFUSED = [
         "from abc import ABC\nfrom dataclasses import dataclass\n@dataclass\nclass P(ABC):\n"
         "    f_back: int\nmatch frame:\n    case P(fb):\n        pass",
     ),
+    (
+        "AG308",
+        "from collections import namedtuple\nP = namedtuple('P', 'f_back x')\n"
+        "match frame:\n    case P(fb, x):\n        pass",
+    ),
+    (
+        "AG308",
+        "from collections import namedtuple\nP = namedtuple('P', names)\n"
+        "match p:\n    case P(a):\n        pass",
+    ),
+    (
+        "AG308",
+        "from collections import namedtuple\nP = namedtuple('P', 'x')\nP = other\n"
+        "match p:\n    case P(a):\n        pass",
+    ),
+    (
+        "AG308",
+        "def namedtuple(*a):\n    return Evil\nP = namedtuple('P', 'x')\n"
+        "match p:\n    case P(a):\n        pass",
+    ),
     ("AG308", "def f(str):\n    match p:\n        case str(a):\n            pass"),
     (
         "AG308",
@@ -338,6 +358,12 @@ ACCEPTED = [
     "class P:\n    __match_args__ = ('x', 'y')\nclass Q(P):\n    pass\nmatch p:\n"
     "    case Q(a, b):\n        pass",
     "import enum\nclass E(enum.Enum):\n    A = 1\nmatch e:\n    case E(x):\n        pass",
+    "from collections import namedtuple\nPoint = namedtuple('Point', 'x y')\nmatch p:\n"
+    "    case Point(x, y):\n        pass",
+    "import collections\nPoint = collections.namedtuple('Point', ['x', 'y'])\nmatch p:\n"
+    "    case Point(x, 0):\n        pass",
+    "from typing import NamedTuple\nP = NamedTuple('P', [('x', int)])\nmatch p:\n"
+    "    case P(x):\n        pass",
     "from abc import ABC\nfrom typing import Generic, TypeVar\nT = TypeVar('T')\n"
     "class Box(ABC, Generic[T]):\n    __match_args__ = ('item',)\nmatch b:\n"
     "    case Box(i):\n        pass",

@@ -260,6 +260,9 @@ class _Checker:
         self.in_class_body = False
         # names bound other than by a class statement or an import; class statements by name
         self.bound_names: set[str] = set()
+        self.store_counts: dict[str, int] = {}
+        # `Point = namedtuple("Point", "x y")`: candidates for positional class patterns
+        self.namedtuple_defs: dict[str, ast.Call] = {}
         self.class_defs: dict[str, ast.ClassDef] = {}
         self.positional_patterns: list[tuple[str, ast.MatchClass]] = []
         self.match_args_target: ast.Name | None = None
@@ -419,6 +422,7 @@ class _Checker:
             self._special_name(node, name, load, called)
         if not load:
             self.bound_names.add(name)
+            self.store_counts[name] = self.store_counts.get(name, 0) + 1
         if load and not attr_root:
             if name in self.from_imports or name in _ATTRGETTERS:
                 qualified = self.from_imports.get(name, name)
@@ -1089,6 +1093,13 @@ class _Checker:
             and targets[0].id == "__match_args__"
         ):
             self._match_args_value(targets[0], node.value)
+        elif (
+            len(targets) == 1
+            and isinstance(targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and _callee_name(node.value.func) in ("namedtuple", "NamedTuple")
+        ):
+            self.namedtuple_defs[targets[0].id] = node.value
         self._generic(node, depth)
 
     def _match_args_value(self, target: ast.Name, value: ast.expr | None) -> None:
@@ -1180,6 +1191,8 @@ class _Checker:
             return False
         seen.add(name)
         node = self.class_defs.get(name)
+        if node is None and name in self.namedtuple_defs:
+            return self._safe_namedtuple(name, self.namedtuple_defs[name])
         if (
             node is None
             or name in self.bound_names
@@ -1216,6 +1229,37 @@ class _Checker:
             elif self._qualified(expr) not in _SAFE_BASES:
                 return False
         return True
+
+    def _safe_namedtuple(self, name: str, call: ast.Call) -> bool:
+        """`P = namedtuple("P", "x y")` bound once, with literal public field names."""
+        if (
+            self.store_counts.get(name) != 1
+            or name in self.class_defs
+            or name in self.from_imports
+            or name in self.modules
+            or self._qualified(call.func) not in ("collections.namedtuple", "typing.NamedTuple")
+            or len(call.args) != 2
+            or any(kw.arg in (None, "field_names", "fields") for kw in call.keywords)
+        ):
+            return False
+        spec = call.args[1]
+        names: list[str] = []
+        if isinstance(spec, ast.Constant) and isinstance(spec.value, str):
+            names = spec.value.replace(",", " ").split()
+        elif isinstance(spec, (ast.List, ast.Tuple)):
+            for item in spec.elts:
+                field = item
+                if isinstance(item, (ast.Tuple, ast.List)) and item.elts:
+                    field = item.elts[0]  # typing.NamedTuple("P", [("x", int)])
+                if not (isinstance(field, ast.Constant) and isinstance(field.value, str)):
+                    return False
+                names.append(field.value)
+        else:
+            return False
+        return all(
+            not n.startswith("_") and not is_forbidden_attribute(_normalize(n), self.policy)
+            for n in names
+        )
 
     def _subscript(self, node: ast.Subscript, depth: int) -> None:
         if not self.annotation:
@@ -1318,6 +1362,15 @@ class _Checker:
             Violation(rule_id, message, line, col, end_line, end_col)
             for line, col, end_line, end_col, rule_id, message in sorted(out)
         )
+
+
+def _callee_name(func: ast.expr) -> str:
+    """The last name of a callee expression (``a.b.c`` -> ``c``), or an empty string."""
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
 
 
 def _char_col(lines: list[str], line: int, byte_col: int) -> int:

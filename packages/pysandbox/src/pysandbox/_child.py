@@ -238,11 +238,14 @@ def drop_capabilities(libc: Libc) -> None:
 def patch_self_pid(code: bytes, placeholder: int, pid: int) -> bytes:
     """Replace the pid placeholder in ``JEQ k`` instructions with this process's pid."""
     out = bytearray(code)
-    order = sys.byteorder
-    for offset in range(0, len(out), 8):
-        op = int.from_bytes(out[offset : offset + 2], order)
-        if op == 0x15 and int.from_bytes(out[offset + 4 : offset + 8], order) == placeholder:
-            out[offset + 4 : offset + 8] = _u(pid, 4)
+    needle = _u(placeholder, 4)
+    replacement = _u(pid, 4)
+    at = out.find(needle)
+    while at >= 0:  # only a handful of matches: cheaper than walking every instruction
+        # ``k`` is the last 4 bytes of an 8-byte instruction whose opcode is BPF_JMP|JEQ|K.
+        if at % 8 == 4 and int.from_bytes(out[at - 4 : at - 2], sys.byteorder) == 0x15:
+            out[at : at + 4] = replacement
+        at = out.find(needle, at + 1)
     return bytes(out)
 
 
@@ -838,12 +841,15 @@ def run_config(cfg: dict[str, Any]) -> int:
             load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
         del libc
 
-    source: str = cfg["code"]
-    try:
-        code_obj = compile(source, USER_FILENAME, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        _print_exception(exc)
-        return 1
+    # The parent compiles the checked source (its parser is warm; a child's first compile()
+    # costs milliseconds); the source is compiled here only if the parent could not.
+    code_obj = cfg.get("code_object")
+    if code_obj is None:
+        try:
+            code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            _print_exception(exc)
+            return 1
 
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__

@@ -51,6 +51,14 @@ SOURCE_RULE_ID = "PS001"
 _CHILD_SCRIPT = str(pathlib.Path(_child.__file__).resolve())
 
 
+def _compile_user_code(code: str) -> CodeType | None:
+    """Compile the checked source as the child would, or ``None`` to let the child report."""
+    try:
+        return compile(code, _child.USER_FILENAME, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
+
 _executor_cache: list[concurrent.futures.ThreadPoolExecutor] = []
 _executor_lock = threading.Lock()
 
@@ -557,6 +565,7 @@ class Sandbox:
             "denied_module_attributes": sorted(self._rules.denied_module_attributes),
             "python_guards": True,
             "code": code,
+            "code_object": _compile_user_code(code),
         }
 
     def _execute(self, prepared: _Prepared) -> RunResult:

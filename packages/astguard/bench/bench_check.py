@@ -145,7 +145,8 @@ def main() -> None:
     median_ratio = statistics.median(
         c / p for p, c in zip(parse_samples, check_samples, strict=True)
     )
-    verdict = "OK" if ratio < TARGET_RATIO else "OVER TARGET"
+    # The median of interleaved pairs is robust to machine load; the best-of ratio is shown too.
+    verdict = "OK" if median_ratio < TARGET_RATIO else "OVER TARGET"
     print(f"script: {lines} lines, {len(source.encode())} bytes, {nodes} AST nodes")
     print(f"ast.parse:      {parse_s * 1e3:8.3f} ms (best of {len(parse_samples)})")
     print(

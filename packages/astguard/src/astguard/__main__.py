@@ -62,7 +62,7 @@ def _read(path: str, limit: int) -> bytes:
         return sys.stdin.buffer.read(limit + 1)
     file = Path(path)
     if not file.is_file():
-        raise OSError(f"{path}: not a regular file")
+        raise OSError("not a regular file")
     with file.open("rb") as fh:
         return fh.read(limit + 1)
 

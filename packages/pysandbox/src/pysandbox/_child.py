@@ -50,9 +50,10 @@ RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
 
-#: What the parent passes with ``-c``: read ``(bootstrap code, config)`` from the descriptor in
-#: ``argv[1]`` (a ``marshal`` dump by the same interpreter), run this module's code, call
-#: :func:`run_config`. The bootstrap arrives compiled, so no run pays for compiling it.
+#: What the parent passes with ``-c``: read from the descriptor in ``argv[1]`` an 8-byte
+#: little-endian length, the bootstrap's code and the configuration (both ``marshal`` dumps by
+#: the same interpreter), run this module's code, call :func:`run_config`. The bootstrap
+#: arrives compiled, so no run pays for compiling it.
 STUB = (
     "import marshal,os,sys\n"
     "f=int(sys.argv[1]);d=[]\n"
@@ -60,7 +61,8 @@ STUB = (
     " c=os.read(f,1048576)\n"
     " if not c:break\n"
     " d.append(c)\n"
-    "os.close(f);b,c=marshal.loads(b''.join(d));del d,f\n"
+    "d=b''.join(d);os.close(f);n=int.from_bytes(d[:8],'little')\n"
+    "b=marshal.loads(d[8:8+n]);c=marshal.loads(d[8+n:]);del d,f,n\n"
     "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
     "exec(b,g);del b\n"
     "sys.exit(g['run_config'](c))\n"
@@ -88,8 +90,17 @@ def _fail(message: str) -> None:
 # --------------------------------------------------------------------------------------------
 # Layer 3: resource limits
 # --------------------------------------------------------------------------------------------
-def apply_rlimits(limits: list[tuple[int, int, int]]) -> None:
-    """Apply ``(resource, soft, hard)`` triples with ``setrlimit``."""
+def apply_rlimits(limits: list[tuple[int, int, int]], libc: Libc | None = None) -> None:
+    """Apply ``(resource, soft, hard)`` triples.
+
+    With ``libc`` (the kernel layers are loaded anyway) through ``prlimit64`` on this
+    process, which saves importing ``resource``; otherwise with ``resource.setrlimit``.
+    """
+    if libc is not None:
+        for which, soft, hard in limits:
+            if libc.syscall(302, 0, which, _u(soft, 8) + _u(hard, 8), None) != 0:
+                _fail(f"prlimit64({which}): {libc.error()}")
+        return
     import resource
 
     for which, soft, hard in limits:
@@ -820,8 +831,9 @@ def main(argv: list[str]) -> int:
             break
         chunks.append(chunk)
     os.close(fd)
-    payload = marshal.loads(b"".join(chunks))  # noqa: S302 - written by our parent
-    return run_config(payload[1] if isinstance(payload, tuple) else payload)
+    data = b"".join(chunks)
+    boot_size = int.from_bytes(data[:8], "little")
+    return run_config(marshal.loads(data[8 + boot_size :]))  # noqa: S302 - from our parent
 
 
 def run_config(cfg: dict[str, Any]) -> int:
@@ -830,16 +842,17 @@ def run_config(cfg: dict[str, Any]) -> int:
     read_roots = tuple(cfg["read_roots"])
     sys.path[:] = [*sys.path, *cfg["sys_path"]]
 
-    apply_rlimits(cfg["rlimits"])
-
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
         libc = Libc()
+        apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits
         if cfg["landlock"] is not None:
             apply_landlock(libc, cfg["landlock"])
         drop_capabilities(libc)
         if cfg["seccomp"] is not None:
             load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
         del libc
+    else:
+        apply_rlimits(cfg["rlimits"])
 
     # The parent compiles the checked source (its parser is warm; a child's first compile()
     # costs milliseconds); the source is compiled here only if the parent could not.

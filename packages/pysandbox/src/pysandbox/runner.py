@@ -91,6 +91,17 @@ def _bootstrap_code() -> CodeType:
     return _boot_cache[0]
 
 
+_boot_bytes: list[bytes] = []
+
+
+def _payload(config: dict[str, Any]) -> bytes:
+    """What the child's stub reads: length, bootstrap code, configuration (marshal dumps)."""
+    if not _boot_bytes:
+        _boot_bytes.append(marshal.dumps(_bootstrap_code()))
+    boot = _boot_bytes[0]
+    return len(boot).to_bytes(8, "little") + boot + marshal.dumps(config)
+
+
 def _stdlib_roots() -> tuple[str, ...]:
     roots = {os.path.realpath(sysconfig.get_paths()["stdlib"])}
     for entry in sys.path:
@@ -513,7 +524,7 @@ class Sandbox:
             argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", _child.STUB],
             env=env,
             cwd=self._workspace,
-            payload=marshal.dumps((_bootstrap_code(), config)),
+            payload=_payload(config),
             deadline_s=deadline,
             output_cap=self._limits.output_bytes,
             workspace=self._workspace,
@@ -731,7 +742,7 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
             argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", _child.STUB],
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", _MARKER_NAME: "probe"},
             cwd=workspace,
-            payload=marshal.dumps((_bootstrap_code(), config)),
+            payload=_payload(config),
             deadline_s=30.0,
             output_cap=65536,
             workspace=workspace,

@@ -88,3 +88,48 @@ def test_defaults_are_created_in_the_current_directory(tmp_path: Path) -> None:
     assert proc.stdout == ""
     assert (tmp_path / "sandbox_workspace").is_dir()
     assert (tmp_path / "sandbox_snapshots").is_dir()
+
+
+def test_bad_environment_values_are_one_clear_line(tmp_path: Path) -> None:
+    env = {**os.environ, "SANDBOX_MEMORY_LIMIT": "lots"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_secure_sandbox", "--workspace", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.returncode == 2
+    assert "--memory-limit" in proc.stderr
+    assert "not a size" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    env = {**os.environ, "SANDBOX_TRANSPORT": "carrier-pigeon"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mcp_secure_sandbox", "--workspace", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert proc.returncode == 2
+    assert "SANDBOX_TRANSPORT" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_sizes_accept_suffixes() -> None:
+    from mcp_secure_sandbox.settings import settings_from_args
+
+    settings = settings_from_args(["--memory-limit", "256M", "--output-limit", "64K"], environ={})
+    assert settings.memory_bytes == 256 * 1024 * 1024
+    assert settings.output_bytes == 64 * 1024
+    assert settings.max_concurrent_runs >= 1
+    from_env = settings_from_args(
+        [], environ={"SANDBOX_WORKSPACE_QUOTA": "2G", "SANDBOX_LOG_LEVEL": "debug"}
+    )
+    assert from_env.workspace_bytes == 2 * 1024**3
+    assert from_env.log_level == "DEBUG"
+    assert "token" not in from_env.to_dict()

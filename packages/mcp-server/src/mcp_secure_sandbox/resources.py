@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -61,6 +62,17 @@ def status_document(state: ServerState) -> dict[str, Any]:
     }
 
 
+T = TypeVar("T")
+
+
+async def _from_store(read: Callable[[], T]) -> T:
+    """Run a snapshot-store read in a worker thread; its errors become resource errors."""
+    try:
+        return await anyio.to_thread.run_sync(read)
+    except SnapshotError as exc:
+        raise ResourceError(str(exc)) from None
+
+
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the resources and resource templates on ``app``."""
 
@@ -110,10 +122,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def snapshot(snapshot_id: str) -> str:
-        try:
-            snap = await anyio.to_thread.run_sync(lambda: state.store.get(snapshot_id))
-        except SnapshotError as exc:
-            raise ResourceError(str(exc)) from None
+        snap = await _from_store(lambda: state.store.get(snapshot_id))
         return _dump(snap.to_dict())
 
     @app.resource(
@@ -123,8 +132,5 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def export(snapshot_id: str) -> str:
-        try:
-            record = await anyio.to_thread.run_sync(lambda: state.store.export(snapshot_id))
-        except SnapshotError as exc:
-            raise ResourceError(str(exc)) from None
+        record = await _from_store(lambda: state.store.export(snapshot_id))
         return json.dumps(record, separators=(",", ":"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -89,12 +89,159 @@ class Settings:
         return data
 
 
-def _env(environ: Mapping[str, str], name: str, default: str) -> str:
-    return environ.get(f"SANDBOX_{name}", default)
+_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+
+
+def _size(text: str) -> int:
+    """Parse a positive byte count such as ``512M`` or ``1048576`` (K, M, G are powers of 1024)."""
+    raw = text.strip().upper().removesuffix("B")
+    unit = raw[-1:] if raw[-1:] in ("K", "M", "G") else ""
+    try:
+        value = int(raw[: len(raw) - len(unit)]) * _SUFFIXES[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
+    return value
+
+
+def _csv_list(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class _Option:
+    """One setting: its flag, its ``SANDBOX_*`` variable, its default (as text) and its help."""
+
+    flag: str
+    env: str
+    default: str
+    help: str
+    type: Callable[[str], Any] = str
+    choices: tuple[str, ...] | None = None
+
+
+_OPTIONS: tuple[_Option, ...] = (
+    _Option(
+        "--workspace",
+        "WORKSPACE",
+        DEFAULT_WORKSPACE,
+        "directory the sandboxed code runs in; created if missing",
+    ),
+    _Option(
+        "--snapshots",
+        "SNAPSHOTS",
+        DEFAULT_SNAPSHOTS,
+        "directory of the snapshot store; created if missing",
+    ),
+    _Option(
+        "--default-timeout",
+        "DEFAULT_TIMEOUT",
+        "10",
+        "time-out of a run in seconds when the call gives none",
+        float,
+    ),
+    _Option(
+        "--max-timeout",
+        "MAX_TIMEOUT",
+        "60",
+        "largest time-out in seconds a call may ask for",
+        float,
+    ),
+    _Option(
+        "--memory-limit",
+        "MEMORY_LIMIT",
+        "512M",
+        "memory limit of one run in bytes; K, M, G suffixes",
+        _size,
+    ),
+    _Option(
+        "--output-limit",
+        "OUTPUT_LIMIT",
+        "1M",
+        "cap on each of stdout and stderr of a run, in bytes",
+        _size,
+    ),
+    _Option(
+        "--workspace-quota",
+        "WORKSPACE_QUOTA",
+        "1G",
+        "largest total size of the workspace in bytes",
+        _size,
+    ),
+    _Option(
+        "--workspace-max-files",
+        "WORKSPACE_MAX_FILES",
+        "10000",
+        "largest number of files in the workspace",
+        int,
+    ),
+    _Option(
+        "--max-concurrent-runs",
+        "MAX_CONCURRENT_RUNS",
+        str(os.cpu_count() or 1),
+        "runs executing at once; further runs queue",
+        int,
+    ),
+    _Option(
+        "--extra-modules",
+        "EXTRA_MODULES",
+        "",
+        "comma-separated extra modules the policy allows",
+        _csv_list,
+    ),
+    _Option(
+        "--require-layers",
+        "REQUIRE_LAYERS",
+        "landlock,seccomp",
+        "comma-separated kernel layers a run requires, refusing to run without them; 'none' "
+        "accepts Python-level isolation only, which is unsafe",
+        _csv_list,
+    ),
+    _Option(
+        "--log-level",
+        "LOG_LEVEL",
+        "INFO",
+        "level of the log written to stderr",
+        str.upper,
+        ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+    ),
+    _Option(
+        "--transport", "TRANSPORT", "stdio", "MCP transport", str, ("stdio", "streamable-http")
+    ),
+    _Option("--host", "HOST", "127.0.0.1", "address the HTTP transport binds"),
+    _Option("--port", "PORT", "8000", "port of the HTTP transport", int),
+    _Option(
+        "--allowed-hosts",
+        "ALLOWED_HOSTS",
+        "",
+        "comma-separated Host header values HTTP accepts (DNS-rebinding protection); empty "
+        "means the bound host and port",
+        _csv_list,
+    ),
+    _Option(
+        "--allowed-origins",
+        "ALLOWED_ORIGINS",
+        "",
+        "comma-separated Origin values HTTP accepts",
+        _csv_list,
+    ),
+    _Option(
+        "--token-file",
+        "TOKEN_FILE",
+        "",
+        "file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is deliberately no "
+        "flag for the token itself: command lines are visible to every local user",
+    ),
+    _Option("--max-body", "MAX_BODY", "4M", "largest HTTP request body in bytes", _size),
+)
 
 
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     """Build the command-line parser; defaults come from ``SANDBOX_*`` variables in ``environ``.
+
+    A malformed variable is reported like a malformed flag (argparse converts string defaults
+    with the option's type): one usage line and exit status 2.
 
     Args:
         environ: The environment to read defaults from (``os.environ`` when ``None``).
@@ -111,155 +258,22 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument(
-        "--workspace",
-        default=_env(env, "WORKSPACE", DEFAULT_WORKSPACE),
-        help="directory the sandboxed code runs in (env SANDBOX_WORKSPACE); created if missing",
-    )
-    parser.add_argument(
-        "--snapshots",
-        default=_env(env, "SNAPSHOTS", DEFAULT_SNAPSHOTS),
-        help="directory of the snapshot store (env SANDBOX_SNAPSHOTS); created if missing",
-    )
-    parser.add_argument(
-        "--default-timeout",
-        type=float,
-        default=float(_env(env, "DEFAULT_TIMEOUT", "10")),
-        help="time-out of a run in seconds when the call gives none (env SANDBOX_DEFAULT_TIMEOUT)",
-    )
-    parser.add_argument(
-        "--max-timeout",
-        type=float,
-        default=float(_env(env, "MAX_TIMEOUT", "60")),
-        help="largest time-out in seconds a call may ask for (env SANDBOX_MAX_TIMEOUT)",
-    )
-    parser.add_argument(
-        "--memory-limit",
-        type=_size,
-        default=_size(_env(env, "MEMORY_LIMIT", "512M")),
-        help="memory limit of one run in bytes; K, M, G suffixes (env SANDBOX_MEMORY_LIMIT)",
-    )
-    parser.add_argument(
-        "--output-limit",
-        type=_size,
-        default=_size(_env(env, "OUTPUT_LIMIT", "1M")),
-        help="cap on each of stdout and stderr of a run, in bytes (env SANDBOX_OUTPUT_LIMIT)",
-    )
-    parser.add_argument(
-        "--workspace-quota",
-        type=_size,
-        default=_size(_env(env, "WORKSPACE_QUOTA", "1G")),
-        help="largest total size of the workspace in bytes (env SANDBOX_WORKSPACE_QUOTA)",
-    )
-    parser.add_argument(
-        "--workspace-max-files",
-        type=int,
-        default=int(_env(env, "WORKSPACE_MAX_FILES", "10000")),
-        help="largest number of files in the workspace (env SANDBOX_WORKSPACE_MAX_FILES)",
-    )
-    parser.add_argument(
-        "--max-concurrent-runs",
-        type=int,
-        default=int(_env(env, "MAX_CONCURRENT_RUNS", str(os.cpu_count() or 1))),
-        help="runs executing at once; further runs queue (env SANDBOX_MAX_CONCURRENT_RUNS)",
-    )
-    parser.add_argument(
-        "--extra-modules",
-        type=_csv_list,
-        default=_csv_list(_env(env, "EXTRA_MODULES", "")),
-        help="comma-separated extra modules the policy allows (env SANDBOX_EXTRA_MODULES)",
-    )
-    parser.add_argument(
-        "--require-layers",
-        type=_csv_list,
-        default=_csv_list(_env(env, "REQUIRE_LAYERS", "landlock,seccomp")),
-        help=(
-            "comma-separated kernel layers a run requires, refusing to run without them; "
-            "'none' accepts Python-level isolation only, which is unsafe "
-            "(env SANDBOX_REQUIRE_LAYERS)"
-        ),
-    )
-    parser.add_argument(
-        "--log-level",
-        default=_env(env, "LOG_LEVEL", "INFO").upper(),
-        choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
-        help="level of the log written to stderr (env SANDBOX_LOG_LEVEL)",
-    )
-    parser.add_argument(
-        "--transport",
-        default=_env(env, "TRANSPORT", "stdio"),
-        choices=["stdio", "streamable-http"],
-        help="MCP transport (env SANDBOX_TRANSPORT)",
-    )
-    parser.add_argument(
-        "--host",
-        default=_env(env, "HOST", "127.0.0.1"),
-        help="address the HTTP transport binds (env SANDBOX_HOST)",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=int(_env(env, "PORT", "8000")),
-        help="port of the HTTP transport (env SANDBOX_PORT)",
-    )
-    parser.add_argument(
-        "--allowed-hosts",
-        type=_csv_list,
-        default=_csv_list(_env(env, "ALLOWED_HOSTS", "")),
-        help=(
-            "comma-separated Host header values the HTTP transport accepts, DNS-rebinding "
-            "protection; empty means the bound host and port (env SANDBOX_ALLOWED_HOSTS)"
-        ),
-    )
-    parser.add_argument(
-        "--allowed-origins",
-        type=_csv_list,
-        default=_csv_list(_env(env, "ALLOWED_ORIGINS", "")),
-        help="comma-separated Origin values HTTP accepts (env SANDBOX_ALLOWED_ORIGINS)",
-    )
-    parser.add_argument(
-        "--token-file",
-        default=_env(env, "TOKEN_FILE", ""),
-        help=(
-            "file holding the HTTP bearer token (env SANDBOX_TOKEN_FILE), or set "
-            "SANDBOX_HTTP_TOKEN. "
-            "There is deliberately no flag for the token itself: command lines are visible to "
-            "every local user"
-        ),
-    )
+    for option in _OPTIONS:
+        parser.add_argument(
+            option.flag,
+            type=option.type,
+            choices=option.choices,
+            default=env.get(f"SANDBOX_{option.env}", option.default),
+            help=f"{option.help} (env SANDBOX_{option.env})",
+        )
     parser.add_argument(
         "--allow-remote-without-token",
         action="store_true",
-        default=_env(env, "ALLOW_REMOTE_WITHOUT_TOKEN", "") == "1",
-        help="bind a non-loopback address without a token; unsafe (env ...=1)",
-    )
-    parser.add_argument(
-        "--max-body",
-        type=_size,
-        default=_size(_env(env, "MAX_BODY", "4M")),
-        help="largest HTTP request body in bytes (env SANDBOX_MAX_BODY)",
+        default=env.get("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN", "") == "1",
+        help="bind a non-loopback address without a token; unsafe "
+        "(env SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN=1)",
     )
     return parser
-
-
-_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
-
-
-def _size(text: str) -> int:
-    """Parse a byte count such as ``512M`` or ``1048576``."""
-    raw = text.strip().upper().removesuffix("B")
-    unit = raw[-1:] if raw[-1:] in ("K", "M", "G") else ""
-    try:
-        value = int(raw[: len(raw) - len(unit)]) * _SUFFIXES[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
-    return value
-
-
-def _csv_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _read_token(token_file: str, environ: Mapping[str, str]) -> str | None:
@@ -294,6 +308,12 @@ def settings_from_args(
     """
     env = os.environ if environ is None else environ
     args = build_parser(env).parse_args(argv)
+    for option in _OPTIONS:  # argparse checks choices on flags, not on defaults from variables
+        value = getattr(args, option.flag[2:].replace("-", "_"))
+        if option.choices and value not in option.choices:
+            raise ConfigError(
+                f"SANDBOX_{option.env}={value!r}: choose one of {', '.join(option.choices)}"
+            )
     if not args.default_timeout > 0 or not args.max_timeout > 0:
         raise ConfigError("time-outs must be positive numbers of seconds")
     if args.default_timeout > args.max_timeout:

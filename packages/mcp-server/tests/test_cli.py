@@ -133,3 +133,19 @@ def test_sizes_accept_suffixes() -> None:
     assert from_env.workspace_bytes == 2 * 1024**3
     assert from_env.log_level == "DEBUG"
     assert "token" not in from_env.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--extra-modules", "no such mod!"], "no such mod"),
+        (["--max-timeout", "inf"], "finite"),
+    ],
+)
+def test_values_the_libraries_refuse_are_one_line(
+    tmp_path: Path, flags: list[str], needle: str
+) -> None:
+    proc = _start("--workspace", str(tmp_path / "w"), "--snapshots", str(tmp_path / "s"), *flags)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr

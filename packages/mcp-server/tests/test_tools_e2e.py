@@ -366,3 +366,48 @@ def test_first_stdout_byte_is_an_mcp_message(dirs: tuple[Path, Path]) -> None:
     assert first["id"] == 1
     assert first["result"]["serverInfo"]["name"] == "secure-sandbox"
     assert "serving on stdio" in proc.stderr
+
+
+def test_writes_respect_the_workspace_quota_and_file_limit(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> None:
+        await call(s, "write_workspace_file", path="a.txt", content="x" * 600)
+        quota = await call_error(s, "write_workspace_file", path="b.txt", content="y" * 600)
+        assert "quota" in quota
+        # Replacing a file counts its new size, not both.
+        await call(s, "write_workspace_file", path="a.txt", content="z" * 900)
+        await call(s, "write_workspace_file", path="c.txt", content="1")
+        files = await call_error(s, "write_workspace_file", path="d.txt", content="2")
+        assert "limit of 2" in files
+
+    with_session(*dirs, scenario, "--workspace-quota", "1000", "--workspace-max-files", "2")
+    assert not (dirs[0] / "b.txt").exists()
+    assert not (dirs[0] / "d.txt").exists()
+
+
+def test_bad_ids_in_resource_uris_are_invalid_params(dirs: tuple[Path, Path]) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    async def scenario(s: ClientSession) -> list[int]:
+        codes = []
+        for uri in (
+            "sandbox://snapshots/not-a-uuid",
+            "sandbox://schemas/nope",
+            "sandbox://exports/00000000-0000-4000-8000-000000000000",
+        ):
+            with pytest.raises(MCPError) as info:
+                await s.read_resource(uri)
+            codes.append(info.value.code)
+        return codes
+
+    assert with_session(*dirs, scenario) == [-32602, -32602, -32602]
+
+
+def test_huge_integers_are_refused_with_a_reason(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> str:
+        return await call_error(
+            s, "validate_json_data", data_json="1" * 100_000, schema_name_or_dict=True
+        )
+
+    text = with_session(*dirs, scenario)
+    assert "digits" in text
+    assert "set_int_max_str_digits" not in text

@@ -43,7 +43,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         app, state = create_server(settings)
-    except (SandboxError, SnapshotError) as exc:
+    except (SandboxError, SnapshotError, ValueError) as exc:
+        # The libraries validate what the flags feed them (module names, limits): a refusal is
+        # a configuration error, one line and status 2 like the others.
         print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
         return 2
     log = logging.getLogger("mcp_secure_sandbox")

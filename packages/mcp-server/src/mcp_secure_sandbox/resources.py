@@ -10,10 +10,12 @@ from typing import Any, TypeVar
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox.state import ServerState
-from wsnapshot import SnapshotError, WorkspaceError
+from mcp_secure_sandbox.tools.snapshots import EXPORT_MAX_BYTES
+from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
 __all__ = ["DISTRIBUTIONS", "register", "status_document"]
 
@@ -65,10 +67,16 @@ def status_document(state: ServerState) -> dict[str, Any]:
 T = TypeVar("T")
 
 
+INVALID_PARAMS = -32602
+"""JSON-RPC 2.0 error code for invalid method parameters (a bad id or name in the URI)."""
+
+
 async def _from_store(read: Callable[[], T]) -> T:
-    """Run a snapshot-store read in a worker thread; its errors become resource errors."""
+    """Run a snapshot-store read in a worker thread; a bad or unknown id is invalid params."""
     try:
         return await anyio.to_thread.run_sync(read)
+    except (InvalidSnapshotId, SnapshotNotFound) as exc:
+        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
     except SnapshotError as exc:
         raise ResourceError(str(exc)) from None
 
@@ -113,7 +121,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         try:
             return _dump(state.registry.get(name))
         except UnknownSchemaError as exc:
-            raise ResourceError(str(exc)) from None
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
 
     @app.resource(
         "sandbox://snapshots/{snapshot_id}",
@@ -133,4 +141,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def export(snapshot_id: str) -> str:
         record = await _from_store(lambda: state.store.export(snapshot_id))
-        return json.dumps(record, separators=(",", ":"))
+        text = json.dumps(record, separators=(",", ":"))
+        if len(text) > EXPORT_MAX_BYTES:
+            raise ResourceError(
+                f"the export of {snapshot_id} is {len(text)} bytes, more than the "
+                f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
+            )
+        return text

@@ -8,6 +8,7 @@ with their defaults.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +59,7 @@ class Settings:
     max_timeout_s: float = 60.0
     memory_bytes: int = 512 * 1024 * 1024
     output_bytes: int = 1024 * 1024
+    file_size_bytes: int = 64 * 1024 * 1024
     workspace_bytes: int = 1024 * 1024 * 1024
     workspace_files: int = 10_000
     max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
@@ -160,6 +162,13 @@ _OPTIONS: tuple[_Option, ...] = (
         "OUTPUT_LIMIT",
         "1M",
         "cap on each of stdout and stderr of a run, in bytes",
+        _size,
+    ),
+    _Option(
+        "--file-size-limit",
+        "FILE_SIZE_LIMIT",
+        "64M",
+        "largest file a run may write, in bytes (RLIMIT_FSIZE; a larger write fails with EFBIG)",
         _size,
     ),
     _Option(
@@ -314,8 +323,8 @@ def settings_from_args(
             raise ConfigError(
                 f"SANDBOX_{option.env}={value!r}: choose one of {', '.join(option.choices)}"
             )
-    if not args.default_timeout > 0 or not args.max_timeout > 0:
-        raise ConfigError("time-outs must be positive numbers of seconds")
+    if not (0 < args.default_timeout < math.inf and 0 < args.max_timeout < math.inf):
+        raise ConfigError("time-outs must be positive, finite numbers of seconds")
     if args.default_timeout > args.max_timeout:
         raise ConfigError(
             f"--default-timeout {args.default_timeout} s exceeds --max-timeout {args.max_timeout} s"
@@ -343,6 +352,7 @@ def settings_from_args(
         max_timeout_s=args.max_timeout,
         memory_bytes=args.memory_limit,
         output_bytes=args.output_limit,
+        file_size_bytes=args.file_size_limit,
         workspace_bytes=args.workspace_quota,
         workspace_files=args.workspace_max_files,
         max_concurrent_runs=args.max_concurrent_runs,

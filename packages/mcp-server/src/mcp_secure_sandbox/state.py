@@ -20,6 +20,29 @@ from wsnapshot import SafeWorkspace, SnapshotStore
 
 __all__ = ["ServerState"]
 
+# Modules whose point is to reach the operating system; allowing one is worth a warning.
+_DANGEROUS_MODULES = frozenset(
+    {
+        "os",
+        "sys",
+        "ctypes",
+        "socket",
+        "subprocess",
+        "multiprocessing",
+        "threading",
+        "signal",
+        "shutil",
+        "importlib",
+        "builtins",
+        "gc",
+        "inspect",
+        "pickle",
+        "marshal",
+        "mmap",
+        "fcntl",
+    }
+)
+
 log = logging.getLogger("mcp_secure_sandbox")
 
 
@@ -32,7 +55,15 @@ class ServerState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.policy = astguard.Policy().with_modules(*settings.extra_modules)
+        default_policy = astguard.Policy()
+        for name in settings.extra_modules:
+            if name in default_policy.denied_modules or name.split(".")[0] in _DANGEROUS_MODULES:
+                log.warning(
+                    "--extra-modules %s: this module reaches the system; only the kernel layers "
+                    "confine it now",
+                    name,
+                )
+        self.policy = default_policy.with_modules(*settings.extra_modules)
         # The per-call time-out is passed to each run; the sandbox's own ceiling is the maximum,
         # and the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
         self.limits = Limits(
@@ -40,6 +71,7 @@ class ServerState:
             cpu_time_s=math.ceil(settings.max_timeout_s),
             memory_bytes=settings.memory_bytes,
             output_bytes=settings.output_bytes,
+            file_size_bytes=settings.file_size_bytes,
             workspace_bytes=settings.workspace_bytes,
             workspace_files=settings.workspace_files,
         )

@@ -22,10 +22,13 @@ from mcp_secure_sandbox._schemas import (
 from mcp_secure_sandbox.state import ServerState
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound
 
-__all__ = ["EXPORT_INLINE_BYTES", "register"]
+__all__ = ["EXPORT_INLINE_BYTES", "EXPORT_MAX_BYTES", "register"]
 
 EXPORT_INLINE_BYTES = 256 * 1024
 """An export larger than this many bytes of JSON is returned as a resource link."""
+EXPORT_MAX_BYTES = 16 * 1024 * 1024
+"""The largest export served over MCP at all, in bytes of JSON; larger ones are refused (use
+the ``wsnapshot export`` command on the host), since one MCP message of that size stalls clients."""
 
 MAX_DESCRIPTION_CHARS = 1000
 
@@ -188,6 +191,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         async with state.instrument("export_state_snapshot"):
             record = await _call("snapshot_id", lambda: store.export(snapshot_id))
             size = len(json.dumps(record, separators=(",", ":")).encode())
+            if size > EXPORT_MAX_BYTES:
+                raise ToolError(
+                    f"snapshot_id {snapshot_id}: the export is {size} bytes, more than the "
+                    f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
+                )
             if size > EXPORT_INLINE_BYTES:
                 uri = f"sandbox://exports/{snapshot_id.lower()}"
                 return {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -48,6 +49,12 @@ def _number(text: str) -> float | Decimal:
     return exact
 
 
+def _max_int_digits() -> int:
+    """The interpreter's limit on decimal digits of an int (CVE-2020-10735), 4300 by default."""
+    getter = getattr(sys, "get_int_max_str_digits", None)
+    return int(getter()) if getter is not None else 4300
+
+
 def parse_json_strict(text: str) -> Any:
     """Parse JSON text strictly: duplicate keys and NaN/Infinity are errors, numbers exact.
 
@@ -71,8 +78,15 @@ def parse_json_strict(text: str) -> Any:
         raise ToolError(
             f"data_json is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
+        if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
+            raise ToolError(
+                f"data_json holds an integer of more than {_max_int_digits()} digits; "
+                "such numbers are refused (they cost quadratic time to convert)"
+            ) from None
         raise ToolError(f"data_json is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ToolError("data_json is nested too deeply") from None
 
 
 def _given_arguments(ctx: Context) -> Mapping[str, Any]:

@@ -34,6 +34,33 @@ def _explain(path: str, exc: BaseException) -> ToolError:
     return ToolError(f"path {path}: {exc}")
 
 
+def _write_within_quota(state: ServerState, path: str, data: bytes) -> int:
+    """Write ``data`` unless the workspace would pass its byte or file quota afterwards.
+
+    Raises:
+        ToolError: The write would pass ``--workspace-quota`` or ``--workspace-max-files``.
+    """
+    settings = state.settings
+    ws = state.workspace
+    entries = ws.list_files(max_entries=settings.workspace_files * 2 + 100)
+    files = [e for e in entries if e.kind == "file"]
+    old = next((e for e in files if e.path == path), None)
+    total = sum(e.size for e in files)
+    new_total = total - (old.size if old else 0) + len(data)
+    new_files = len(files) + (0 if old else 1)
+    if new_total > settings.workspace_bytes:
+        raise ToolError(
+            f"content: the workspace would hold {new_total} bytes, more than its quota of "
+            f"{settings.workspace_bytes}"
+        )
+    if new_files > settings.workspace_files:
+        raise ToolError(
+            f"path {path}: the workspace would hold {new_files} files, more than its limit of "
+            f"{settings.workspace_files}"
+        )
+    return ws.write_bytes(path, data)
+
+
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the workspace file tools on ``app``."""
     ws = state.workspace
@@ -123,7 +150,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 )
             async with state.gate.exclusive():
                 try:
-                    written = await anyio.to_thread.run_sync(lambda: ws.write_bytes(path, data))
+                    written = await anyio.to_thread.run_sync(
+                        lambda: _write_within_quota(state, path, data)
+                    )
                 except (WorkspaceError, OSError) as exc:
                     raise _explain(path, exc) from None
             return {"path": path, "bytes_written": written}

@@ -11,6 +11,7 @@ from mcp.types import ToolAnnotations
 from mcp_secure_sandbox._schemas import MetricsOutput
 from mcp_secure_sandbox.observability import process_metrics
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._register import tool
 
 __all__ = ["register"]
 
@@ -18,10 +19,11 @@ __all__ = ["register"]
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register ``get_sandbox_metrics`` on ``app``."""
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Server and sandbox metrics", read_only_hint=True, open_world_hint=False
-        )
+        ),
     )
     async def get_sandbox_metrics() -> MetricsOutput:
         """Report resource usage of the server and host, and statistics of every tool.

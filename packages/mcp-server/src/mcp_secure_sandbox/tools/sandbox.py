@@ -10,6 +10,7 @@ from mcp.types import ToolAnnotations
 
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._register import tool
 
 __all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
 
@@ -20,14 +21,15 @@ PROGRESS_EVERY_S = 2.0
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register ``run_sandbox_code`` on ``app``."""
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Run Python in the sandbox",
             read_only_hint=False,
             destructive_hint=False,
             idempotent_hint=False,
             open_world_hint=False,
-        )
+        ),
     )
     async def run_sandbox_code(  # noqa: D417 - ctx is supplied by the SDK, not by the model
         code: str, ctx: Context, timeout_sec: float | None = None

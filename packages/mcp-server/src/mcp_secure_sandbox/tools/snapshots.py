@@ -20,6 +20,7 @@ from mcp_secure_sandbox._schemas import (
     SnapshotListOutput,
 )
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound
 
 __all__ = ["EXPORT_INLINE_BYTES", "EXPORT_MAX_BYTES", "register"]
@@ -49,13 +50,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the snapshot tools on ``app``."""
     store = state.store
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Snapshot the workspace",
             read_only_hint=False,
             destructive_hint=False,
             open_world_hint=False,
-        )
+        ),
     )
     async def create_state_snapshot(description: str = "") -> SnapshotInfoOutput:
         """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
@@ -76,14 +78,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             result: SnapshotInfoOutput = info.to_dict()  # type: ignore[assignment]
             return result
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Restore a snapshot",
             read_only_hint=False,
             destructive_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def restore_state_snapshot(snapshot_id: str) -> RestoreOutput:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
@@ -103,10 +106,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             result: RestoreOutput = report.to_dict()  # type: ignore[assignment]
             return result
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="List snapshots", read_only_hint=True, open_world_hint=False
-        )
+        ),
     )
     async def list_state_snapshots() -> SnapshotListOutput:
         """List every snapshot, oldest first, with its id, time, description and sizes."""
@@ -114,13 +118,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             infos = await _call("", store.list)
             return {"snapshots": [i.to_dict() for i in infos], "count": len(infos)}  # type: ignore[misc]
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Delete a snapshot",
             read_only_hint=False,
             destructive_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def delete_state_snapshot(snapshot_id: str) -> DeleteOutput:
         """Delete a snapshot permanently; content no other snapshot uses is freed.
@@ -145,13 +150,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             outcome["message"] = f"deleted {snapshot_id}"
             return result
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Compare snapshots",
             read_only_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> DiffOutput:
         """Compare a snapshot with another one, or with the current workspace.
@@ -174,13 +180,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             result: DiffOutput = diff.to_dict()  # type: ignore[assignment]
             return result
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Export a snapshot",
             read_only_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def export_state_snapshot(snapshot_id: str) -> ExportOutput:
         """Export a snapshot as one self-contained JSON record with every file's content inline.

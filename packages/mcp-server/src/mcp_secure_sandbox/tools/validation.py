@@ -17,6 +17,7 @@ from mcp.types import ToolAnnotations
 from datavalidate import DataValidateError, validate_csv, validate_json
 from mcp_secure_sandbox._schemas import CsvReportOutput, JsonReportOutput
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import WorkspaceError
 
 __all__ = ["MAX_INPUT_BYTES", "parse_json_strict", "register"]
@@ -114,13 +115,14 @@ def _one_source(ctx: Context, *names: str, nullable: tuple[str, ...] = ()) -> st
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the validation tools on ``app``."""
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Validate JSON against a JSON Schema",
             read_only_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def validate_json_data(
         schema_name_or_dict: str | dict[str, Any] | bool,
@@ -171,13 +173,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             result: JsonReportOutput = report.to_dict()  # type: ignore[assignment]
             return result
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Validate CSV headers, types and constraints",
             read_only_hint=True,
             idempotent_hint=True,
             open_world_hint=False,
-        )
+        ),
     )
     async def validate_csv_data(
         ctx: Context,

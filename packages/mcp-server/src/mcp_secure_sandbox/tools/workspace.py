@@ -17,6 +17,7 @@ from mcp_secure_sandbox._schemas import (
     WorkspaceWriteOutput,
 )
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import WorkspaceError
 
 __all__ = ["MAX_LIST_ENTRIES", "MAX_READ_BYTES", "MAX_WRITE_BYTES", "register"]
@@ -65,10 +66,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the workspace file tools on ``app``."""
     ws = state.workspace
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="List workspace files", read_only_hint=True, open_world_hint=False
-        )
+        ),
     )
     async def list_workspace_files() -> WorkspaceListOutput:
         """List the workspace recursively: path, kind (file, dir, symlink, other), size, mtime.
@@ -89,10 +91,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "total_bytes": sum(e.size for e in files),
             }
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Read a workspace file", read_only_hint=True, open_world_hint=False
-        )
+        ),
     )
     async def read_workspace_file(path: str) -> WorkspaceReadOutput:
         """Read one regular file of the workspace (at most 1 MiB).
@@ -119,13 +122,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 content = base64.b64encode(data).decode("ascii")
                 return {"path": path, "size": len(data), "encoding": "base64", "content": content}
 
-    @app.tool(
+    @tool(
+        app,
         annotations=ToolAnnotations(
             title="Write a workspace file",
             read_only_hint=False,
             destructive_hint=False,
             open_world_hint=False,
-        )
+        ),
     )
     async def write_workspace_file(
         path: str, content: str, encoding: Literal["utf-8", "base64"] = "utf-8"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import inspect
 import json
 import os
 import subprocess
@@ -37,7 +38,7 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
         assert set(tools) == EXPECTED_TOOLS
         for tool in tools.values():
             assert tool.description and len(tool.description) > 40, tool.name
-            assert "\n        " not in tool.description, f"{tool.name}: source indentation kept"
+            assert tool.description == inspect.cleandoc(tool.description), tool.name
             assert tool.output_schema is not None, tool.name
             assert tool.annotations is not None, tool.name
         assert tools["run_sandbox_code"].annotations.read_only_hint is False  # type: ignore[union-attr]

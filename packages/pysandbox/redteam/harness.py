@@ -518,6 +518,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-kernel-layers", action="store_true")
     parser.add_argument("--json-out", type=pathlib.Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="case ids to run")
+    parser.add_argument(
+        "--execution", choices=("spawn", "warm"), default="spawn", help="Sandbox execution mode"
+    )
     args = parser.parse_args(argv)
     corpus = args.corpus_dir or default_corpus()
     try:
@@ -530,7 +533,9 @@ def main(argv: list[str] | None = None) -> int:
     require = ("landlock", "seccomp") if kernel else ()
 
     def factory(ws: pathlib.Path) -> Sandbox:
-        return Sandbox(ws, limits=LIMITS, require=require, kernel_layers=kernel)
+        return Sandbox(
+            ws, limits=LIMITS, require=require, kernel_layers=kernel, execution=args.execution
+        )
 
     reports: list[CaseReport] = []
     with Fence() as fence, canary_environment() as secret_env:
@@ -544,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"python {sys.version.split()[0]} ({sys.executable})"
             )
             print(f"active layers: {', '.join(caps.active_layers)}")
+            print(f"execution: {dict(caps.execution)}")
             print(f"fence: {'; '.join(fence.description)}; listener: {listener.active}")
             for case in escapes:
                 if args.only and case["id"] not in args.only:

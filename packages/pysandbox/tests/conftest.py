@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import pathlib
 from collections.abc import Iterator
 
@@ -27,3 +28,12 @@ def sandbox(workspace: pathlib.Path) -> Iterator[Sandbox]:
 def python_only(workspace: pathlib.Path) -> Iterator[Sandbox]:
     with Sandbox(workspace, require=(), kernel_layers=False) as sb:
         yield sb
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``PYSANDBOX_TEST_EXECUTION=warm`` runs the whole suite with warm execution."""
+    mode = os.environ.get("PYSANDBOX_TEST_EXECUTION")
+    if mode:
+        defaults = Sandbox.__init__.__kwdefaults__
+        assert defaults is not None
+        defaults["execution"] = mode

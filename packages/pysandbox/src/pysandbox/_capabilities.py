@@ -60,6 +60,8 @@ class Capabilities:
         required: Layers the sandbox requires (``run`` refuses without them).
         layers: Every layer, outermost first.
         tree_kill: How a run's process tree is killed.
+        execution: ``requested`` and effective ``mode`` (``"spawn"`` or ``"warm"``), the
+            ``reason`` when warm mode fell back to spawn, and the zygote's pid in warm mode.
     """
 
     platform: str
@@ -68,6 +70,11 @@ class Capabilities:
     required: tuple[str, ...]
     layers: tuple[LayerInfo, ...]
     tree_kill: str
+    execution: Mapping[str, Any] = field(
+        default_factory=lambda: MappingProxyType(
+            {"requested": "spawn", "mode": "spawn", "reason": ""}
+        )
+    )
 
     def layer(self, name: str) -> LayerInfo:
         """Return the layer called ``name``.
@@ -106,6 +113,7 @@ class Capabilities:
             "missing_required": list(self.missing_required),
             "layers": {info.name: info.to_dict() for info in self.layers},
             "tree_kill": self.tree_kill,
+            "execution": dict(self.execution),
         }
 
 

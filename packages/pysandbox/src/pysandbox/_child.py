@@ -37,7 +37,9 @@ __all__ = [
     "EXIT_SETUP_FAILED",
     "RESERVED_EXIT_CODES",
     "STUB",
+    "build_landlock_ruleset",
     "main",
+    "restrict_landlock",
     "run_config",
 ]
 
@@ -195,6 +197,19 @@ def _u(value: int, size: int) -> bytes:
 
 def apply_landlock(libc: Libc, plan: dict[str, Any]) -> None:
     """Create the ruleset, add every path rule and restrict this thread (and its future ones)."""
+    restrict_landlock(libc, build_landlock_ruleset(libc, plan))
+
+
+def restrict_landlock(libc: Libc, ruleset: int) -> None:
+    """``PR_SET_NO_NEW_PRIVS``, ``landlock_restrict_self(ruleset)``, then close ``ruleset``."""
+    set_no_new_privs(libc)
+    if libc.syscall(446, ruleset, 0) < 0:
+        _fail(f"landlock_restrict_self: {libc.error()}")
+    os.close(ruleset)
+
+
+def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
+    """Create the ruleset and add every path rule; return the ruleset descriptor."""
     abi = int(plan["abi"])
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     attr = (_u(plan["fs"], 8) + _u(plan["net"], 8) + _u(plan["scoped"], 8))[:size]
@@ -218,10 +233,7 @@ def apply_landlock(libc: Libc, plan: dict[str, Any]) -> None:
                 _fail(f"landlock_add_rule({path!r}): {libc.error()}")
         finally:
             os.close(fd)
-    set_no_new_privs(libc)
-    if libc.syscall(446, ruleset, 0) < 0:
-        _fail(f"landlock_restrict_self: {libc.error()}")
-    os.close(ruleset)
+    return int(ruleset)
 
 
 def set_no_new_privs(libc: Libc) -> None:
@@ -836,17 +848,25 @@ def main(argv: list[str]) -> int:
     return run_config(marshal.loads(data[8 + boot_size :]))  # noqa: S302 - from our parent
 
 
-def run_config(cfg: dict[str, Any]) -> int:
-    """Apply the layers of ``cfg`` in order, then run its code; return the exit status."""
+def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
+    """Apply the layers of ``cfg`` in order, then run its code; return the exit status.
+
+    The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
+    ``ruleset`` descriptor; spawn mode builds both here.
+    """
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path[:] = [*sys.path, *cfg["sys_path"]]
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
-        libc = Libc()
+        if libc is None:
+            libc = Libc()
         apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits
         if cfg["landlock"] is not None:
-            apply_landlock(libc, cfg["landlock"])
+            if ruleset >= 0:
+                restrict_landlock(libc, ruleset)
+            else:
+                apply_landlock(libc, cfg["landlock"])
         drop_capabilities(libc)
         if cfg["seccomp"] is not None:
             load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])

@@ -18,10 +18,18 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["Outcome", "Supervisor", "sweep_processes", "workspace_usage"]
+__all__ = [
+    "Outcome",
+    "Supervisor",
+    "WarmHandle",
+    "WarmLauncher",
+    "sweep_processes",
+    "workspace_usage",
+]
 
 _READ_CHUNK = 65536
 _DISK_POLL_S = 0.05
@@ -140,6 +148,29 @@ def sweep_processes(session_id: int, marker: str) -> int:
     return killed
 
 
+class WarmHandle(Protocol):
+    """A child forked by the warm zygote (see :class:`pysandbox._zygote.WarmChild`)."""
+
+    pid: int
+    zygote_died: bool
+
+    def exit_fd(self) -> int:
+        """Readable when the child exited."""
+
+    def on_readable(self) -> bool:
+        """Consume the event; whether the child exited."""
+
+    def kill_group(self) -> None:
+        """Kill the child's process group."""
+
+    def reap(self) -> tuple[int, float, int] | None:
+        """Reap; ``(status, cpu seconds, peak RSS bytes)`` or ``None``."""
+
+
+#: Starts a warm child: ``(payload, stdout write end, stderr write end) -> handle``.
+WarmLauncher = Callable[[bytes, int, int], WarmHandle]
+
+
 class Supervisor:
     """Start one child and supervise it to the end. Not reusable.
 
@@ -156,6 +187,8 @@ class Supervisor:
         marker: ``NAME=value`` environment marker of this run (for the sweep).
         always_sweep: Sweep for stray processes even after a clean exit (when process
             creation is not denied by seccomp).
+        launcher: Warm mode: fork the child from the zygote with this (``payload`` is then
+            the zygote's request) instead of spawning ``argv``. Supervision is the same.
     """
 
     def __init__(
@@ -172,7 +205,10 @@ class Supervisor:
         workspace_files: int,
         marker: str,
         always_sweep: bool,
+        launcher: WarmLauncher | None = None,
     ) -> None:
+        self._launcher = launcher
+        self._warm: WarmHandle | None = None
         self._argv = argv
         self._env = env
         self._cwd = cwd
@@ -217,6 +253,9 @@ class Supervisor:
             if self._reaped:
                 return
             # The child is not reaped yet, so its pid (= pgid = sid) cannot have been reused.
+            if self._warm is not None:
+                self._warm.kill_group()  # the zygote holds it unreaped and kills the group
+                return
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
 
@@ -261,6 +300,8 @@ class Supervisor:
         size, count = workspace_usage(self._workspace, 10 * self._ws_files + 1000)
         self._ws_bytes = max(self._ws_bytes, size)
         self._ws_files = max(self._ws_files, count)
+        if self._launcher is not None:
+            return self._run_warm(self._launcher)
         cfg_fd = self._config_fd()
         try:
             proc = subprocess.Popen(
@@ -287,22 +328,56 @@ class Supervisor:
                     with contextlib.suppress(OSError):
                         stream.close()
 
+    def _run_warm(self, launcher: WarmLauncher) -> Outcome:
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            try:
+                handle = launcher(self._payload, out_w, err_w)
+            finally:
+                os.close(out_w)
+                os.close(err_w)
+            started = time.monotonic()
+            with self._lock:
+                self._warm = handle
+            if self._register(handle.pid):
+                self._kill_group(handle.pid)
+            return self._supervise_fds(handle.pid, out_r, err_r, started, proc=None, warm=handle)
+        finally:
+            os.close(out_r)
+            os.close(err_r)
+
     def _supervise(self, proc: subprocess.Popen[bytes], started: float) -> Outcome:
         assert proc.stdout is not None  # noqa: S101 - created with PIPE above
         assert proc.stderr is not None  # noqa: S101
-        pid = proc.pid
+        outcome = self._supervise_fds(
+            proc.pid, proc.stdout.fileno(), proc.stderr.fileno(), started, proc=proc, warm=None
+        )
+        return outcome
+
+    def _supervise_fds(
+        self,
+        pid: int,
+        out_fd: int,
+        err_fd: int,
+        started: float,
+        *,
+        proc: subprocess.Popen[bytes] | None,
+        warm: WarmHandle | None,
+    ) -> Outcome:
         deadline = started + self._deadline_s
         sel = selectors.DefaultSelector()
         bufs: dict[int, bytearray] = {}
         truncated: dict[int, bool] = {}
-        for stream in (proc.stdout, proc.stderr):
-            fd = stream.fileno()
+        for fd in (out_fd, err_fd):
             os.set_blocking(fd, False)
             sel.register(fd, selectors.EVENT_READ, "pipe")
             bufs[fd] = bytearray()
             truncated[fd] = False
         pidfd = -1
-        if hasattr(os, "pidfd_open"):
+        if warm is not None:
+            sel.register(warm.exit_fd(), selectors.EVENT_READ, "warm")
+        elif hasattr(os, "pidfd_open"):
             with contextlib.suppress(OSError):
                 pidfd = os.pidfd_open(pid)
                 sel.register(pidfd, selectors.EVENT_READ, "exit")
@@ -332,9 +407,14 @@ class Supervisor:
                 wait = min(deadline, next_disk) - now
                 if exited_at is not None:
                     wait = min(wait, exited_at + _EXIT_GRACE_S - now)
-                if pidfd < 0:
+                if pidfd < 0 and warm is None:
                     wait = min(wait, 0.01)
                 for key, _ in sel.select(max(wait, 0.0)):
+                    if key.data == "warm":
+                        if warm is not None and warm.on_readable():
+                            sel.unregister(key.fd)
+                            exited_at = exited_at or time.monotonic()
+                        continue
                     if key.data == "exit":
                         sel.unregister(key.fd)
                         exited_at = exited_at or time.monotonic()
@@ -358,7 +438,7 @@ class Supervisor:
                         self._trip("output_limit")
                     else:
                         buf += chunk
-                if pidfd < 0 and exited_at is None and _exited(pid):
+                if warm is None and pidfd < 0 and exited_at is None and _exited(pid):
                     exited_at = time.monotonic()
             ended = time.monotonic()
         finally:
@@ -371,21 +451,32 @@ class Supervisor:
         if self._reason is not None or self._always_sweep:
             swept = sweep_processes(pid, self._marker)
         with self._lock:
-            try:
-                _, status, usage = os.wait4(pid, 0)
-            except ChildProcessError:
-                # Someone else reaped it (a waitpid(-1) SIGCHLD handler in the host program):
-                # report a kill without accounting rather than inventing an exit status.
-                status, usage = int(signal.SIGKILL), _ZERO_USAGE
-                if self._reason is None:
-                    self._reason = "reaped_elsewhere"
+            if warm is not None:
+                reaped = warm.reap()
+                if reaped is None:
+                    # The zygote died: PR_SET_PDEATHSIG killed the child; no accounting.
+                    status, usage = int(signal.SIGKILL), _ZERO_USAGE
+                    if self._reason is None:
+                        self._reason = "zygote_died"
+                else:
+                    status, cpu, rss = reaped
+                    usage = _Usage(cpu, rss // 1024)
+            else:
+                try:
+                    _, status, usage = os.wait4(pid, 0)
+                except ChildProcessError:
+                    # Someone else reaped it (a waitpid(-1) SIGCHLD handler in the host
+                    # program): report a kill without accounting rather than inventing one.
+                    status, usage = int(signal.SIGKILL), _ZERO_USAGE
+                    if self._reason is None:
+                        self._reason = "reaped_elsewhere"
             self._reaped = True
-        proc.returncode = _returncode(status)
+        if proc is not None:
+            proc.returncode = _returncode(status)
         if exited_at is not None:
             ended = min(ended, exited_at)
         if self._reason is None and not os.WIFEXITED(status):
             pass
-        out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
         return Outcome(
             reason=self._reason,
             wait_status=status,
@@ -408,6 +499,13 @@ class _ZeroUsage:
 
 
 _ZERO_USAGE: Any = _ZeroUsage()
+
+
+class _Usage:
+    def __init__(self, cpu_s: float, maxrss_kib: int) -> None:
+        self.ru_utime = cpu_s
+        self.ru_stime = 0.0
+        self.ru_maxrss = maxrss_kib
 
 
 def _exited(pid: int) -> bool:

@@ -19,12 +19,13 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterable
 from types import CodeType, MappingProxyType
 from typing import Any
 
 import astguard
-from pysandbox import _child, _gate, _landlock, _seccomp
+from pysandbox import _child, _gate, _landlock, _seccomp, _zygote
 from pysandbox._capabilities import (
     KERNEL_LAYERS,
     Capabilities,
@@ -46,6 +47,33 @@ __all__ = ["Sandbox"]
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)
 _MARKER_NAME = "PYSANDBOX_RUN"
+EXECUTION_MODES = ("spawn", "warm")
+#: Standard-library modules the warm zygote imports before forking (only those the policy
+#: allows; each run's import guard still decides what the code may import).
+_PREIMPORT = (
+    "json",
+    "csv",
+    "statistics",
+    "math",
+    "re",
+    "collections",
+    "itertools",
+    "functools",
+    "datetime",
+    "decimal",
+    "fractions",
+    "random",
+    "string",
+    "textwrap",
+    "heapq",
+    "bisect",
+    "operator",
+    "dataclasses",
+    "enum",
+    "typing",
+    "traceback",
+    "linecache",
+)
 SOURCE_RULE_ID = "PS001"
 #: The bootstrap's source file (compiled by the parent, sent to the child's ``-c`` stub).
 _CHILD_SCRIPT = str(pathlib.Path(_child.__file__).resolve())
@@ -146,6 +174,10 @@ class Sandbox:
         extra_read_paths: Extra paths the code may read (read-only).
         kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
             comparison run only). rlimits and Python-level guards stay on.
+        execution: ``"spawn"`` (default): a fresh ``python -I -S`` per run. ``"warm"``: a
+            fork server started lazily with the same layers forks a fresh child per run and
+            applies every layer after the fork (Linux; falls back to spawn, with the reason
+            in the capability report, when the zygote cannot start).
 
     Raises:
         ValueError: The workspace or an argument is invalid.
@@ -162,7 +194,14 @@ class Sandbox:
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
+        execution: str = "spawn",
     ) -> None:
+        if execution not in EXECUTION_MODES:
+            raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
+        self._execution = execution
+        self._zygote: _zygote.Zygote | None = None
+        self._zygote_reason = ""
+        self._zygote_lock = threading.Lock()
         self._limits = limits if limits is not None else Limits()
         if not isinstance(self._limits, Limits):
             raise TypeError(f"limits must be a pysandbox.Limits, not {type(limits).__name__}")
@@ -280,7 +319,17 @@ class Sandbox:
         """
         if self._caps is None:
             self._caps = self._build_capabilities()
-        return self._caps
+        return dataclasses.replace(self._caps, execution=self._execution_info())
+
+    def _execution_info(self) -> MappingProxyType[str, Any]:
+        mode = self._execution
+        info: dict[str, Any] = {"requested": mode, "mode": mode, "reason": ""}
+        if mode == "warm" and self._zygote_reason:
+            info.update(mode="spawn", reason=self._zygote_reason)
+        if mode == "warm":
+            zygote = self._zygote
+            info["zygote_pid"] = zygote.pid if zygote is not None and zygote.alive() else None
+        return MappingProxyType(info)
 
     def _build_capabilities(self) -> Capabilities:
         probe = verify_kernel(self._read_roots) if self._kernel_layers else probe_kernel()
@@ -400,6 +449,10 @@ class Sandbox:
             active = list(self._active)
         for sup in active:
             sup.kill("cancelled")
+        with self._zygote_lock:
+            zygote, self._zygote = self._zygote, None
+        if zygote is not None:
+            zygote.close()
 
     def __enter__(self) -> Sandbox:
         return self
@@ -502,29 +555,81 @@ class Sandbox:
         missing = caps.missing_required
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
-        return self._launch_plan(self._child_config(code, caps), deadline, caps)
+        config = self._child_config(code, caps)
+        launcher = self._warm_launcher(config) if self._execution == "warm" else None
+        return self._launch_plan(config, deadline, caps, launcher)
 
-    def _launch_plan(
-        self, config: dict[str, Any], deadline: float, caps: Capabilities
-    ) -> _Prepared:
-        """Wrap a child configuration into a ready-to-start supervised run."""
-        marker_value = secrets.token_hex(16)
+    # -- warm mode --
+    _RUN_KEYS = ("code", "code_object", "rlimits")
+
+    def _warm_launcher(self, config: dict[str, Any]) -> _zygote.Zygote | None:
+        """The running zygote (started lazily, restarted if it died), or ``None``: spawn."""
+        with self._zygote_lock:
+            if self._closed:
+                raise SandboxClosedError
+            if self._zygote_reason:
+                return None
+            if self._zygote is not None and self._zygote.alive():
+                return self._zygote
+            if self._zygote is not None:
+                self._zygote.close()  # it died: reap it, start another
+                self._zygote = None
+            fixed = {k: v for k, v in config.items() if k not in self._RUN_KEYS}
+            fixed.pop("code_object", None)
+            fixed["env"] = self._base_env()
+            fixed["preimport"] = [
+                name for name in _PREIMPORT if self._rules.allowed.intersection({name})
+            ]
+            env = {**self._base_env(), _MARKER_NAME: "zygote-" + secrets.token_hex(8)}
+            # cwd "/": the zygote holds nothing in the workspace; each child chdirs there.
+            zygote = _zygote.Zygote(fixed, _bootstrap_code(), "/", env)
+            try:
+                if not sys.platform.startswith("linux"):
+                    raise _zygote.ZygoteError("warm mode needs Linux (pidfd, fork server)")
+                zygote.start()
+            except _zygote.ZygoteError as exc:
+                self._zygote_reason = str(exc)
+                return None
+            self._zygote = zygote
+            # A sandbox dropped without close() still stops its zygote.
+            weakref.finalize(self, zygote.close)
+            return zygote
+
+    def _base_env(self) -> dict[str, str]:
         env = {
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
             "HOME": self._workspace,
             "TMPDIR": self._workspace,
-            _MARKER_NAME: marker_value,
         }
         for name in _ENV_PASSTHROUGH:
             if name in os.environ:
                 env[name] = os.environ[name]
+        return env
+
+    def _launch_plan(
+        self,
+        config: dict[str, Any],
+        deadline: float,
+        caps: Capabilities,
+        zygote: _zygote.Zygote | None = None,
+    ) -> _Prepared:
+        """Wrap a child configuration into a ready-to-start supervised run."""
+        marker_value = secrets.token_hex(16)
+        env = {**self._base_env(), _MARKER_NAME: marker_value}
+        if zygote is not None:
+            request = {key: config[key] for key in self._RUN_KEYS if key in config}
+            request["env"] = {_MARKER_NAME: marker_value}
+            payload = marshal.dumps(request)
+        else:
+            payload = _payload(config)
         supervisor = Supervisor(
             argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", _child.STUB],
             env=env,
             cwd=self._workspace,
-            payload=_payload(config),
+            payload=payload,
+            launcher=zygote.launch if zygote is not None else None,
             deadline_s=deadline,
             output_cap=self._limits.output_bytes,
             workspace=self._workspace,
@@ -614,6 +719,8 @@ class Sandbox:
             status, detail = RunStatus.TIMEOUT, "wall-clock deadline reached"
         elif o.reason == "cancelled":
             status, detail = RunStatus.KILLED, "run cancelled"
+        elif o.reason == "zygote_died":
+            status, detail = RunStatus.KILLED, "the warm zygote died during the run"
         elif o.reason == "reaped_elsewhere":
             status = RunStatus.KILLED
             detail = "the child was reaped by another part of this process (waitpid(-1))"

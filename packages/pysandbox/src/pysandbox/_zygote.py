@@ -1,0 +1,570 @@
+"""Warm execution: a fork server ("zygote") that forks one fully confined child per run.
+
+The zygote is its own process, started like a spawn-mode child (``python -I -S -X utf8 -c
+<stub>``, clean environment, new session, stdin/stdout/stderr on ``/dev/null``), never a fork
+of the (threaded) server. It stays single-threaded, pre-imports the allowed standard-library
+modules, loads the spawn-mode child bootstrap (:mod:`pysandbox._child`) and builds the
+Landlock ruleset once. The isolation layers are fixed by its start configuration.
+
+Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
+server sends, over it, one message with three descriptors attached (``SCM_RIGHTS``): its end
+of a fresh ``SOCK_SEQPACKET`` pair for that run, and the write ends of the run's stdout and
+stderr pipes; the message body carries the code and the limits only. The zygote forks; the
+child sets ``PR_SET_PDEATHSIG``, starts a new session, puts the pipes on descriptors 1 and 2,
+closes every other descriptor (the control and run sockets included) except the prebuilt
+Landlock ruleset, reseeds ``random``, and then applies every layer through the same
+:func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
+
+The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
+deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
+reports ``P<pid>`` after the fork and ``X`` when the child has exited (seen on a pidfd, not
+reaped); the server answers ``K`` (kill the process group: the child is still unreaped, so its
+pid cannot have been reused) and finally ``R``: the zygote kills the group, reaps the child with
+``wait4`` and returns its wait status, CPU seconds and peak RSS. Several runs proceed at once;
+the zygote only forks and reaps and never waits on a run.
+
+When imported this module only defines functions and classes (standard library only: the zygote
+executes this file's code with ``-I -S``).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import socket
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import subprocess
+    from typing import Any
+
+__all__ = ["STUB", "WarmChild", "Zygote", "ZygoteError", "serve"]
+
+#: What the server passes with ``-c``: read ``(bootstrap code, zygote code, configuration)``
+#: from the descriptor in ``argv[1]``, run both modules' code, serve on the descriptor in
+#: ``argv[2]``.
+STUB = (
+    "import marshal,os,sys\n"
+    "f=int(sys.argv[1]);d=[]\n"
+    "while 1:\n"
+    " c=os.read(f,1048576)\n"
+    " if not c:break\n"
+    " d.append(c)\n"
+    "os.close(f);b,z,c=marshal.loads(b''.join(d));del d,f\n"
+    "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
+    "exec(b,g)\n"
+    "h={'__name__':'pysandbox._zygote','__file__':z.co_filename,'__builtins__':__builtins__}\n"
+    "exec(z,h);del b,z\n"
+    "sys.exit(h['serve'](g,c,int(sys.argv[2])))\n"
+)
+
+_HEADER = 9  # b"N" + 8-byte little-endian body length
+_PR_SET_PDEATHSIG = 1
+_SIGKILL = 9
+
+
+class ZygoteError(OSError):
+    """The zygote could not start, or died: the caller falls back to spawn mode or reports."""
+
+
+# --------------------------------------------------------------------------------------------
+# Zygote side (runs in the zygote process; standard library only)
+# --------------------------------------------------------------------------------------------
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = sock.recv(min(size, 1 << 20))
+        if not chunk:
+            raise EOFError
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
+    """The zygote's main loop: prepare once, then fork one child per request.
+
+    Args:
+        child: Namespace of the executed :mod:`pysandbox._child` bootstrap.
+        cfg: Fixed configuration: the child configuration without code and limits, plus
+            ``server_pid`` and ``preimport``.
+        ctl_fd: Descriptor of the inherited control ``socketpair`` end.
+
+    Returns:
+        Exit status of the zygote (0 when the server closed the channel).
+    """
+    import gc
+    import select
+    import signal
+
+    ctl = socket.socket(fileno=ctl_fd)
+    libc = child["Libc"]()
+    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    if os.getppid() != cfg["server_pid"]:
+        return 1  # the server died before the death signal was armed
+    ruleset = -1
+    try:
+        for name in cfg["preimport"]:
+            try:
+                __import__(name)
+            except Exception:  # noqa: S112 - a module this interpreter lacks is imported later
+                continue
+        # Modules the zygote itself used but spawn mode never loads stay out of user reach
+        # through the import guard; these two are needed by the fork path.
+        import atexit  # noqa: F401
+        import random  # noqa: F401
+
+        if cfg["landlock"] is not None:
+            ruleset = child["build_landlock_ruleset"](libc, cfg["landlock"])
+        if not hasattr(os, "pidfd_open"):
+            raise OSError("os.pidfd_open is unavailable (Linux >= 5.3, Python >= 3.9)")
+        os.close(os.pidfd_open(os.getpid()))
+    except BaseException as exc:
+        ctl.sendall(b"E" + f"{type(exc).__name__}: {exc}".encode()[:1000])
+        return 1
+    gc.collect()
+    gc.freeze()  # the children share these pages instead of copying them on the next collect
+    ctl.sendall(b"R")
+
+    poller = select.poll()
+    poller.register(ctl_fd, select.POLLIN)
+    by_sock: dict[int, list[Any]] = {}  # run socket fd -> [pid, pidfd, sock, reaped]
+    by_pidfd: dict[int, list[Any]] = {}
+    me = os.getpid()
+
+    def finish(run: list[Any], reply: bool) -> None:
+        pid, pidfd, sock = run[0], run[1], run[2]
+        try:  # noqa: SIM105
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            result = (status, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) * 1024)
+        except ChildProcessError:  # pragma: no cover - nothing else reaps in the zygote
+            result = (signal.SIGKILL, 0.0, 0)
+        if reply:
+            try:  # noqa: SIM105
+                sock.send(b"S" + marshal.dumps(result))
+            except OSError:
+                pass
+        for table, key in ((by_sock, sock.fileno()), (by_pidfd, pidfd)):
+            if key in table:
+                table.pop(key)
+                try:  # noqa: SIM105
+                    poller.unregister(key)
+                except KeyError:
+                    pass
+        sock.close()
+        os.close(pidfd)
+
+    while True:
+        for fd, _event in poller.poll():
+            if fd == ctl_fd:
+                try:
+                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(3 * 4))
+                    data, ancillary = header[0], header[1]
+                    fds: list[int] = []
+                    for level, kind, payload in ancillary:
+                        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                            usable = len(payload) - len(payload) % 4
+                            fds += [
+                                int.from_bytes(payload[i : i + 4], sys.byteorder)
+                                for i in range(0, usable, 4)
+                            ]
+                    if not data:
+                        raise EOFError
+                    data += _recv_exact(ctl, _HEADER - len(data))
+                    body = _recv_exact(ctl, int.from_bytes(data[1:], "little"))
+                except (EOFError, OSError):
+                    for run in list(by_sock.values()):
+                        finish(run, reply=False)
+                    return 0
+                if len(fds) != 3:
+                    for extra in fds:
+                        os.close(extra)
+                    continue
+                run_sock = socket.socket(fileno=fds[0])
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - the child ends with os._exit
+                    socks = [ctl, run_sock] + [r[2] for r in by_sock.values()]
+                    _child_main(
+                        child,
+                        cfg=cfg,
+                        libc=libc,
+                        ruleset=ruleset,
+                        body=body,
+                        socks=socks,
+                        out_w=fds[1],
+                        err_w=fds[2],
+                        zygote_pid=me,
+                    )
+                os.close(fds[1])
+                os.close(fds[2])
+                pidfd = os.pidfd_open(pid)
+                run = [pid, pidfd, run_sock]
+                by_sock[run_sock.fileno()] = run
+                by_pidfd[pidfd] = run
+                poller.register(run_sock.fileno(), select.POLLIN)
+                poller.register(pidfd, select.POLLIN)
+                try:
+                    run_sock.send(b"P" + pid.to_bytes(8, "little"))
+                except OSError:
+                    finish(run, reply=False)
+            elif fd in by_pidfd:
+                run = by_pidfd.pop(fd)
+                poller.unregister(fd)
+                try:  # noqa: SIM105
+                    run[2].send(b"X")
+                except OSError:
+                    pass
+            elif fd in by_sock:
+                run = by_sock[fd]
+                try:
+                    command = run[2].recv(16)
+                except OSError:
+                    command = b""
+                if command == b"K":
+                    try:  # noqa: SIM105
+                        os.killpg(run[0], signal.SIGKILL)
+                    except OSError:
+                        pass
+                    if run[1] in by_pidfd or fd in by_sock:
+                        try:  # noqa: SIM105
+                            signal.pidfd_send_signal(run[1], signal.SIGKILL)
+                        except OSError:
+                            pass
+                else:  # b"R" or the server's end closed
+                    finish(run, reply=command == b"R")
+
+
+def _child_main(
+    child: dict[str, Any],
+    *,
+    cfg: dict[str, Any],
+    libc: Any,
+    ruleset: int,
+    body: bytes,
+    socks: list[socket.socket],
+    out_w: int,
+    err_w: int,
+    zygote_pid: int,
+) -> None:  # pragma: no cover - runs in the forked child (covered through the tests' runs)
+    """The forked child: detach from the zygote, apply every layer, run the code, exit."""
+    status = int(child["EXIT_SETUP_FAILED"])
+    try:
+        libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        if os.getppid() != zygote_pid:
+            os._exit(status)
+        os.setsid()
+        for sock in socks:
+            sock.detach()  # the descriptors are closed below, the objects must not reuse them
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        if ruleset >= 0:
+            if ruleset != 3:
+                os.dup2(ruleset, 3, inheritable=False)
+                ruleset = 3
+            os.closerange(4, 1 << 20)
+        else:
+            os.closerange(3, 1 << 20)
+        os.chdir(cfg["workspace"])
+        request = marshal.loads(body)  # noqa: S302 - from the server
+        os.environ.clear()
+        os.environ.update(cfg["env"])
+        os.environ.update(request.pop("env"))
+        import random
+
+        random.seed()
+        run_cfg = dict(cfg)
+        run_cfg.update(request)
+        status = child["run_config"](run_cfg, libc, ruleset)
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+            if "threading" in sys.modules:
+                sys.modules["threading"]._shutdown()
+        except BaseException:  # noqa: S110 - the user's code already ran
+            pass
+    except BaseException as exc:
+        try:
+            import traceback
+
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            os.write(2, f"pysandbox: warm child setup failed: {exc!r}\n{text}".encode())
+        except OSError:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+# --------------------------------------------------------------------------------------------
+# Server side
+# --------------------------------------------------------------------------------------------
+class WarmChild:
+    """The server's handle on one forked child: its pid and its run socket.
+
+    Args:
+        sock: The server's end of the run's ``SOCK_SEQPACKET`` pair.
+        pid: The child's pid (its session and process-group id).
+    """
+
+    def __init__(self, sock: socket.socket, pid: int, zygote_alive: Any = None) -> None:
+        self.sock = sock
+        self.pid = pid
+        self.exited = False
+        self.zygote_died = False
+        self._zygote_alive = zygote_alive
+        # The zygote reaps only when told to (``R``), so this pid is still the child's.
+        try:
+            self._pidfd = os.pidfd_open(pid)
+        except OSError:
+            self._pidfd = -1
+
+    def exit_fd(self) -> int:
+        """Descriptor that becomes readable when the child has exited (or the zygote died)."""
+        return self.sock.fileno()
+
+    def on_readable(self) -> bool:
+        """Consume a message; return whether the child has exited (or the zygote died)."""
+        try:
+            message = self.sock.recv(64)
+        except BlockingIOError:
+            return self.exited
+        except OSError:
+            message = b""
+        if not message:
+            self.zygote_died = True
+        self.exited = True
+        return True
+
+    def kill_group(self) -> None:
+        """SIGKILL the child (through its pidfd) and its process group, synchronously.
+
+        The zygote holds the child unreaped until :meth:`reap`, so neither its pid nor its
+        process-group id can have been reused. If the zygote died, the child was killed by
+        ``PR_SET_PDEATHSIG`` and possibly reaped by init: only the pidfd is used then.
+        """
+        import signal
+
+        if self._pidfd >= 0:
+            try:  # noqa: SIM105
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+            except OSError:
+                pass
+        if self.zygote_died or (self._zygote_alive is not None and not self._zygote_alive()):
+            return
+        try:  # noqa: SIM105
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def reap(self) -> tuple[int, float, int] | None:
+        """Have the zygote kill the group and ``wait4`` the child.
+
+        Returns:
+            ``(wait status, CPU seconds, peak RSS bytes)``, or ``None`` if the zygote died.
+        """
+        try:
+            self.sock.setblocking(True)
+            self.sock.send(b"R")
+            while True:
+                message = self.sock.recv(256)
+                if not message:
+                    return None
+                if message[:1] == b"S":
+                    status, cpu, rss = marshal.loads(message[1:])  # noqa: S302 - our zygote
+                    return int(status), float(cpu), int(rss)
+        except OSError:
+            return None
+        finally:
+            self.sock.close()
+            if self._pidfd >= 0:
+                os.close(self._pidfd)
+                self._pidfd = -1
+
+
+class Zygote:
+    """Server-side owner of one zygote process (start, launch runs, stop).
+
+    Args:
+        config: Fixed configuration (child configuration without code and limits, with
+            ``env``, ``preimport`` and the Landlock plan and seccomp programs).
+        boot_code: The compiled :mod:`pysandbox._child` bootstrap.
+        cwd: Working directory of the zygote (the workspace).
+        env: The zygote's complete environment.
+    """
+
+    def __init__(
+        self, config: dict[str, Any], boot_code: Any, cwd: str, env: dict[str, str]
+    ) -> None:
+        import threading
+
+        self._config = dict(config, server_pid=os.getpid())
+        self._boot = boot_code
+        self._cwd = cwd
+        self._env = env
+        self._send_lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._ctl: socket.socket | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The zygote's pid while it runs."""
+        return None if self._proc is None else self._proc.pid
+
+    def alive(self) -> bool:
+        """Whether the zygote process is running."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        """Start the zygote and wait until it is ready.
+
+        Raises:
+            ZygoteError: It could not start (the message says why).
+        """
+        import subprocess
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        cfg_r, cfg_w = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    "-X",
+                    "utf8",
+                    "-c",
+                    STUB,
+                    str(cfg_r),
+                    str(theirs.fileno()),
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=self._cwd,
+                env=self._env,
+                close_fds=True,
+                pass_fds=(cfg_r, theirs.fileno()),
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise ZygoteError(f"cannot start the zygote: {exc}") from exc
+        finally:
+            theirs.close()
+            os.close(cfg_r)
+        try:
+            payload = marshal.dumps((self._boot, _zygote_code(), self._config))
+            with os.fdopen(cfg_w, "wb") as fh:
+                cfg_w = -1
+                fh.write(payload)
+        except OSError:
+            pass  # it died at once; reported below
+        finally:
+            if cfg_w >= 0:
+                os.close(cfg_w)
+        ours.settimeout(timeout_s)
+        try:
+            answer = ours.recv(1024)
+        except OSError as exc:
+            answer = f"E{exc}".encode()
+        if answer != b"R":
+            ours.close()
+            self._stop_process()
+            status = self._proc.returncode
+            detail = answer[1:].decode("utf-8", "replace") or f"exit status {status}"
+            raise ZygoteError(f"the zygote could not start: {detail}")
+        ours.settimeout(None)
+        self._ctl = ours
+
+    def launch(self, body: bytes, out_w: int, err_w: int, timeout_s: float = 30.0) -> WarmChild:
+        """Send one run to the zygote; return the handle once the child was forked.
+
+        Args:
+            body: ``marshal`` dump of the run's code, limits and marker.
+            out_w: Write end of the stdout pipe (the caller closes its copy).
+            err_w: Write end of the stderr pipe (the caller closes its copy).
+            timeout_s: How long to wait for the fork to be reported, seconds.
+
+        Raises:
+            ZygoteError: The zygote is gone or did not answer.
+        """
+        ctl = self._ctl
+        if ctl is None or not self.alive():
+            raise ZygoteError("the zygote is not running")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            header = b"N" + len(body).to_bytes(8, "little")
+            rights = [
+                (socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array(theirs.fileno(), out_w, err_w))
+            ]
+            with self._send_lock:
+                ctl.sendmsg([header], rights)
+                ctl.sendall(body)
+            ours.settimeout(timeout_s)
+            answer = ours.recv(64)
+        except OSError as exc:
+            ours.close()
+            raise ZygoteError(f"the zygote did not take the run: {exc}") from exc
+        finally:
+            theirs.close()
+        if answer[:1] != b"P" or len(answer) != 9:
+            ours.close()
+            raise ZygoteError("the zygote died before forking the run")
+        ours.setblocking(False)
+        return WarmChild(ours, int.from_bytes(answer[1:], "little"), self.alive)
+
+    def close(self) -> None:
+        """Stop the zygote; its children die with it (``PR_SET_PDEATHSIG``)."""
+        if self._ctl is not None:
+            self._ctl.close()
+            self._ctl = None
+        self._stop_process()
+
+    def kill(self) -> None:
+        """SIGKILL the zygote (tests use this to simulate a crash)."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+
+    def _stop_process(self) -> None:
+        import subprocess
+
+        proc = self._proc
+        if proc is None:
+            return
+        try:
+            proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _fd_array(*fds: int) -> bytes:
+    return b"".join(int(fd).to_bytes(4, sys.byteorder, signed=True) for fd in fds)
+
+
+_code_cache: list[Any] = []
+
+
+def _zygote_code() -> Any:
+    """This module's code, compiled once per process (the zygote executes it)."""
+    if not _code_cache:
+        import __future__
+
+        path = os.path.realpath(__file__)
+        with open(path, encoding="utf-8") as fh:  # noqa: PTH123 - no pathlib in the zygote path
+            source = fh.read()
+        flags = __future__.annotations.compiler_flag
+        source = source.replace("from __future__ import annotations\n", "\n", 1)
+        _code_cache.append(compile(source, path, "exec", flags, dont_inherit=True))
+    return _code_cache[0]

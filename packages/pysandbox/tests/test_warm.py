@@ -1,0 +1,272 @@
+"""Warm execution (fork server): same results as spawn, no state across runs, crash handling."""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pathlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
+from sandbox_helpers import KERNEL, needs_kernel
+
+MiB = 1024 * 1024
+REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+LIMITS = Limits(memory_bytes=128 * MiB, output_bytes=4096, timeout_s=10.0)
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "pidfd_open"), reason="warm mode needs os.pidfd_open (Linux)"
+)
+
+
+def _make(tmp: pathlib.Path, name: str, execution: str) -> Sandbox:
+    ws = tmp / name
+    ws.mkdir()
+    return Sandbox(ws, limits=LIMITS, require=REQUIRE, execution=execution)
+
+
+@pytest.fixture
+def pair(tmp_path: pathlib.Path) -> Iterator[tuple[Sandbox, Sandbox]]:
+    spawn = _make(tmp_path, "spawn", "spawn")
+    warm = _make(tmp_path, "warm", "warm")
+    with spawn, warm:
+        yield spawn, warm
+
+
+@pytest.fixture
+def warm(tmp_path: pathlib.Path) -> Iterator[Sandbox]:
+    with _make(tmp_path, "ws", "warm") as sb:
+        yield sb
+
+
+def _fields(result: RunResult) -> dict[str, Any]:
+    data = result.to_dict()
+    for volatile in ("duration_ms", "cpu_time_ms", "peak_memory_bytes"):
+        data.pop(volatile)
+    return data
+
+
+CASES = {
+    "ok": ("import json, statistics\nprint(json.dumps(statistics.mean([1, 2, 4])))", None),
+    "error": ("def f():\n    return 1 / 0\nf()", None),
+    "exit_code": ("raise SystemExit(7)", None),
+    "timeout": ("while True:\n    pass", 1.0),
+    "memory_limit": ("x = bytearray(4 << 30)", None),
+    "output_limit": ("while True:\n    print('x' * 1000)", None),
+    "rejected": ("import subprocess", None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_same_result_fields_as_spawn(pair: tuple[Sandbox, Sandbox], case: str) -> None:
+    spawn, warm = pair
+    code, timeout = CASES[case]
+    expected = spawn.run(code, timeout=timeout)
+    got = warm.run(code, timeout=timeout)
+    assert _fields(got) == _fields(expected)
+    assert expected.status.value == case if case != "exit_code" else expected.exit_code == 7
+    assert warm.capabilities().execution["mode"] == "warm"
+
+
+def test_accounting_is_the_childs(warm: Sandbox) -> None:
+    result = warm.run("x = bytearray(40 << 20)\nprint(len(x))")
+    assert result.stdout == f"{40 << 20}\n"
+    assert result.peak_memory_bytes >= 40 * MiB
+    assert result.cpu_time_ms > 0
+
+
+def test_no_state_leaks_across_runs(warm: Sandbox) -> None:
+    first = warm.run(
+        "import json, decimal, random\n"
+        "json.dumps = lambda *a, **k: 'patched'\n"
+        "decimal.getcontext().prec = 3\n"
+        "random.seed(1)\n"
+        "print(json.dumps([1]), decimal.Decimal(1) / 3, random.random())\n"
+    )
+    if first.status is RunStatus.REJECTED:  # the gate refuses patching a module: try without
+        first = warm.run(
+            "import decimal, random\ndecimal.getcontext().prec = 3\nrandom.seed(1)\n"
+            "print('patched', decimal.Decimal(1) / 3, random.random())\n"
+        )
+    assert first.status is RunStatus.OK, first
+    assert "patched" in first.stdout
+    assert "0.333 " in first.stdout
+    second = warm.run(
+        "import json, decimal, random\n"
+        "print(json.dumps([1]), decimal.getcontext().prec, decimal.Decimal(1) / 3)\n"
+        "print(random.random())\n"
+    )
+    assert second.status is RunStatus.OK, second
+    line1, line2 = second.stdout.splitlines()
+    assert line1 == "[1] 28 0.3333333333333333333333333333"
+    third = warm.run("import random\nprint(random.random())")
+    # Each child reseeds: no two runs share the zygote's random state, nor run 1's seed.
+    assert len({line2, third.stdout.strip(), first.stdout.split()[-1]}) == 3
+
+
+def test_files_opened_by_a_run_are_not_inherited(warm: Sandbox) -> None:
+    first = warm.run("fh = open('kept.txt', 'w')\nfh.write('x')\nprint(fh.fileno())")
+    assert first.status is RunStatus.OK, first
+    fd = int(first.stdout)
+    second = warm.run(
+        f"import io\ntry:\n    io.open({fd}, 'r')\nexcept OSError as e:\n    print(e.errno)"
+    )
+    assert second.stdout.strip() == "9"  # EBADF: nothing of run 1 exists in run 2
+
+
+def _zygote_of(sb: Sandbox) -> _zygote.Zygote:
+    zygote = sb._zygote
+    assert zygote is not None
+    return zygote
+
+
+def test_killing_the_zygote_mid_run(warm: Sandbox) -> None:
+    assert warm.run("print(1)").stdout == "1\n"
+    zygote = _zygote_of(warm)
+    first_pid = zygote.pid
+    results: list[RunResult] = []
+    worker = threading.Thread(target=lambda: results.append(warm.run("while True:\n    pass")))
+    worker.start()
+    while not any(sup.started for sup in list(warm._active)) and worker.is_alive():
+        threading.Event().wait(0.01)
+    zygote.kill()
+    worker.join(30)
+    assert not worker.is_alive()
+    (result,) = results
+    assert result.status is RunStatus.KILLED
+    assert result.detail == "the warm zygote died during the run"
+    again = warm.run("print(2)")
+    assert again.status is RunStatus.OK
+    assert again.stdout == "2\n"
+    assert _zygote_of(warm).pid != first_pid
+
+
+def test_close_stops_the_zygote(tmp_path: pathlib.Path) -> None:
+    sb = _make(tmp_path, "ws", "warm")
+    assert sb.run("print(1)").status is RunStatus.OK
+    zygote = _zygote_of(sb)
+    assert zygote.alive()
+    sb.close()
+    assert not zygote.alive()
+    assert sb._zygote is None
+
+
+def test_fallback_to_spawn_with_reason(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(self: _zygote.Zygote, timeout_s: float = 30.0) -> None:
+        raise _zygote.ZygoteError("no fork server here")
+
+    monkeypatch.setattr(_zygote.Zygote, "start", refuse)
+    with _make(tmp_path, "ws", "warm") as sb:
+        result = sb.run("print(3)")
+        execution = sb.capabilities().execution
+    assert result.stdout == "3\n"
+    assert execution["requested"] == "warm"
+    assert execution["mode"] == "spawn"
+    assert execution["reason"] == "no fork server here"
+    assert sb.capabilities().to_dict()["execution"]["mode"] == "spawn"
+
+
+def test_spawn_is_the_default(tmp_path: pathlib.Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    defaults = Sandbox.__init__.__kwdefaults__ or {}
+    with Sandbox(ws, require=REQUIRE, execution="spawn") as sb:
+        assert sb.capabilities().execution["mode"] == "spawn"
+    assert defaults.get("execution") in ("spawn", os.environ.get("PYSANDBOX_TEST_EXECUTION"))
+    with pytest.raises(ValueError, match="execution must be one of"):
+        Sandbox(ws, execution="fork")
+
+
+def _raw_warm(sb: Sandbox, code: str, extra: tuple[str, ...]) -> RunResult:
+    """Start the zygote without the Python-level guards (tests only), then run ``code``."""
+    caps = sb.capabilities()
+    config = sb._child_config(code, caps)
+    config["python_guards"] = False
+    config["allowed_modules"] = sorted({*config["allowed_modules"], *extra})
+    zygote = sb._warm_launcher(config)
+    assert zygote is not None
+    return sb._execute(sb._launch_plan(config, 10.0, caps, zygote))
+
+
+@needs_kernel
+def test_control_socket_is_unreachable(warm: Sandbox) -> None:
+    code = (
+        "import os, stat, socket\n"
+        "fds = []\n"
+        "for fd in range(4096):\n"
+        "    try:\n"
+        "        fds.append((fd, stat.S_ISSOCK(os.fstat(fd).st_mode)))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "print('fds', fds)\n"
+        "for family in (socket.AF_UNIX, socket.AF_INET):\n"
+        "    try:\n"
+        "        socket.socket(family, socket.SOCK_STREAM)\n"
+        "        print('socket allowed')\n"
+        "    except PermissionError:\n"
+        "        print('socket denied')\n"
+    )
+    result = _raw_warm(warm, code, ("os", "stat", "socket"))
+    assert result.status is RunStatus.OK, result
+    lines = result.stdout.splitlines()
+    # Only stdio is open (the Landlock ruleset is closed before the code runs); no socket.
+    assert lines[0] == "fds [(0, False), (1, False), (2, False)]"
+    assert lines[1:] == ["socket denied", "socket denied"]
+
+
+@needs_kernel
+def test_connect_is_denied_by_seccomp(warm: Sandbox) -> None:
+    code = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "rc = libc.syscall(42, 3, 0, 0)\n"  # connect(3, NULL, 0) on x86-64
+        "print(rc, ctypes.get_errno())\n"
+    )
+    result = _raw_warm(warm, code, ("ctypes",))
+    assert result.status is RunStatus.OK, result
+    assert result.stdout.split() == ["-1", "1"]  # EPERM from the filter, not EBADF
+
+
+def test_runs_do_not_serialise_on_the_zygote(warm: Sandbox) -> None:
+    assert warm.run("print(0)").status is RunStatus.OK
+    zygote = _zygote_of(warm)
+    config = warm._child_config("", warm.capabilities())
+
+    def launch(code: str) -> tuple[_zygote.WarmChild, int]:
+        request = {
+            "code": code,
+            "code_object": compile(code, "<sandbox>", "exec"),
+            "rlimits": config["rlimits"],
+            "env": {},
+        }
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            handle = zygote.launch(marshal.dumps(request), out_w, err_w)
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        os.close(err_r)
+        return handle, out_r
+
+    slow, slow_out = launch("while True:\n    pass")
+    fast, fast_out = launch("print(2)")
+    try:
+        with os.fdopen(fast_out, "rb") as fh:
+            assert fh.read() == b"2\n"  # while the first child is still running
+        fast_result = fast.reap()
+        assert fast_result is not None
+        assert os.WIFEXITED(fast_result[0])
+        assert os.WEXITSTATUS(fast_result[0]) == 0
+    finally:
+        slow.kill_group()
+        slow_result = slow.reap()
+        os.close(slow_out)
+    assert slow_result is not None
+    assert os.WIFSIGNALED(slow_result[0])

@@ -270,3 +270,41 @@ def test_runs_do_not_serialise_on_the_zygote(warm: Sandbox) -> None:
         os.close(slow_out)
     assert slow_result is not None
     assert os.WIFSIGNALED(slow_result[0])
+
+
+def test_zygote_outlives_the_thread_that_started_it(warm: Sandbox) -> None:
+    # PR_SET_PDEATHSIG follows the starting *thread*: the zygote must not depend on it.
+    results: list[RunResult] = []
+    starter = threading.Thread(target=lambda: results.append(warm.run("print(1)")))
+    starter.start()
+    starter.join()
+    assert results[0].stdout == "1\n"
+    pid = _zygote_of(warm).pid
+    again = warm.run("print(2)")
+    assert again.status is RunStatus.OK
+    assert again.stdout == "2\n"
+    assert _zygote_of(warm).pid == pid
+
+
+def test_zygote_dead_before_the_request_is_retried(
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert warm.run("print(1)").status is RunStatus.OK
+    zygote = _zygote_of(warm)
+    dead_pid = zygote.pid
+    zygote.kill()
+    proc = zygote._proc
+    assert proc is not None
+    os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # dead, not yet reaped
+    calls: list[int] = []
+    real_alive = _zygote.Zygote.alive
+
+    def stale_alive(self: _zygote.Zygote) -> bool:
+        calls.append(1)
+        return True if len(calls) == 1 else real_alive(self)
+
+    monkeypatch.setattr(_zygote.Zygote, "alive", stale_alive)
+    result = warm.run("print(3)")
+    assert result.status is RunStatus.OK
+    assert result.stdout == "3\n"
+    assert _zygote_of(warm).pid != dead_pid

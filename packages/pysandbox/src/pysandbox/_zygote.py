@@ -18,10 +18,11 @@ Landlock ruleset, reseeds ``random``, and then applies every layer through the s
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
 reports ``P<pid>`` after the fork and ``X`` when the child has exited (seen on a pidfd, not
-reaped); the server answers ``K`` (kill the process group: the child is still unreaped, so its
-pid cannot have been reused) and finally ``R``: the zygote kills the group, reaps the child with
-``wait4`` and returns its wait status, CPU seconds and peak RSS. Several runs proceed at once;
-the zygote only forks and reaps and never waits on a run.
+reaped). The server kills through a pidfd and ``killpg`` itself (the child stays unreaped until
+the server sends ``R``, so its pid and process group cannot have been reused); on ``R`` the
+zygote kills the group, reaps the child with ``wait4`` and returns its wait status, CPU seconds
+and peak RSS. If the server's end closes, the zygote kills and reaps the child. Several runs
+proceed at once; the zygote only forks and reaps and never waits on a run.
 
 When imported this module only defines functions and classes (standard library only: the zygote
 executes this file's code with ``-I -S``).
@@ -100,9 +101,12 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
 
     ctl = socket.socket(fileno=ctl_fd)
     libc = child["Libc"]()
-    libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+    # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
+    # that thread may end long before the server. The server's death closes the control
+    # channel instead (only the server holds its end), and the loop below then kills and
+    # reaps every child and exits.
     if os.getppid() != cfg["server_pid"]:
-        return 1  # the server died before the death signal was armed
+        return 1  # the server died while the zygote started
     ruleset = -1
     try:
         for name in cfg["preimport"]:
@@ -225,18 +229,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                     command = run[2].recv(16)
                 except OSError:
                     command = b""
-                if command == b"K":
-                    try:  # noqa: SIM105
-                        os.killpg(run[0], signal.SIGKILL)
-                    except OSError:
-                        pass
-                    if run[1] in by_pidfd or fd in by_sock:
-                        try:  # noqa: SIM105
-                            signal.pidfd_send_signal(run[1], signal.SIGKILL)
-                        except OSError:
-                            pass
-                else:  # b"R" or the server's end closed
-                    finish(run, reply=command == b"R")
+                finish(run, reply=command == b"R")  # b"R", or the server's end closed
 
 
 def _child_main(

@@ -20,7 +20,7 @@ import sysconfig
 import tempfile
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import CodeType, MappingProxyType
 from typing import Any
 
@@ -556,8 +556,16 @@ class Sandbox:
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
         config = self._child_config(code, caps)
-        launcher = self._warm_launcher(config) if self._execution == "warm" else None
-        return self._launch_plan(config, deadline, caps, launcher)
+        if self._execution != "warm":
+            return self._launch_plan(config, deadline, caps)
+        prepared = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+
+        def retry() -> _Prepared:
+            # The zygote died between the liveness check and the request: start another.
+            return self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+
+        prepared.retry = retry
+        return prepared
 
     # -- warm mode --
     _RUN_KEYS = ("code", "code_object", "rlimits")
@@ -691,7 +699,17 @@ class Sandbox:
             with self._active_lock:
                 self._active.add(prepared.supervisor)
             try:
-                outcome = prepared.supervisor.run()
+                try:
+                    outcome = prepared.supervisor.run()
+                except _zygote.ZygoteError:
+                    if prepared.retry is None:
+                        raise
+                    with self._active_lock:
+                        self._active.discard(prepared.supervisor)
+                    prepared = prepared.retry()
+                    with self._active_lock:
+                        self._active.add(prepared.supervisor)
+                    outcome = prepared.supervisor.run()
             except InterruptedError:
                 return RunResult(
                     RunStatus.KILLED, layers=prepared.layers, detail="cancelled before start"
@@ -877,8 +895,9 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
 class _Prepared:
     """A checked run, ready to start."""
 
-    __slots__ = ("layers", "supervisor")
+    __slots__ = ("layers", "retry", "supervisor")
 
     def __init__(self, supervisor: Supervisor, layers: tuple[str, ...]) -> None:
         self.supervisor = supervisor
         self.layers = layers
+        self.retry: Callable[[], _Prepared] | None = None

@@ -308,3 +308,20 @@ def test_zygote_dead_before_the_request_is_retried(
     assert result.status is RunStatus.OK
     assert result.stdout == "3\n"
     assert _zygote_of(warm).pid != dead_pid
+
+
+def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
+    code = "import os\nprint(sorted(os.environ))\nprint(os.environ['HOME'] == os.getcwd())"
+    extra = ("os",)
+    outputs = []
+    for name, execution in (("s", "spawn"), ("w", "warm")):
+        with _make(tmp_path, name, execution) as sb:
+            caps = sb.capabilities()
+            config = sb._child_config(code, caps)
+            config["allowed_modules"] = sorted({*config["allowed_modules"], *extra})
+            zygote = sb._warm_launcher(config) if execution == "warm" else None
+            result = sb._execute(sb._launch_plan(config, 10.0, caps, zygote))
+            assert result.status is RunStatus.OK, result
+            outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+    assert "'PYSANDBOX_RUN'" in outputs[0]

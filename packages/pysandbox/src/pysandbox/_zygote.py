@@ -266,9 +266,13 @@ def _child_main(
             os.closerange(3, 1 << 20)
         os.chdir(cfg["workspace"])
         request = marshal.loads(body)  # noqa: S302 - from the server
-        os.environ.clear()
-        os.environ.update(cfg["env"])
-        os.environ.update(request.pop("env"))
+        run_env = request.pop("env")
+        wanted = {**cfg["env"], **run_env}
+        if os.environ.keys() == wanted.keys():
+            os.environ.update(run_env)  # the zygote's environment is the base one already
+        else:  # pragma: no cover - only if the zygote's environment was changed
+            os.environ.clear()
+            os.environ.update(wanted)
         import random
 
         random.seed()

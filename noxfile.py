@@ -281,6 +281,17 @@ def redteam(session: nox.Session) -> None:
         "--json-out",
         str(reports / "all-layers.json"),
     )
+    session.log("== all layers, warm execution (each run forked from a prepared zygote)")
+    session.run(
+        "python",
+        str(harness),
+        "--corpus-dir",
+        str(corpus),
+        "--execution",
+        "warm",
+        "--json-out",
+        str(reports / "all-layers-warm.json"),
+    )
     session.log("== Python-level layers only (kernel layers off, rlimits on): what the kernel adds")
     session.run(
         "python",
@@ -291,7 +302,7 @@ def redteam(session: nox.Session) -> None:
         "--json-out",
         str(reports / "python-level-only.json"),
     )
-    session.log("== all layers, every case through the MCP server's run_sandbox_code over stdio")
+    session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
     session.run(
         "python",
         str(BY_FOLDER["mcp-server"].path / "redteam" / "mcp_harness.py"),

@@ -129,10 +129,11 @@ class McpSandbox:
         status = json.loads(
             self._portal.call(self.session.read_resource, "sandbox://status").contents[0].text
         )
-        layers = status["isolation"]["layers"]
+        isolation = status["isolation"]
 
         class _Caps:
-            active_layers = tuple(name for name, info in layers.items() if info["active"])
+            active_layers = tuple(n for n, info in isolation["layers"].items() if info["active"])
+            execution = isolation.get("execution", {})
 
         return _Caps()
 

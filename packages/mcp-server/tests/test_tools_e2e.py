@@ -284,7 +284,9 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         assert status["versions"]["mcp-secure-sandbox"]
         assert status["settings"]["workspace"] == str(dirs[0].resolve())
         assert "json" in status["allowed_modules"]
-        assert status["isolation"]
+        assert status["isolation"]["execution"]["requested"] == "warm"
+        assert status["isolation"]["execution"]["mode"] == "warm", status["isolation"]["execution"]
+        assert status["settings"]["execution"] == "warm"
         assert status["snapshot_count"] == 0
         logs = await read_json(s, "sandbox://logs")
         assert [t["tool"] for t in logs["traces"]] == ["run_sandbox_code"] * 3 + [

@@ -65,6 +65,7 @@ class Settings:
     max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
     extra_modules: tuple[str, ...] = ()
     require_layers: tuple[str, ...] = ("landlock", "seccomp")
+    execution: str = "warm"
     log_level: str = "INFO"
     transport: str = "stdio"
     host: str = "127.0.0.1"
@@ -198,6 +199,15 @@ _OPTIONS: tuple[_Option, ...] = (
         "",
         "comma-separated extra modules the policy allows",
         _csv_list,
+    ),
+    _Option(
+        "--execution",
+        "EXECUTION",
+        "warm",
+        "how runs start: 'warm' forks each run from a prepared zygote process (every layer "
+        "applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
+        str,
+        ("warm", "spawn"),
     ),
     _Option(
         "--require-layers",
@@ -358,6 +368,7 @@ def settings_from_args(
         max_concurrent_runs=args.max_concurrent_runs,
         extra_modules=args.extra_modules,
         require_layers=require,
+        execution=args.execution,
         log_level=args.log_level,
         transport=args.transport,
         host=args.host,

@@ -81,6 +81,7 @@ class ServerState:
             policy=self.policy,
             require=settings.require_layers,
             extra_modules=settings.extra_modules,
+            execution=settings.execution,
         )
         self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)

@@ -268,7 +268,7 @@ def redteam(session: nox.Session) -> None:
     unprivileged user."""
     install_local(session, "mcp-secure-sandbox")
     session.install("uv>=0.5")
-    harness = BY_FOLDER["pysandbox"].path / "redteam" / "harness.py"
+    harness = BY_FOLDER["pysandbox"].path / "harness" / "harness.py"
     corpus = SHARED / "redteam"
     reports = ROOT / ".redteam"
     reports.mkdir(exist_ok=True)
@@ -305,7 +305,7 @@ def redteam(session: nox.Session) -> None:
     session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
     session.run(
         "python",
-        str(BY_FOLDER["mcp-server"].path / "redteam" / "mcp_harness.py"),
+        str(BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"),
         "--corpus-dir",
         str(corpus),
         "--json-out",

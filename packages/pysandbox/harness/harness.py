@@ -2,7 +2,7 @@
 
 Run with the package installed::
 
-    python packages/pysandbox/redteam/harness.py [--corpus-dir DIR] [--no-kernel-layers]
+    python packages/pysandbox/harness/harness.py [--corpus-dir DIR] [--no-kernel-layers]
                                                  [--json-out FILE] [--only ID ...]
 
 Each case gets a fresh scratch directory holding the workspace, ``CANARY.txt`` (a random

@@ -1,6 +1,6 @@
 """The red-team corpora through the MCP server: every case sent to ``run_sandbox_code`` over stdio.
 
-Reuses the judging of ``packages/pysandbox/redteam/harness.py`` (fixtures, markers, outer fence,
+Reuses the judging of ``packages/pysandbox/harness/harness.py`` (fixtures, markers, outer fence,
 table and summary) with the sandbox replaced by a real server process per case, driven by the
 MCP SDK client. On top of the library harness it checks what only the protocol can show: that
 nothing the code prints (``INJECTED``, fake JSON-RPC lines) reaches the client as a protocol
@@ -8,7 +8,7 @@ message, that the server survives every case, and that the server's own read-bac
 (``read_workspace_file``, ``list_workspace_files``, a snapshot) neither follow planted links nor
 leak a canary.
 
-    python packages/mcp-server/redteam/mcp_harness.py [--corpus-dir DIR] [--json-out FILE]
+    python packages/mcp-server/harness/mcp_harness.py [--corpus-dir DIR] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from pysandbox import RunResult, RunStatus
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-HARNESS = ROOT / "packages" / "pysandbox" / "redteam" / "harness.py"
+HARNESS = ROOT / "packages" / "pysandbox" / "harness" / "harness.py"
 
 
 def _load_harness() -> Any:

@@ -15,7 +15,7 @@ from pysandbox import Sandbox
 from sandbox_helpers import KERNEL, shared_dir
 
 CORPUS = shared_dir() / "redteam"
-HARNESS_PATH = pathlib.Path(__file__).resolve().parents[1] / "redteam" / "harness.py"
+HARNESS_PATH = pathlib.Path(__file__).resolve().parents[1] / "harness" / "harness.py"
 
 
 def load_harness() -> ModuleType:

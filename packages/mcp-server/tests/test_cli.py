@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 
-def _start(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def _start(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "mcp_secure_sandbox", *args],
         capture_output=True,
@@ -19,6 +21,7 @@ def _start(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
         check=False,
         stdin=subprocess.DEVNULL,
         cwd=cwd,
+        env=env,
     )
 
 
@@ -90,34 +93,58 @@ def test_defaults_are_created_in_the_current_directory(tmp_path: Path) -> None:
     assert (tmp_path / "sandbox_snapshots").is_dir()
 
 
-def test_bad_environment_values_are_one_clear_line(tmp_path: Path) -> None:
-    env = {**os.environ, "SANDBOX_MEMORY_LIMIT": "lots"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_secure_sandbox", "--workspace", str(tmp_path / "w")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
+@pytest.mark.parametrize(
+    ("variable", "value", "needles"),
+    [
+        ("SANDBOX_MEMORY_LIMIT", "lots", ("--memory-limit", "not a size")),
+        ("SANDBOX_TRANSPORT", "carrier-pigeon", ("SANDBOX_TRANSPORT", "stdio, streamable-http")),
+    ],
+)
+def test_bad_environment_values_are_one_clear_line(
+    tmp_path: Path, variable: str, value: str, needles: tuple[str, ...]
+) -> None:
+    proc = _start("--workspace", str(tmp_path / "w"), env={**os.environ, variable: value})
     assert proc.returncode == 2
-    assert "--memory-limit" in proc.stderr
-    assert "not a size" in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
-    env = {**os.environ, "SANDBOX_TRANSPORT": "carrier-pigeon"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mcp_secure_sandbox", "--workspace", str(tmp_path / "w")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        stdin=subprocess.DEVNULL,
-        env=env,
-    )
-    assert proc.returncode == 2
-    assert "SANDBOX_TRANSPORT" in proc.stderr
-    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field", "expected"),
+    [
+        ("SANDBOX_DEFAULT_TIMEOUT", "2.5", "default_timeout_s", 2.5),
+        ("SANDBOX_MAX_TIMEOUT", "30", "max_timeout_s", 30.0),
+        ("SANDBOX_MEMORY_LIMIT", "300M", "memory_bytes", 300 * 1024**2),
+        ("SANDBOX_OUTPUT_LIMIT", "2K", "output_bytes", 2048),
+        ("SANDBOX_FILE_SIZE_LIMIT", "1M", "file_size_bytes", 1024**2),
+        ("SANDBOX_WORKSPACE_QUOTA", "2G", "workspace_bytes", 2 * 1024**3),
+        ("SANDBOX_WORKSPACE_MAX_FILES", "77", "workspace_files", 77),
+        ("SANDBOX_MAX_CONCURRENT_RUNS", "3", "max_concurrent_runs", 3),
+        ("SANDBOX_EXTRA_MODULES", "csv, decimal", "extra_modules", ("csv", "decimal")),
+        ("SANDBOX_EXECUTION", "spawn", "execution", "spawn"),
+        ("SANDBOX_REQUIRE_LAYERS", "none", "require_layers", ()),
+        ("SANDBOX_REQUIRE_LAYERS", "seccomp", "require_layers", ("seccomp",)),
+        ("SANDBOX_LOG_LEVEL", "debug", "log_level", "DEBUG"),
+        ("SANDBOX_TRANSPORT", "streamable-http", "transport", "streamable-http"),
+        ("SANDBOX_PORT", "8123", "port", 8123),
+        ("SANDBOX_ALLOWED_HOSTS", "a:1,b:2", "allowed_hosts", ("a:1", "b:2")),
+        ("SANDBOX_ALLOWED_ORIGINS", "http://x", "allowed_origins", ("http://x",)),
+        ("SANDBOX_MAX_BODY", "1K", "max_body_bytes", 1024),
+        ("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN", "1", "allow_remote_without_token", True),
+    ],
+)
+def test_each_variable_reaches_its_setting(
+    variable: str, value: str, field: str, expected: object
+) -> None:
+    from mcp_secure_sandbox.settings import Settings, settings_from_args
+
+    settings = settings_from_args([], environ={variable: value})
+    assert getattr(settings, field) == expected
+    defaults = Settings(workspace=settings.workspace, snapshots=settings.snapshots)
+    # the parser's defaults are the dataclass's: nothing else moved
+    changed = {k for k, v in defaults.to_dict().items() if settings.to_dict()[k] != v}
+    assert changed <= {field}
 
 
 def test_sizes_accept_suffixes() -> None:

@@ -42,15 +42,36 @@ class ConfigError(Exception):
 class Settings:
     """The settings in force for one server process.
 
+    Every field but ``workspace_fallback`` and ``token`` has a flag and a ``SANDBOX_*`` variable
+    (``mcp-secure-sandbox --help`` lists them with their defaults).
+
     Attributes:
         workspace: Directory the sandboxed code runs in (absolute once prepared).
         snapshots: Directory of the snapshot store (absolute once prepared).
         default_timeout_s: Wall-clock time-out of a run when the call gives none, in seconds.
-        max_timeout_s: Largest time-out a call may ask for, in seconds.
+        max_timeout_s: Largest time-out a call may ask for, in seconds; also the CPU-time limit
+            (rounded up) of every run.
+        memory_bytes: Address-space limit of one run (``RLIMIT_AS``), in bytes.
+        output_bytes: Cap on each of stdout and stderr of one run, in bytes.
+        file_size_bytes: Largest file a run may write (``RLIMIT_FSIZE``), in bytes.
+        workspace_bytes: Largest total size of the workspace, in bytes.
+        workspace_files: Largest number of files in the workspace.
+        max_concurrent_runs: Runs admitted at once; further calls wait their turn.
+        extra_modules: Modules allowed on top of astguard's default allow-list.
+        require_layers: Kernel layers (``"landlock"``, ``"seccomp"``) a run refuses to go
+            without; empty accepts Python-level isolation only, which is unsafe.
+        execution: ``"warm"`` (fork each run from a prepared zygote) or ``"spawn"``.
         log_level: Level of the ``logging`` output on stderr.
-        transport: ``"stdio"`` (the only transport of this release).
+        transport: ``"stdio"`` or ``"streamable-http"``.
+        host: Address the HTTP transport binds.
+        port: Port of the HTTP transport.
+        allowed_hosts: ``Host`` header values HTTP accepts (empty: the bound host and port).
+        allowed_origins: ``Origin`` header values HTTP accepts.
+        allow_remote_without_token: Serve HTTP on a non-loopback address without a token.
+        max_body_bytes: Largest HTTP request body, in bytes.
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
+        token: The HTTP bearer token, or ``None``; never printed, logged or returned.
     """
 
     workspace: Path
@@ -122,6 +143,19 @@ class _Option:
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
+    #: The :class:`Settings` field the option fills: the flag's name unless given here; ``None``
+    #: when the option is read some other way (``--token-file``).
+    field: str | None = ""
+
+    @property
+    def dest(self) -> str:
+        """The attribute argparse stores the value under."""
+        return self.flag[2:].replace("-", "_")
+
+    @property
+    def settings_field(self) -> str | None:
+        """The :class:`Settings` field this option fills, or ``None``."""
+        return self.dest if self.field == "" else self.field
 
 
 _OPTIONS: tuple[_Option, ...] = (
@@ -143,6 +177,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "10",
         "time-out of a run in seconds when the call gives none",
         float,
+        field="default_timeout_s",
     ),
     _Option(
         "--max-timeout",
@@ -150,6 +185,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "60",
         "largest time-out in seconds a call may ask for",
         float,
+        field="max_timeout_s",
     ),
     _Option(
         "--memory-limit",
@@ -157,6 +193,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "512M",
         "memory limit of one run in bytes; K, M, G suffixes",
         _size,
+        field="memory_bytes",
     ),
     _Option(
         "--output-limit",
@@ -164,6 +201,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "1M",
         "cap on each of stdout and stderr of a run, in bytes",
         _size,
+        field="output_bytes",
     ),
     _Option(
         "--file-size-limit",
@@ -171,6 +209,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "64M",
         "largest file a run may write, in bytes (RLIMIT_FSIZE; a larger write fails with EFBIG)",
         _size,
+        field="file_size_bytes",
     ),
     _Option(
         "--workspace-quota",
@@ -178,6 +217,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "1G",
         "largest total size of the workspace in bytes",
         _size,
+        field="workspace_bytes",
     ),
     _Option(
         "--workspace-max-files",
@@ -185,6 +225,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "10000",
         "largest number of files in the workspace",
         int,
+        field="workspace_files",
     ),
     _Option(
         "--max-concurrent-runs",
@@ -251,8 +292,16 @@ _OPTIONS: tuple[_Option, ...] = (
         "",
         "file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is deliberately no "
         "flag for the token itself: command lines are visible to every local user",
+        field=None,
     ),
-    _Option("--max-body", "MAX_BODY", "4M", "largest HTTP request body in bytes", _size),
+    _Option(
+        "--max-body",
+        "MAX_BODY",
+        "4M",
+        "largest HTTP request body in bytes",
+        _size,
+        field="max_body_bytes",
+    ),
 )
 
 
@@ -328,7 +377,7 @@ def settings_from_args(
     env = os.environ if environ is None else environ
     args = build_parser(env).parse_args(argv)
     for option in _OPTIONS:  # argparse checks choices on flags, not on defaults from variables
-        value = getattr(args, option.flag[2:].replace("-", "_"))
+        value = getattr(args, option.dest)
         if option.choices and value not in option.choices:
             raise ConfigError(
                 f"SANDBOX_{option.env}={value!r}: choose one of {', '.join(option.choices)}"
@@ -355,30 +404,20 @@ def settings_from_args(
             f"refusing to serve HTTP on {args.host} without a token: set SANDBOX_HTTP_TOKEN or "
             "--token-file (or --allow-remote-without-token, which is unsafe)"
         )
-    return Settings(
-        workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100 - no symlink resolution
+    values: dict[str, Any] = {
+        option.settings_field: getattr(args, option.dest)
+        for option in _OPTIONS
+        if option.settings_field is not None
+    }
+    values.update(
+        # absolute, without symlink resolution: the workspace checks resolve it themselves
+        workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100
         snapshots=Path(os.path.abspath(args.snapshots)),  # noqa: PTH100
-        default_timeout_s=args.default_timeout,
-        max_timeout_s=args.max_timeout,
-        memory_bytes=args.memory_limit,
-        output_bytes=args.output_limit,
-        file_size_bytes=args.file_size_limit,
-        workspace_bytes=args.workspace_quota,
-        workspace_files=args.workspace_max_files,
-        max_concurrent_runs=args.max_concurrent_runs,
-        extra_modules=args.extra_modules,
         require_layers=require,
-        execution=args.execution,
-        log_level=args.log_level,
-        transport=args.transport,
-        host=args.host,
-        port=args.port,
-        allowed_hosts=args.allowed_hosts,
-        allowed_origins=args.allowed_origins,
         allow_remote_without_token=args.allow_remote_without_token,
-        max_body_bytes=args.max_body,
         token=token,
     )
+    return Settings(**values)
 
 
 def _forbidden_roots() -> list[tuple[Path, str]]:

@@ -521,7 +521,19 @@ class SnapshotStore:
             raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
         return data
 
-    def _verify_blob(self, sha: str, size: int, sid: str | None) -> None:
+    def _stream_blob(
+        self,
+        sha: str,
+        size: int,
+        sid: str | None,
+        write: Callable[[bytes], object] | None = None,
+    ) -> None:
+        """Read blob ``sha`` in chunks, handing each to ``write`` (when given), and check it.
+
+        Raises:
+            CorruptSnapshot: The blob is missing, or is not ``size`` bytes whose SHA-256 is
+                ``sha``. Chunks already handed to ``write`` are then not to be trusted.
+        """
         ops = self._ops
         path = self._blob_path(sha)
         try:
@@ -531,45 +543,21 @@ class SnapshotStore:
         try:
             h = hashlib.sha256()
             total = 0
-            while True:
-                b = ops.read(fd, _CHUNK)
-                if not b:
-                    break
+            while b := ops.read(fd, _CHUNK):
                 total += len(b)
                 if total > size:
                     break
                 h.update(b)
+                if write is not None:
+                    write(b)
         finally:
             ops.close(fd)
         if total != size or h.hexdigest() != sha:
             raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
 
     def _copy_blob(self, sha: str, size: int, sid: str) -> Callable[[Callable[[Any], None]], None]:
-        def chunks(write: Callable[[Any], None]) -> None:
-            ops = self._ops
-            path = self._blob_path(sha)
-            try:
-                fd = ops.open(path, os.O_RDONLY | _O_NOFOLLOW)
-            except FileNotFoundError:
-                raise CorruptSnapshot(sid, path, "blob is missing") from None
-            try:
-                h = hashlib.sha256()
-                total = 0
-                while True:
-                    b = ops.read(fd, _CHUNK)
-                    if not b:
-                        break
-                    total += len(b)
-                    if total > size:
-                        break
-                    h.update(b)
-                    write(b)
-            finally:
-                ops.close(fd)
-            if total != size or h.hexdigest() != sha:
-                raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
-
-        return chunks
+        """Return a producer that streams blob ``sha`` into the ``write`` it is given."""
+        return lambda write: self._stream_blob(sha, size, sid, write)
 
     def _flush(self) -> None:
         """Make everything written to the store so far durable.
@@ -1030,7 +1018,7 @@ class SnapshotStore:
             }
             for sha, size in sorted(needed.items()):
                 assert sha is not None  # noqa: S101 - files always have a hash
-                self._verify_blob(sha, size, sid)
+                self._stream_blob(sha, size, sid)
             if not journal_written:
                 body = {"format": FORMAT, "kind": "wsnapshot-journal", "snapshot_id": sid}
                 self._write_file(self._dir, _JOURNAL, json.dumps(body).encode())

@@ -98,25 +98,44 @@ def _is_valid(errors: _Errors) -> bool:
     return next(errors, None) is None
 
 
-def _resolved(validator: _Validator, ref: str) -> tuple[_Validator, Any]:
-    resolved = validator._resolver.lookup(ref)
-    return validator.evolve(
-        schema=resolved.contents, _resolver=resolved.resolver
-    ), resolved.contents
+def _references(validator: _Validator, schema: Any, draft: int) -> Iterator[tuple[_Validator, Any]]:
+    """The ``(validator, subschema)`` pairs the schema's reference keywords resolve to.
+
+    ``$ref`` in both drafts; ``$dynamicRef`` in 2020-12; ``$recursiveRef`` in 2019-09.
+    """
+    for keyword in ("$ref", "$dynamicRef") if draft == 2020 else ("$ref",):
+        ref = schema.get(keyword)
+        if ref is not None:
+            resolved = validator._resolver.lookup(ref)
+            yield (
+                validator.evolve(schema=resolved.contents, _resolver=resolved.resolver),
+                (resolved.contents),
+            )
+    if draft == 2019 and "$recursiveRef" in schema:
+        resolved = lookup_recursive_ref(validator._resolver)
+        yield (
+            validator.evolve(schema=resolved.contents, _resolver=resolved.resolver),
+            (resolved.contents),
+        )
 
 
-def _evaluated_keys_2020(validator: _Validator, instance: Any, schema: Any) -> list[str]:
+def _evaluated_keys(validator: _Validator, instance: Any, schema: Any, draft: int) -> list[str]:
+    """The property names of ``instance`` that ``schema`` evaluates successfully.
+
+    ``draft`` is ``2019`` (draft 2019-09) or ``2020`` (draft 2020-12); the two differ only in
+    their dynamic reference keyword.
+    """
     if validator.is_type(schema, "boolean"):
         return []
     keys: list[str] = []
-    for ref_keyword in ("$ref", "$dynamicRef"):
-        ref = schema.get(ref_keyword)
-        if ref is not None:
-            sub_validator, contents = _resolved(validator, ref)
-            keys.extend(_evaluated_keys_2020(sub_validator, instance, contents))
+    for sub_validator, contents in _references(validator, schema, draft):
+        keys += _evaluated_keys(sub_validator, instance, contents, draft)
     properties = schema.get("properties")
     if validator.is_type(properties, "object"):
         keys += properties.keys() & instance.keys()
+    # jsonschema 4.x counts the *subschema's* keys here for additionalProperties in 2019-09,
+    # which fails the suite case "unevaluatedProperties with adjacent non-bool
+    # additionalProperties"; both drafts mean the keys the keyword successfully evaluated.
     for keyword in ("additionalProperties", "unevaluatedProperties"):
         subschema = schema.get(keyword)
         if subschema is None:
@@ -129,63 +148,18 @@ def _evaluated_keys_2020(validator: _Validator, instance: Any, schema: Any) -> l
                     keys.append(key)
     for key, subschema in schema.get("dependentSchemas", {}).items():
         if key in instance:
-            keys += _evaluated_keys_2020(validator, instance, subschema)
+            keys += _evaluated_keys(validator, instance, subschema, draft)
     for keyword in ("allOf", "oneOf", "anyOf"):
         for subschema in schema.get(keyword, []):
             if _is_valid(validator.descend(instance, subschema)):
-                keys += _evaluated_keys_2020(validator, instance, subschema)
-    keys += _if_then_else(validator, instance, schema, _evaluated_keys_2020)
-    return keys
-
-
-def _evaluated_keys_2019(validator: _Validator, instance: Any, schema: Any) -> list[str]:
-    if validator.is_type(schema, "boolean"):
-        return []
-    keys: list[str] = []
-    ref = schema.get("$ref")
-    if ref is not None:
-        sub_validator, contents = _resolved(validator, ref)
-        keys.extend(_evaluated_keys_2019(sub_validator, instance, contents))
-    if "$recursiveRef" in schema:
-        resolved = lookup_recursive_ref(validator._resolver)
-        sub_validator = validator.evolve(schema=resolved.contents, _resolver=resolved.resolver)
-        keys.extend(_evaluated_keys_2019(sub_validator, instance, resolved.contents))
-    properties = schema.get("properties")
-    if validator.is_type(properties, "object"):
-        keys += properties.keys() & instance.keys()
-    # jsonschema 4.x counts the *subschema's* keys here for additionalProperties, which fails
-    # the suite case "unevaluatedProperties with adjacent non-bool additionalProperties";
-    # 2019-09 means the keys the keyword successfully evaluated, as in 2020-12.
-    for keyword in ("additionalProperties", "unevaluatedProperties"):
-        subschema = schema.get(keyword)
-        if subschema is None:
-            continue
-        keys += (k for k, v in instance.items() if _is_valid(validator.descend(v, subschema)))
-    if "patternProperties" in schema:
-        for key in instance:
-            for regex in schema["patternProperties"]:
-                if _search(regex, key):
-                    keys.append(key)
-    for key, subschema in schema.get("dependentSchemas", {}).items():
-        if key in instance:
-            keys += _evaluated_keys_2019(validator, instance, subschema)
-    for keyword in ("allOf", "oneOf", "anyOf"):
-        for subschema in schema.get(keyword, []):
-            if next(validator.descend(instance, subschema), None) is None:
-                keys += _evaluated_keys_2019(validator, instance, subschema)
-    keys += _if_then_else(validator, instance, schema, _evaluated_keys_2019)
-    return keys
-
-
-def _if_then_else(validator: _Validator, instance: Any, schema: Any, find: Any) -> list[str]:
-    keys: list[str] = []
+                keys += _evaluated_keys(validator, instance, subschema, draft)
     if "if" in schema:
         if validator.evolve(schema=schema["if"]).is_valid(instance):
-            keys += find(validator, instance, schema["if"])
+            keys += _evaluated_keys(validator, instance, schema["if"], draft)
             if "then" in schema:
-                keys += find(validator, instance, schema["then"])
+                keys += _evaluated_keys(validator, instance, schema["then"], draft)
         elif "else" in schema:
-            keys += find(validator, instance, schema["else"])
+            keys += _evaluated_keys(validator, instance, schema["else"], draft)
     return keys
 
 
@@ -213,7 +187,7 @@ def unevaluated_properties_2020(
 ) -> _Errors:
     """``unevaluatedProperties`` (draft 2020-12)."""
     if validator.is_type(instance, "object"):
-        evaluated = _evaluated_keys_2020(validator, instance, schema)
+        evaluated = _evaluated_keys(validator, instance, schema, 2020)
         yield from _unevaluated(validator, up, instance, evaluated)
 
 
@@ -222,7 +196,7 @@ def unevaluated_properties_2019(
 ) -> _Errors:
     """``unevaluatedProperties`` (draft 2019-09)."""
     if validator.is_type(instance, "object"):
-        evaluated = _evaluated_keys_2019(validator, instance, schema)
+        evaluated = _evaluated_keys(validator, instance, schema, 2019)
         yield from _unevaluated(validator, up, instance, evaluated)
 
 

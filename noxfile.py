@@ -124,6 +124,13 @@ def _package_params() -> list[object]:
     return [nox.param(p.folder, id=p.folder, tags=[p.folder]) for p in PACKAGES.values()]
 
 
+#: Further passes of a package's suite, each with these environment variables: pysandbox runs
+#: warm by default and falls back to spawn, so its suite runs once in each execution mode.
+EXTRA_TEST_RUNS: dict[str, list[dict[str, str]]] = {
+    "pysandbox": [{"PYSANDBOX_TEST_EXECUTION": "spawn"}],
+}
+
+
 @nox.session(python=PYTHONS)
 @nox.parametrize("package", _package_params())
 def tests(session: nox.Session, package: str) -> None:
@@ -132,15 +139,19 @@ def tests(session: nox.Session, package: str) -> None:
     install_local(session, pkg.dist, "test")
     session.chdir(pkg.path)
     coverage_file = ROOT / f".coverage.{package}.{session.python}"
-    session.run(
-        "coverage",
-        "run",
-        f"--rcfile={ROOT / 'pyproject.toml'}",
-        "-m",
-        "pytest",
-        *session.posargs,
-        env={"COVERAGE_FILE": str(coverage_file)},
-    )
+    for extra_env in [{}, *EXTRA_TEST_RUNS.get(package, [])]:
+        if extra_env:
+            session.log(f"{package}: the suite again with {extra_env}")
+        session.run(
+            "coverage",
+            "run",
+            *(["--append"] if extra_env else []),
+            f"--rcfile={ROOT / 'pyproject.toml'}",
+            "-m",
+            "pytest",
+            *session.posargs,
+            env={"COVERAGE_FILE": str(coverage_file), **extra_env},
+        )
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -272,32 +283,29 @@ def redteam(session: nox.Session) -> None:
     corpus = SHARED / "redteam"
     reports = ROOT / ".redteam"
     reports.mkdir(exist_ok=True)
-    session.log("== all layers, as the current user")
-    session.run(
-        "python",
-        str(harness),
-        "--corpus-dir",
-        str(corpus),
-        "--json-out",
-        str(reports / "all-layers.json"),
-    )
-    session.log("== all layers, warm execution (each run forked from a prepared zygote)")
-    session.run(
-        "python",
-        str(harness),
-        "--corpus-dir",
-        str(corpus),
-        "--execution",
-        "warm",
-        "--json-out",
-        str(reports / "all-layers-warm.json"),
-    )
+    for mode, how in (
+        ("spawn", "a fresh interpreter per run"),
+        ("warm", "each run forked from a prepared zygote; the default"),
+    ):
+        session.log(f"== all layers, as the current user, {mode} execution ({how})")
+        session.run(
+            "python",
+            str(harness),
+            "--corpus-dir",
+            str(corpus),
+            "--execution",
+            mode,
+            "--json-out",
+            str(reports / f"all-layers-{mode}.json"),
+        )
     session.log("== Python-level layers only (kernel layers off, rlimits on): what the kernel adds")
     session.run(
         "python",
         str(harness),
         "--corpus-dir",
         str(corpus),
+        "--execution",
+        "spawn",
         "--no-kernel-layers",
         "--json-out",
         str(reports / "python-level-only.json"),
@@ -320,16 +328,20 @@ def redteam(session: nox.Session) -> None:
         for path in (scratch / "harness.py", *(scratch / "redteam").rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         (scratch / "redteam").chmod(0o755)
-        session.log(f"== all layers, as the unprivileged user {user.user}")
-        user.run(
-            user.python,
-            str(scratch / "harness.py"),
-            "--corpus-dir",
-            str(scratch / "redteam"),
-            "--json-out",
-            str(user.home / "unprivileged.json"),
-        )
-        shutil.copy(user.home / "unprivileged.json", reports / "unprivileged.json")
+        for mode in ("spawn", "warm"):
+            session.log(f"== all layers, as the unprivileged user {user.user}, {mode} execution")
+            report = f"unprivileged-{mode}.json"
+            user.run(
+                user.python,
+                str(scratch / "harness.py"),
+                "--corpus-dir",
+                str(scratch / "redteam"),
+                "--execution",
+                mode,
+                "--json-out",
+                str(user.home / report),
+            )
+            shutil.copy(user.home / report, reports / report)
 
 
 IMAGE_PACKAGES = ROOT / "deploy" / "image-packages.txt"

@@ -67,6 +67,38 @@ def test_other_tools_answer_while_a_run_executes(dirs: tuple[Path, Path]) -> Non
     assert _wait_gone(workspace) == []
 
 
+_RENDEZVOUS = """
+import time
+open("{me}", "w").close()
+while True:
+    try:
+        open("{other}").close()
+        break
+    except FileNotFoundError:
+        time.sleep(0.01)
+print("met")
+"""
+
+
+def test_runs_execute_at_once_up_to_the_cap(dirs: tuple[Path, Path]) -> None:
+    """Two runs that each wait for the other's file: both end only if they overlap."""
+
+    async def scenario(s: ClientSession) -> list[dict[str, Any]]:
+        outs: list[dict[str, Any]] = []
+
+        async def one(me: str, other: str) -> None:
+            code = _RENDEZVOUS.format(me=me, other=other)
+            outs.append(await call(s, "run_sandbox_code", code=code, timeout_sec=30))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "a", "b")
+            tg.start_soon(one, "b", "a")
+        return outs
+
+    outs = with_session(*dirs, scenario, "--max-concurrent-runs", "2")
+    assert [(o["status"], o["stdout"]) for o in outs] == [("ok", "met\n"), ("ok", "met\n")]
+
+
 def test_progress_is_reported_for_long_runs(dirs: tuple[Path, Path]) -> None:
     seen: list[tuple[float, float | None]] = []
 

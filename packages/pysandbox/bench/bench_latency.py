@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=500)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pysandbox-bench-") as tmp:
-        sandbox = Sandbox(tmp, require=())
+        sandbox = Sandbox(tmp, require=(), execution="spawn")
         layers = sandbox.capabilities().active_layers
         result = sandbox.run("print(1)")
         assert result.stdout == "1\n", result
@@ -116,7 +116,7 @@ def warm_section(tmp_root: str | None, runs: int, bare_p50: float, spawn_p50: fl
         tempfile.TemporaryDirectory(prefix="pysandbox-bench-", dir=tmp_root) as tmp_s,
     ):
         warm = Sandbox(tmp_w, require=(), execution="warm")
-        spawn = Sandbox(tmp_s, require=())
+        spawn = Sandbox(tmp_s, require=(), execution="spawn")
         try:
             result = warm.run("print(1)")
             assert result.stdout == "1\n", result

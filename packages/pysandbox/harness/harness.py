@@ -519,7 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-out", type=pathlib.Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="case ids to run")
     parser.add_argument(
-        "--execution", choices=("spawn", "warm"), default="spawn", help="Sandbox execution mode"
+        "--execution",
+        choices=("spawn", "warm"),
+        default="warm",
+        help="Sandbox execution mode (default: warm, the library's default)",
     )
     args = parser.parse_args(argv)
     corpus = args.corpus_dir or default_corpus()

@@ -31,7 +31,10 @@ def python_only(workspace: pathlib.Path) -> Iterator[Sandbox]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """``PYSANDBOX_TEST_EXECUTION=warm`` runs the whole suite with warm execution."""
+    """``PYSANDBOX_TEST_EXECUTION=spawn`` runs the whole suite with spawn execution.
+
+    Warm execution is the default; ``nox -s tests`` runs the suite once in each mode.
+    """
     mode = os.environ.get("PYSANDBOX_TEST_EXECUTION")
     if mode:
         defaults = Sandbox.__init__.__kwdefaults__

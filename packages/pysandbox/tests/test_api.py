@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import pathlib
 import time
 
@@ -298,7 +299,9 @@ def test_kernel_verification_demotes_a_layer_that_cannot_apply(
     assert "landlock_create_ruleset" in problem[1]
 
 
-def test_arun_cancel_while_queued_returns_promptly(sandbox: Sandbox) -> None:
+def test_arun_cancel_while_queued_returns_promptly(workspace: pathlib.Path) -> None:
+    sandbox = Sandbox(workspace, require=_REQUIRE, max_concurrent_runs=1)
+
     async def main() -> float:
         first = asyncio.ensure_future(sandbox.arun("import time\ntime.sleep(6)", timeout=10))
         await asyncio.sleep(0.3)
@@ -313,7 +316,60 @@ def test_arun_cancel_while_queued_returns_promptly(sandbox: Sandbox) -> None:
         assert result.status is RunStatus.OK
         return elapsed
 
-    assert asyncio.run(main()) < 3.0  # not queued behind the 6 s run
+    try:
+        assert asyncio.run(main()) < 3.0  # not queued behind the 6 s run
+    finally:
+        sandbox.close()
+
+
+_REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+
+# Each run announces itself with a file, then waits (up to its time-out) for the other's file.
+_RENDEZVOUS = """
+import time
+open("{me}", "w").close()
+while True:
+    try:
+        open("{other}").close()
+        break
+    except FileNotFoundError:
+        time.sleep(0.01)
+print("met")
+"""
+
+
+def _pair(sandbox: Sandbox, timeout: float) -> list[RunResult]:
+    async def main() -> list[RunResult]:
+        one = sandbox.arun(_RENDEZVOUS.format(me="a", other="b"), timeout=timeout)
+        two = sandbox.arun(_RENDEZVOUS.format(me="b", other="a"), timeout=timeout)
+        return list(await asyncio.gather(one, two))
+
+    return asyncio.run(main())
+
+
+def test_runs_of_one_sandbox_execute_at_once(workspace: pathlib.Path) -> None:
+    with Sandbox(workspace, require=_REQUIRE, max_concurrent_runs=2) as sandbox:
+        assert sandbox.max_concurrent_runs == 2
+        results = _pair(sandbox, timeout=30)
+    # Each run could only end after the other had started: they overlapped.
+    assert [r.status for r in results] == [RunStatus.OK, RunStatus.OK], results
+    assert [r.stdout for r in results] == ["met\n", "met\n"]
+
+
+def test_max_concurrent_runs_bounds_the_overlap(workspace: pathlib.Path) -> None:
+    with Sandbox(workspace, require=_REQUIRE, max_concurrent_runs=1) as sandbox:
+        results = _pair(sandbox, timeout=1.5)
+    # One at a time: the first waits for a file nobody can write until it has ended.
+    statuses = sorted(r.status.value for r in results)
+    assert statuses == ["ok", "timeout"], results
+
+
+def test_max_concurrent_runs_is_validated(workspace: pathlib.Path) -> None:
+    assert Sandbox(workspace, require=()).max_concurrent_runs == (os.cpu_count() or 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        Sandbox(workspace, max_concurrent_runs=0)
+    with pytest.raises(TypeError, match="max_concurrent_runs"):
+        Sandbox(workspace, max_concurrent_runs=1.5)  # type: ignore[arg-type]
 
 
 def test_extra_modules_are_importable_and_nothing_beside_them(workspace: pathlib.Path) -> None:

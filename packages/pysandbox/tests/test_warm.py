@@ -5,6 +5,8 @@ from __future__ import annotations
 import marshal
 import os
 import pathlib
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -172,13 +174,27 @@ def test_fallback_to_spawn_with_reason(
     assert sb.capabilities().to_dict()["execution"]["mode"] == "spawn"
 
 
-def test_spawn_is_the_default(tmp_path: pathlib.Path) -> None:
+def test_warm_is_the_default_and_spawn_is_chosen_explicitly(tmp_path: pathlib.Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    defaults = Sandbox.__init__.__kwdefaults__ or {}
     with Sandbox(ws, require=REQUIRE, execution="spawn") as sb:
+        assert sb.run("print(1)").stdout == "1\n"
         assert sb.capabilities().execution["mode"] == "spawn"
-    assert defaults.get("execution") in ("spawn", os.environ.get("PYSANDBOX_TEST_EXECUTION"))
+    # In a fresh interpreter: this suite may have switched the default (PYSANDBOX_TEST_EXECUTION).
+    probe = (
+        "import sys\n"
+        "from pysandbox import Sandbox\n"
+        "with Sandbox(sys.argv[1], require=tuple(sys.argv[2:])) as sb:\n"
+        "    print(sb.run('print(1)').stdout.strip(), sb.capabilities().execution['mode'])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, str(ws), *REQUIRE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert proc.stdout.split() == ["1", "warm"]
     with pytest.raises(ValueError, match="execution must be one of"):
         Sandbox(ws, execution="fork")
 

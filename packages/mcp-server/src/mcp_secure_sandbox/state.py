@@ -82,6 +82,7 @@ class ServerState:
             require=settings.require_layers,
             extra_modules=settings.extra_modules,
             execution=settings.execution,
+            max_concurrent_runs=settings.max_concurrent_runs,
         )
         self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)

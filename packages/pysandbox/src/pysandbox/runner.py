@@ -155,10 +155,11 @@ def _overlaps(a: str, b: str) -> bool:
 class Sandbox:
     """Run untrusted Python code confined to one workspace directory.
 
-    Layers, outermost first: the astguard AST gate; a fresh ``python -I -S`` child in its own
-    session with a clean environment; rlimits; Python-level guards (confined ``open()``, an
-    audit hook, an import guard, guarded attribute builtins); Landlock and seccomp (Linux);
-    parent supervision (deadline, output caps, workspace size, process-tree kill).
+    Layers, outermost first: the astguard AST gate; a fresh child process in its own session
+    with a clean environment (forked from a warm zygote, or a new ``python -I -S``); rlimits;
+    Python-level guards (confined ``open()``, an audit hook, an import guard, guarded attribute
+    builtins); Landlock and seccomp (Linux); parent supervision (deadline, output caps,
+    workspace size, process-tree kill).
 
     Args:
         workspace: Existing directory the code may read and write (its current directory).
@@ -174,10 +175,15 @@ class Sandbox:
         extra_read_paths: Extra paths the code may read (read-only).
         kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
             comparison run only). rlimits and Python-level guards stay on.
-        execution: ``"spawn"`` (default): a fresh ``python -I -S`` per run. ``"warm"``: a
-            fork server started lazily with the same layers forks a fresh child per run and
-            applies every layer after the fork (Linux; falls back to spawn, with the reason
-            in the capability report, when the zygote cannot start).
+        execution: ``"warm"`` (default): a fork server ("zygote") started lazily with the
+            same layers forks a fresh child per run and applies every layer after the fork
+            (Linux; where the zygote cannot start, runs fall back to spawn and the capability
+            report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
+        max_concurrent_runs: How many runs of this sandbox execute at once (default: the CPU
+            count); further calls to :meth:`run` block, and :meth:`arun` waits without
+            blocking the event loop, until a run ends. Concurrent runs share the workspace
+            and its size limits: a run is stopped with ``disk_limit`` when the workspace as a
+            whole passes them.
 
     Raises:
         ValueError: The workspace or an argument is invalid.
@@ -194,10 +200,18 @@ class Sandbox:
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
-        execution: str = "spawn",
+        execution: str = "warm",
+        max_concurrent_runs: int | None = None,
     ) -> None:
         if execution not in EXECUTION_MODES:
             raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
+        if max_concurrent_runs is None:
+            max_concurrent_runs = os.cpu_count() or 1
+        if isinstance(max_concurrent_runs, bool) or not isinstance(max_concurrent_runs, int):
+            raise TypeError("max_concurrent_runs must be an int")
+        if max_concurrent_runs < 1:
+            raise ValueError(f"max_concurrent_runs must be at least 1, got {max_concurrent_runs}")
+        self._max_concurrent_runs = max_concurrent_runs
         self._execution = execution
         self._zygote: _zygote.Zygote | None = None
         self._zygote_reason = ""
@@ -241,7 +255,7 @@ class Sandbox:
         self._policy = _gate.runtime_policy(policy, self._extra_modules)
         self._rules = _gate.module_rules(self._policy)
         self._closed = False
-        self._run_lock = threading.Lock()
+        self._run_slots = threading.BoundedSemaphore(max_concurrent_runs)
         self._active: set[Supervisor] = set()
         self._active_lock = threading.Lock()
         self._landlock_plan: _landlock.LandlockPlan | None = None
@@ -310,6 +324,11 @@ class Sandbox:
     def limits(self) -> Limits:
         """The limits applied to every run."""
         return self._limits
+
+    @property
+    def max_concurrent_runs(self) -> int:
+        """How many runs of this sandbox execute at once."""
+        return self._max_concurrent_runs
 
     def capabilities(self) -> Capabilities:
         """Report every layer: available, active for this sandbox, and details.
@@ -693,7 +712,7 @@ class Sandbox:
         }
 
     def _execute(self, prepared: _Prepared) -> RunResult:
-        with self._run_lock:
+        with self._run_slots:
             if self._closed:
                 raise SandboxClosedError
             with self._active_lock:

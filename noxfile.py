@@ -144,8 +144,7 @@ def tests(session: nox.Session, package: str) -> None:
             session.log(f"{package}: the suite again with {extra_env}")
         session.run(
             "coverage",
-            "run",
-            *(["--append"] if extra_env else []),
+            "run",  # parallel mode (pyproject.toml): each pass writes its own data file
             f"--rcfile={ROOT / 'pyproject.toml'}",
             "-m",
             "pytest",

@@ -74,6 +74,32 @@ def test_same_result_fields_as_spawn(pair: tuple[Sandbox, Sandbox], case: str) -
     assert warm.capabilities().execution["mode"] == "warm"
 
 
+UNCLOSED = {
+    # csv.writer on a file never closed: its buffer reaches the disk only at finalization
+    "module_level": (
+        "import csv\n"
+        "f = open('out.csv', 'w', newline='')\n"
+        "csv.writer(f).writerows([['id', 'total'], [1, 10]])\n"
+    ),
+    "then_an_error": (
+        "def work():\n"
+        "    f = open('out.csv', 'w', newline='')\n"
+        "    f.write('id,total\\r\\n1,10\\r\\n')\n"
+        "    raise ValueError('after writing')\n"
+        "work()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNCLOSED))
+def test_files_left_open_are_flushed_as_in_spawn(pair: tuple[Sandbox, Sandbox], case: str) -> None:
+    for sandbox in pair:
+        result = sandbox.run(UNCLOSED[case])
+        assert result.status is (RunStatus.ERROR if case == "then_an_error" else RunStatus.OK)
+        out = pathlib.Path(sandbox.workspace) / "out.csv"
+        assert out.read_bytes() == b"id,total\r\n1,10\r\n", sandbox.capabilities().execution
+
+
 def test_accounting_is_the_childs(warm: Sandbox) -> None:
     result = warm.run("x = bytearray(40 << 20)\nprint(len(x))")
     assert result.stdout == f"{40 << 20}\n"

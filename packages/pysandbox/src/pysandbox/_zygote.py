@@ -273,20 +273,14 @@ def _child_main(
         else:  # pragma: no cover - only if the zygote's environment was changed
             os.environ.clear()
             os.environ.update(wanted)
+        import gc
         import random
 
         random.seed()
         run_cfg = dict(cfg)
         run_cfg.update(request)
         status = child["run_config"](run_cfg, libc, ruleset)
-        try:
-            import atexit
-
-            atexit._run_exitfuncs()
-            if "threading" in sys.modules:
-                sys.modules["threading"]._shutdown()
-        except BaseException:  # noqa: S110 - the user's code already ran
-            pass
+        _finalize(gc)
     except BaseException as exc:
         try:
             import traceback
@@ -301,6 +295,27 @@ def _child_main(
             sys.stderr.flush()
         finally:
             os._exit(status)
+
+
+def _finalize(gc: Any) -> None:  # pragma: no cover - runs in the forked child
+    """Do what interpreter shutdown does for a spawn-mode child before the ``os._exit``.
+
+    Joins non-daemon threads, runs ``atexit`` callbacks, then drops the user's namespace and
+    collects garbage, so that files the code left open are flushed and closed (their buffered
+    data would otherwise be lost) and other finalizers run, as in spawn mode.
+    """
+    try:
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+        main = sys.modules.get("__main__")
+        if main is not None:
+            main.__dict__.clear()
+        gc.collect()
+    except BaseException:  # noqa: S110 - the user's code already ran; its status stands
+        pass
 
 
 # --------------------------------------------------------------------------------------------

@@ -161,3 +161,26 @@ def test_over_full_workspace_can_still_be_cleaned(workspace: pathlib.Path) -> No
         (workspace / f"old{i}").write_text("x")
     result = sb.run("open('one-more', 'w').close()")
     assert result.status is RunStatus.DISK_LIMIT
+
+
+def test_overshoots_do_not_pile_up_across_runs(workspace: pathlib.Path) -> None:
+    sb = make(workspace, workspace_bytes=1 * MiB, file_size_bytes=8 * MiB)
+    # One write overshoots the limit between two polls: the run is stopped, its file stays.
+    first = sb.run("open('f0.bin', 'wb').write(b'x' * (5 << 20))")
+    assert first.status is RunStatus.DISK_LIMIT
+    assert (workspace / "f0.bin").stat().st_size == 5 * MiB
+    # The workspace is over its limit: later runs cannot grow any file.
+    for i in range(1, 4):
+        later = sb.run(f"open('f{i}.bin', 'wb').write(b'x' * (5 << 20))")
+        assert later.status in (RunStatus.ERROR, RunStatus.DISK_LIMIT), later
+        assert "File too large" in later.stderr or later.status is RunStatus.DISK_LIMIT
+        assert "over its limit" in later.detail
+    total = sum(p.stat().st_size for p in workspace.iterdir())
+    assert total == 5 * MiB
+    # Cleaning up is still possible, and afterwards runs write normally again.
+    cleaned = sb.run("import pathlib\nfor p in pathlib.Path('.').glob('f*.bin'):\n    p.unlink()\n")
+    assert cleaned.status is RunStatus.OK, cleaned
+    after = sb.run("open('small.txt', 'w').write('ok')")
+    assert after.status is RunStatus.OK
+    assert after.detail == ""
+    assert (workspace / "small.txt").read_text() == "ok"

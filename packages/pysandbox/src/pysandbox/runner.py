@@ -575,15 +575,31 @@ class Sandbox:
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
         config = self._child_config(code, caps)
+        # A workspace already over its limits (a run overshot within one poll interval) only
+        # gets shrink-only runs: no file may grow (RLIMIT_FSIZE 0), so runs can clean up but
+        # overshoots cannot pile up run after run.
+        size, count = workspace_usage(self._workspace, self._limits.workspace_files + 1)
+        shrink_only = size > self._limits.workspace_bytes or count > self._limits.workspace_files
+        if shrink_only:
+            import resource  # POSIX only, like _child_config
+
+            config["rlimits"] = [
+                (kind, 0, 0) if kind == resource.RLIMIT_FSIZE else (kind, soft, hard)
+                for kind, soft, hard in config["rlimits"]
+            ]
         if self._execution != "warm":
-            return self._launch_plan(config, deadline, caps)
-        prepared = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+            prepared = self._launch_plan(config, deadline, caps)
+        else:
+            prepared = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
 
-        def retry() -> _Prepared:
-            # The zygote died between the liveness check and the request: start another.
-            return self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+            def retry() -> _Prepared:
+                # The zygote died between the liveness check and the request: start another.
+                again = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+                again.shrink_only = shrink_only
+                return again
 
-        prepared.retry = retry
+            prepared.retry = retry
+        prepared.shrink_only = shrink_only
         return prepared
 
     # -- warm mode --
@@ -736,7 +752,18 @@ class Sandbox:
             finally:
                 with self._active_lock:
                     self._active.discard(prepared.supervisor)
-        return self._decide(outcome, prepared.layers)
+        result = self._decide(outcome, prepared.layers)
+        if prepared.shrink_only:
+            note = (
+                "the workspace was over its limit of "
+                f"{self._limits.workspace_bytes} bytes or {self._limits.workspace_files} entries "
+                "when the run started, so no file could grow (RLIMIT_FSIZE 0): remove files to "
+                "get back under it"
+            )
+            result = dataclasses.replace(
+                result, detail=f"{result.detail}; {note}" if result.detail else note
+            )
+        return result
 
     def _decide(self, o: Outcome, layers: tuple[str, ...]) -> RunResult:
         lim = self._limits
@@ -914,9 +941,11 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
 class _Prepared:
     """A checked run, ready to start."""
 
-    __slots__ = ("layers", "retry", "supervisor")
+    __slots__ = ("layers", "retry", "shrink_only", "supervisor")
 
     def __init__(self, supervisor: Supervisor, layers: tuple[str, ...]) -> None:
         self.supervisor = supervisor
         self.layers = layers
         self.retry: Callable[[], _Prepared] | None = None
+        #: The workspace was over its limits at the start: no file may grow in this run.
+        self.shrink_only = False

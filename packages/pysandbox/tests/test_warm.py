@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -350,6 +352,25 @@ def test_zygote_dead_before_the_request_is_retried(
     assert result.status is RunStatus.OK
     assert result.stdout == "3\n"
     assert _zygote_of(warm).pid != dead_pid
+
+
+def test_a_zygote_that_stops_answering_is_replaced(
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert warm.run("print(1)").status is RunStatus.OK
+    stuck = _zygote_of(warm)
+    assert stuck.pid is not None
+    monkeypatch.setattr(_zygote.Zygote, "LAUNCH_TIMEOUT_S", 1.0)
+    os.kill(stuck.pid, signal.SIGSTOP)
+    try:
+        result = warm.run("print(4)")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck.pid, signal.SIGCONT)
+    assert result.status is RunStatus.OK, result
+    assert result.stdout == "4\n"
+    assert _zygote_of(warm).pid != stuck.pid
+    assert not stuck.alive()
 
 
 def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:

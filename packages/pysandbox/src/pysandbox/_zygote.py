@@ -499,14 +499,20 @@ class Zygote:
         ours.settimeout(None)
         self._ctl = ours
 
-    def launch(self, body: bytes, out_w: int, err_w: int, timeout_s: float = 30.0) -> WarmChild:
+    #: How long :meth:`launch` waits for the fork to be reported by default, seconds.
+    LAUNCH_TIMEOUT_S = 30.0
+
+    def launch(
+        self, body: bytes, out_w: int, err_w: int, timeout_s: float | None = None
+    ) -> WarmChild:
         """Send one run to the zygote; return the handle once the child was forked.
 
         Args:
             body: ``marshal`` dump of the run's code, limits and marker.
             out_w: Write end of the stdout pipe (the caller closes its copy).
             err_w: Write end of the stderr pipe (the caller closes its copy).
-            timeout_s: How long to wait for the fork to be reported, seconds.
+            timeout_s: How long to wait for the fork to be reported, seconds
+                (:attr:`LAUNCH_TIMEOUT_S` when ``None``).
 
         Raises:
             ZygoteError: The zygote is gone or did not answer.
@@ -523,7 +529,7 @@ class Zygote:
             with self._send_lock:
                 ctl.sendmsg([header], rights)
                 ctl.sendall(body)
-            ours.settimeout(timeout_s)
+            ours.settimeout(self.LAUNCH_TIMEOUT_S if timeout_s is None else timeout_s)
             answer = ours.recv(64)
         except OSError as exc:
             ours.close()

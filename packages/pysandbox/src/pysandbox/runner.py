@@ -590,10 +590,12 @@ class Sandbox:
         if self._execution != "warm":
             prepared = self._launch_plan(config, deadline, caps)
         else:
-            prepared = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+            zygote = self._warm_launcher(config)
+            prepared = self._launch_plan(config, deadline, caps, zygote)
 
             def retry() -> _Prepared:
-                # The zygote died between the liveness check and the request: start another.
+                # The zygote died, or did not take the request: stop it and start another.
+                self._discard_zygote(zygote)
                 again = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
                 again.shrink_only = shrink_only
                 return again
@@ -637,6 +639,18 @@ class Sandbox:
             # A sandbox dropped without close() still stops its zygote.
             weakref.finalize(self, zygote.close)
             return zygote
+
+    def _discard_zygote(self, failed: _zygote.Zygote | None) -> None:
+        """Stop ``failed``, a zygote that did not take a request, if it is still the current one.
+
+        The next run starts another; the runs in progress on ``failed`` end as ``killed``.
+        """
+        with self._zygote_lock:
+            if failed is None or self._zygote is not failed:
+                return  # spawn mode, or another run replaced it already
+            self._zygote = None
+        failed.kill()
+        failed.close()
 
     def _base_env(self) -> dict[str, str]:
         env = {
@@ -744,7 +758,10 @@ class Sandbox:
                     prepared = prepared.retry()
                     with self._active_lock:
                         self._active.add(prepared.supervisor)
-                    outcome = prepared.supervisor.run()
+                    try:
+                        outcome = prepared.supervisor.run()
+                    except _zygote.ZygoteError as exc:
+                        raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
             except InterruptedError:
                 return RunResult(
                     RunStatus.KILLED, layers=prepared.layers, detail="cancelled before start"

@@ -415,3 +415,20 @@ def test_huge_integers_are_refused_with_a_reason(dirs: tuple[Path, Path]) -> Non
     text = with_session(*dirs, scenario)
     assert "digits" in text
     assert "set_int_max_str_digits" not in text
+
+
+def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) -> None:
+    async def scenario(s: ClientSession) -> list[str]:
+        return [
+            await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=True),
+            await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=[1]),
+            await call_error(s, "run_sandbox_code", code=5),
+            await call_error(s, "run_sandbox_code"),
+        ]
+
+    errors = with_session(*dirs, scenario)
+    assert all(text.startswith("Error executing tool run_sandbox_code") for text in errors)
+    assert "timeout_sec" in errors[0] and "valid number" in errors[0]
+    assert "timeout_sec" in errors[1]
+    assert "code" in errors[2] and "valid string" in errors[2]
+    assert "code" in errors[3] and "required" in errors[3]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
+
+#: A number of seconds; strict, so that ``true`` is not taken for 1 s.
+_StrictSeconds = Annotated[float | None, Field(strict=True)]
 
 __all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
 
@@ -32,7 +36,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def run_sandbox_code(  # noqa: D417 - ctx is supplied by the SDK, not by the model
-        code: str, ctx: Context, timeout_sec: float | None = None
+        code: str, ctx: Context, timeout_sec: _StrictSeconds = None
     ) -> RunOutput:
         """Run a Python script in the sandbox and return its outcome.
 

@@ -137,6 +137,22 @@ def test_mcp_cancellation_kills_the_run(dirs: tuple[Path, Path]) -> None:
         if answers[0].get("id") == 2:  # a response to the cancelled call is allowed, then ping
             answers.append(json.loads(proc.stdout.readline()))
         assert answers[-1] == {"jsonrpc": "2.0", "id": 9, "result": {}}
+        # The call is traced as cancelled, not as a failure of the tool.
+        runs: list[dict[str, Any]] = []
+        for request_id in range(10, 60):  # the trace is written once the run is reaped
+            read = {"uri": "sandbox://logs"}
+            request = {"jsonrpc": "2.0", "id": request_id, "method": "resources/read"}
+            proc.stdin.write(json.dumps({**request, "params": read}) + "\n")
+            proc.stdin.flush()
+            reply = json.loads(proc.stdout.readline())
+            while reply.get("id") != request_id:  # skip a late answer to the cancelled call
+                reply = json.loads(proc.stdout.readline())
+            traces = json.loads(reply["result"]["contents"][0]["text"])["traces"]
+            runs = [t for t in traces if t["tool"] == "run_sandbox_code"]
+            if runs:
+                break
+            time.sleep(0.1)
+        assert [(t["status"], t["level"]) for t in runs] == [("cancelled", "INFO")]
         _stop(proc)
 
 

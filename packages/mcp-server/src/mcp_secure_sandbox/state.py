@@ -8,6 +8,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
 import astguard
@@ -116,7 +117,8 @@ class ServerState:
     async def instrument(self, tool: str) -> AsyncIterator[dict[str, str]]:
         """Time one tool call, count it, and leave a trace; yields a dict for the status.
 
-        A :class:`ToolError` (a wrong call) is counted as an error and logged at WARNING; any
+        A :class:`ToolError` (a wrong call) is counted as an error and logged at WARNING; a
+        cancellation (the client cancelled the call) is traced as ``cancelled`` at INFO; any
         other exception is logged with its traceback on stderr and re-raised.
         """
         started = time.perf_counter()
@@ -126,6 +128,10 @@ class ServerState:
             yield outcome
         except ToolError as exc:
             outcome["status"], outcome["message"], level = "invalid_arguments", str(exc), "WARNING"
+            raise
+        except anyio.get_cancelled_exc_class():
+            # The client cancelled the call (or went away): not a failure of the tool.
+            outcome["status"], outcome["message"] = "cancelled", f"{tool} cancelled"
             raise
         except BaseException as exc:
             outcome["status"], outcome["message"], level = "failed", type(exc).__name__, "ERROR"

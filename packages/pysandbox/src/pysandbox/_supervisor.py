@@ -27,6 +27,7 @@ __all__ = [
     "Supervisor",
     "WarmHandle",
     "WarmLauncher",
+    "start_usage_entries",
     "sweep_processes",
     "workspace_usage",
 ]
@@ -68,6 +69,11 @@ class Outcome:
     duration_s: float
     swept: int
     workspace_allowance: tuple[int, int]
+
+
+def start_usage_entries(workspace_files: int) -> int:
+    """How many entries to count at the start of a run: enough to see how far over it is."""
+    return 10 * workspace_files + 1000
 
 
 def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
@@ -189,6 +195,8 @@ class Supervisor:
             creation is not denied by seccomp).
         launcher: Warm mode: fork the child from the zygote with this (``payload`` is then
             the zygote's request) instead of spawning ``argv``. Supervision is the same.
+        start_usage: ``(bytes, entries)`` of the workspace measured just before, so that
+            :meth:`run` need not walk it again; ``None`` measures at the start of :meth:`run`.
     """
 
     def __init__(
@@ -206,8 +214,10 @@ class Supervisor:
         marker: str,
         always_sweep: bool,
         launcher: WarmLauncher | None = None,
+        start_usage: tuple[int, int] | None = None,
     ) -> None:
         self._launcher = launcher
+        self._start_usage = start_usage
         self._warm: WarmHandle | None = None
         self._argv = argv
         self._env = env
@@ -297,7 +307,9 @@ class Supervisor:
         with self._lock:
             if self._cancelled:
                 raise InterruptedError(errno.EINTR, "the run was cancelled before it started")
-        size, count = workspace_usage(self._workspace, 10 * self._ws_files + 1000)
+        size, count = self._start_usage or workspace_usage(
+            self._workspace, start_usage_entries(self._ws_files)
+        )
         self._ws_bytes = max(self._ws_bytes, size)
         self._ws_files = max(self._ws_files, count)
         if self._launcher is not None:

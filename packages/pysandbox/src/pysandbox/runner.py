@@ -35,7 +35,7 @@ from pysandbox._capabilities import (
 )
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
-from pysandbox._supervisor import Outcome, Supervisor, workspace_usage
+from pysandbox._supervisor import Outcome, Supervisor, start_usage_entries, workspace_usage
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
@@ -578,8 +578,10 @@ class Sandbox:
         # A workspace already over its limits (a run overshot within one poll interval) only
         # gets shrink-only runs: no file may grow (RLIMIT_FSIZE 0), so runs can clean up but
         # overshoots cannot pile up run after run.
-        size, count = workspace_usage(self._workspace, self._limits.workspace_files + 1)
-        shrink_only = size > self._limits.workspace_bytes or count > self._limits.workspace_files
+        usage = workspace_usage(self._workspace, start_usage_entries(self._limits.workspace_files))
+        shrink_only = (
+            usage[0] > self._limits.workspace_bytes or usage[1] > self._limits.workspace_files
+        )
         if shrink_only:
             import resource  # POSIX only, like _child_config
 
@@ -588,15 +590,17 @@ class Sandbox:
                 for kind, soft, hard in config["rlimits"]
             ]
         if self._execution != "warm":
-            prepared = self._launch_plan(config, deadline, caps)
+            prepared = self._launch_plan(config, deadline, caps, start_usage=usage)
         else:
             zygote = self._warm_launcher(config)
-            prepared = self._launch_plan(config, deadline, caps, zygote)
+            prepared = self._launch_plan(config, deadline, caps, zygote, start_usage=usage)
 
             def retry() -> _Prepared:
                 # The zygote died, or did not take the request: stop it and start another.
                 self._discard_zygote(zygote)
-                again = self._launch_plan(config, deadline, caps, self._warm_launcher(config))
+                again = self._launch_plan(
+                    config, deadline, caps, self._warm_launcher(config), start_usage=usage
+                )
                 again.shrink_only = shrink_only
                 return again
 
@@ -671,6 +675,7 @@ class Sandbox:
         deadline: float,
         caps: Capabilities,
         zygote: _zygote.Zygote | None = None,
+        start_usage: tuple[int, int] | None = None,
     ) -> _Prepared:
         """Wrap a child configuration into a ready-to-start supervised run."""
         marker_value = secrets.token_hex(16)
@@ -694,6 +699,7 @@ class Sandbox:
             workspace_files=self._limits.workspace_files,
             marker=f"{_MARKER_NAME}={marker_value}",
             always_sweep=config["seccomp"] is None,
+            start_usage=start_usage,
         )
         layers = caps.active_layers
         if config["seccomp"] is None:

@@ -282,11 +282,18 @@ def redteam(session: nox.Session) -> None:
     corpus = SHARED / "redteam"
     reports = ROOT / ".redteam"
     reports.mkdir(exist_ok=True)
-    for mode, how in (
-        ("spawn", "a fresh interpreter per run"),
-        ("warm", "each run forked from a prepared zygote; the default"),
-    ):
-        session.log(f"== all layers, as the current user, {mode} execution ({how})")
+    runs = (  # (what, report name, execution mode, further flags)
+        ("all layers, a fresh interpreter per run", "all-layers-spawn", "spawn", ()),
+        ("all layers, forked from a zygote (the default)", "all-layers-warm", "warm", ()),
+        (
+            "Python-level layers only (kernel layers off, rlimits on): what the kernel adds",
+            "python-level-only",
+            "spawn",
+            ("--no-kernel-layers",),
+        ),
+    )
+    for title, report, mode, flags in runs:
+        session.log(f"== {title}, as the current user")
         session.run(
             "python",
             str(harness),
@@ -294,21 +301,10 @@ def redteam(session: nox.Session) -> None:
             str(corpus),
             "--execution",
             mode,
+            *flags,
             "--json-out",
-            str(reports / f"all-layers-{mode}.json"),
+            str(reports / f"{report}.json"),
         )
-    session.log("== Python-level layers only (kernel layers off, rlimits on): what the kernel adds")
-    session.run(
-        "python",
-        str(harness),
-        "--corpus-dir",
-        str(corpus),
-        "--execution",
-        "spawn",
-        "--no-kernel-layers",
-        "--json-out",
-        str(reports / "python-level-only.json"),
-    )
     session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
     session.run(
         "python",

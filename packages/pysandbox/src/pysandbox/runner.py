@@ -261,6 +261,7 @@ class Sandbox:
         self._landlock_plan: _landlock.LandlockPlan | None = None
         self._filters: tuple[_seccomp.SeccompProgram, ...] | None = None
         self._caps: Capabilities | None = None
+        self._fixed_config: tuple[tuple[bool, bool], dict[str, Any]] | None = None
 
     # -- validation --
     @staticmethod
@@ -712,6 +713,15 @@ class Sandbox:
         return _Prepared(supervisor, layers)
 
     def _child_config(self, code: str, caps: Capabilities) -> dict[str, Any]:
+        """The child's configuration for ``code``: a fresh dict (callers may replace keys)."""
+        layers = (caps.layer("landlock").active, caps.layer("seccomp").active)
+        cached = self._fixed_config
+        if cached is None or cached[0] != layers:
+            cached = self._fixed_config = (layers, self._build_fixed_config(*layers))
+        return {**cached[1], "code": code, "code_object": _compile_user_code(code)}
+
+    def _build_fixed_config(self, landlock_on: bool, seccomp_on: bool) -> dict[str, Any]:
+        """Everything of a child's configuration but the code (the same for every run)."""
         lim = self._limits
         import resource  # POSIX only; run() refuses elsewhere before getting here
 
@@ -723,18 +733,14 @@ class Sandbox:
             (resource.RLIMIT_NOFILE, lim.open_files, lim.open_files),
             (resource.RLIMIT_CORE, 0, 0),
         ]
-        landlock = self._plan().to_wire() if caps.layer("landlock").active else None
-        seccomp = (
-            [f.code for f in self._seccomp_filters()] if caps.layer("seccomp").active else None
-        )
         return {
             "workspace": self._workspace,
             "read_roots": list(self._read_roots),
             "list_roots": list(self._sys_path),
             "sys_path": list(self._sys_path),
             "rlimits": rlimits,
-            "landlock": landlock,
-            "seccomp": seccomp,
+            "landlock": self._plan().to_wire() if landlock_on else None,
+            "seccomp": [f.code for f in self._seccomp_filters()] if seccomp_on else None,
             "pid_placeholder": _seccomp.PID_PLACEHOLDER,
             "allowed_modules": sorted(self._rules.allowed),
             "denied_modules": sorted(self._rules.denied),
@@ -743,8 +749,6 @@ class Sandbox:
             "module_forbidden": sorted(self._rules.module_forbidden),
             "denied_module_attributes": sorted(self._rules.denied_module_attributes),
             "python_guards": True,
-            "code": code,
-            "code_object": _compile_user_code(code),
         }
 
     def _execute(self, prepared: _Prepared) -> RunResult:

@@ -265,6 +265,22 @@ def test_control_socket_is_unreachable(warm: Sandbox) -> None:
 
 
 @needs_kernel
+def test_warm_children_hold_no_capabilities(warm: Sandbox) -> None:
+    code = (
+        "import ctypes\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(sum(libc.prctl(23, cap, 0, 0, 0) == 1 for cap in range(64)))\n"  # CAPBSET_READ
+        "print(libc.prctl(47, 1, 0, 0, 0))\n"  # PR_CAP_AMBIENT_IS_SET of cap 0
+        "header = (ctypes.c_uint32 * 2)(0x20080522, 0)\n"
+        "data = (ctypes.c_uint32 * 6)()\n"
+        "print(libc.syscall(125, header, data), list(data))\n"  # capget
+    )
+    result = _raw_warm(warm, code, ("ctypes",))
+    assert result.status is RunStatus.OK, result
+    assert result.stdout.splitlines() == ["0", "0", "0 [0, 0, 0, 0, 0, 0]"]
+
+
+@needs_kernel
 def test_connect_is_denied_by_seccomp(warm: Sandbox) -> None:
     code = (
         "import ctypes\n"

@@ -38,6 +38,7 @@ __all__ = [
     "RESERVED_EXIT_CODES",
     "STUB",
     "build_landlock_ruleset",
+    "drop_bounding_set",
     "main",
     "restrict_landlock",
     "run_config",
@@ -242,17 +243,28 @@ def set_no_new_privs(libc: Libc) -> None:
         _fail(f"prctl(PR_SET_NO_NEW_PRIVS): {libc.error()}")
 
 
-def drop_capabilities(libc: Libc) -> None:
-    """Empty the bounding, ambient, effective, permitted and inheritable capability sets.
+def drop_bounding_set(libc: Libc) -> None:
+    """Empty the capability bounding set and the ambient set of this process.
 
-    For a child started by root this removes what Landlock and seccomp do not look at
-    (``CAP_DAC_OVERRIDE`` for files Landlock allows read-only, ``CAP_SYS_RESOURCE``, ...).
-    Unprivileged callers have nothing to drop; errors from the bounding set are ignored.
+    Inherited across ``fork``: the warm zygote does this once, and its children skip it.
+    Unprivileged callers have nothing to drop; errors are ignored.
     """
     for cap in range(64):
         if libc.prctl(24, cap, 0, 0, 0) != 0 and libc.errno() == 22:  # PR_CAPBSET_DROP, EINVAL
             break
     libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+
+
+def drop_capabilities(libc: Libc, *, bounding: bool = True) -> None:
+    """Empty the bounding, ambient, effective, permitted and inheritable capability sets.
+
+    For a child started by root this removes what Landlock and seccomp do not look at
+    (``CAP_DAC_OVERRIDE`` for files Landlock allows read-only, ``CAP_SYS_RESOURCE``, ...).
+    ``bounding=False`` skips the bounding and ambient sets (already empty: a warm child).
+    A failing ``capset`` ends the process with ``EXIT_SETUP_FAILED``.
+    """
+    if bounding:
+        drop_bounding_set(libc)
     header = _u(0x20080522, 4) + _u(0, 4)  # _LINUX_CAPABILITY_VERSION_3, this process
     if libc.syscall(126, header, bytes(24)) != 0:  # capset: all sets empty
         _fail(f"capset: {libc.error()}")
@@ -867,7 +879,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
                 restrict_landlock(libc, ruleset)
             else:
                 apply_landlock(libc, cfg["landlock"])
-        drop_capabilities(libc)
+        drop_capabilities(libc, bounding=not cfg.get("bounding_set_dropped", False))
         if cfg["seccomp"] is not None:
             load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
         del libc

@@ -121,6 +121,10 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
 
         if cfg["landlock"] is not None:
             ruleset = child["build_landlock_ruleset"](libc, cfg["landlock"])
+        if cfg["seccomp"] is not None or cfg["landlock"] is not None:
+            # Inherited by every child, which then only empties its own sets (capset).
+            child["drop_bounding_set"](libc)
+            cfg["bounding_set_dropped"] = True
         if not hasattr(os, "pidfd_open"):
             raise OSError("os.pidfd_open is unavailable (Linux >= 5.3, Python >= 3.9)")
         os.close(os.pidfd_open(os.getpid()))

@@ -102,6 +102,35 @@ def test_files_left_open_are_flushed_as_in_spawn(pair: tuple[Sandbox, Sandbox], 
         assert out.read_bytes() == b"id,total\r\n1,10\r\n", sandbox.capabilities().execution
 
 
+def test_finalizers_keep_the_guarded_builtins(pair: tuple[Sandbox, Sandbox]) -> None:
+    # At the end of a run a finalizer makes dataclasses exec into __main__'s globals; had the
+    # namespace lost __builtins__, that exec would install the real ones for later lambdas.
+    code = (
+        "import dataclasses\n"
+        "class Late:\n"
+        "    x: int = 0\n"
+        "class A:\n"
+        "    def __del__(self, dc=dataclasses.dataclass, Late=Late, print=print):\n"
+        "        try:\n"
+        "            dc(Late)\n"
+        "        except Exception:\n"
+        "            pass\n"
+        "        ga = (lambda: getattr)()\n"
+        "        try:\n"
+        "            ga(dc, '__glo' + 'bals__')\n"
+        "            print('LEAKED')\n"
+        "        except AttributeError:\n"
+        "            print('guarded')\n"
+        "keep = A()\n"
+    )
+    for sandbox in pair:
+        result = sandbox.run(code)
+        assert result.status is RunStatus.OK, result
+        assert "LEAKED" not in result.stdout
+        if sandbox.capabilities().execution["mode"] == "warm":
+            assert result.stdout == "guarded\n"
+
+
 def test_accounting_is_the_childs(warm: Sandbox) -> None:
     result = warm.run("x = bytearray(40 << 20)\nprint(len(x))")
     assert result.stdout == f"{40 << 20}\n"

@@ -316,7 +316,11 @@ def _finalize(gc: Any) -> None:  # pragma: no cover - runs in the forked child
         atexit._run_exitfuncs()
         main = sys.modules.get("__main__")
         if main is not None:
-            main.__dict__.clear()
+            namespace = main.__dict__
+            # Everything but ``__builtins__``: without it, code run by a finalizer (an
+            # ``exec`` into these globals, as ``dataclasses`` does) would get the real builtins.
+            for name in [key for key in namespace if key != "__builtins__"]:
+                del namespace[name]
         gc.collect()
     except BaseException:  # noqa: S110 - the user's code already ran; its status stands
         pass

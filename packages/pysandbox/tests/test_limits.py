@@ -184,3 +184,29 @@ def test_overshoots_do_not_pile_up_across_runs(workspace: pathlib.Path) -> None:
     assert after.status is RunStatus.OK
     assert after.detail == ""
     assert (workspace / "small.txt").read_text() == "ok"
+
+
+def test_a_directory_that_cannot_be_listed_counts_as_over_every_limit(
+    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from pysandbox import _supervisor
+
+    (workspace / "a.txt").write_bytes(b"12345")
+    hidden = workspace / "hidden"
+    hidden.mkdir()
+    (hidden / "big.bin").write_bytes(b"x" * 100)
+    assert _supervisor.workspace_usage(str(workspace), 100) == (5 + 100 + hidden.stat().st_size, 3)
+    # As the server's own user, code can mkdir(mode=0o300): the server then cannot list it
+    # (root always can, so the denial is simulated here).
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> object:
+        if os.fspath(path) == str(hidden):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(_supervisor.os, "scandir", scandir)
+    size, _ = _supervisor.workspace_usage(str(workspace), 100)
+    assert size == _supervisor.UNMEASURABLE_BYTES

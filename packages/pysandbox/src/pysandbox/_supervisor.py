@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
+    "UNMEASURABLE_BYTES",
     "Outcome",
     "Supervisor",
     "WarmHandle",
@@ -76,8 +77,17 @@ def start_usage_entries(workspace_files: int) -> int:
     return 10 * workspace_files + 1000
 
 
+#: The size :func:`workspace_usage` reports for a workspace it cannot fully read: over any limit.
+UNMEASURABLE_BYTES = 1 << 62
+
+
 def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
     """Measure a workspace without following symlinks.
+
+    A directory the caller may not list or search (code running as the server's own user can
+    ``mkdir(mode=0o300)``) could hide any amount of data, so it makes the whole workspace count
+    as :data:`UNMEASURABLE_BYTES`: over every limit, which stops the run (``disk_limit``) and
+    makes later runs shrink-only until it is removed.
 
     Args:
         root: Directory to measure.
@@ -100,13 +110,17 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
                         return total, entries
                     try:
                         st = entry.stat(follow_symlinks=False)
+                    except PermissionError:
+                        return UNMEASURABLE_BYTES, entries
                     except OSError:
-                        continue
+                        continue  # removed meanwhile
                     total += st.st_size
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
+        except PermissionError:
+            return UNMEASURABLE_BYTES, entries
         except OSError:
-            continue
+            continue  # removed meanwhile, or replaced by something that is not a directory
     return total, entries
 
 

@@ -207,6 +207,6 @@ def test_a_directory_that_cannot_be_listed_counts_as_over_every_limit(
             raise PermissionError(13, "Permission denied", str(path))
         return real_scandir(path)
 
-    monkeypatch.setattr(_supervisor.os, "scandir", scandir)
+    monkeypatch.setattr(os, "scandir", scandir)
     size, _ = _supervisor.workspace_usage(str(workspace), 100)
     assert size == _supervisor.UNMEASURABLE_BYTES

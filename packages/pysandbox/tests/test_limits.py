@@ -160,7 +160,13 @@ def test_over_full_workspace_can_still_be_cleaned(workspace: pathlib.Path) -> No
     for i in range(8):
         (workspace / f"old{i}").write_text("x")
     result = sb.run("open('one-more', 'w').close()")
-    assert result.status is RunStatus.DISK_LIMIT
+    if sb.capabilities().layer("landlock").active:  # creation refused by the kernel
+        assert result.status is RunStatus.ERROR, result
+        assert "PermissionError" in result.stderr
+    else:  # stopped by the parent's poll
+        assert result.status is RunStatus.DISK_LIMIT, result
+    assert not (workspace / "one-more").exists() or result.status is RunStatus.DISK_LIMIT
+    assert "over its limit" in result.detail
 
 
 def test_overshoots_do_not_pile_up_across_runs(workspace: pathlib.Path) -> None:
@@ -173,10 +179,18 @@ def test_overshoots_do_not_pile_up_across_runs(workspace: pathlib.Path) -> None:
     for i in range(1, 4):
         later = sb.run(f"open('f{i}.bin', 'wb').write(b'x' * (5 << 20))")
         assert later.status in (RunStatus.ERROR, RunStatus.DISK_LIMIT), later
-        assert "File too large" in later.stderr or later.status is RunStatus.DISK_LIMIT
+        refused = ("File too large", "Permission denied")  # RLIMIT_FSIZE 0; Landlock
+        assert any(r in later.stderr for r in refused) or later.status is RunStatus.DISK_LIMIT
         assert "over its limit" in later.detail
     total = sum(p.stat().st_size for p in workspace.iterdir())
     assert total == 5 * MiB
+    # Nor can they add entries (directories cost disk too).
+    mkdirs = sb.run(
+        "import pathlib\ni = 0\nwhile True:\n    pathlib.Path('d%d' % i).mkdir()\n    i += 1\n"
+    )
+    assert mkdirs.status in (RunStatus.ERROR, RunStatus.DISK_LIMIT), mkdirs
+    if sb.capabilities().layer("landlock").active:
+        assert not any(p.name.startswith("d") for p in workspace.iterdir())
     # Cleaning up is still possible, and afterwards runs write normally again.
     cleaned = sb.run("import pathlib\nfor p in pathlib.Path('.').glob('f*.bin'):\n    p.unlink()\n")
     assert cleaned.status is RunStatus.OK, cleaned
@@ -210,3 +224,27 @@ def test_a_directory_that_cannot_be_listed_counts_as_over_every_limit(
     monkeypatch.setattr(os, "scandir", scandir)
     size, _ = _supervisor.workspace_usage(str(workspace), 100)
     assert size == _supervisor.UNMEASURABLE_BYTES
+
+
+def test_queued_runs_see_the_overshoot_of_the_run_before(workspace: pathlib.Path) -> None:
+    import asyncio
+
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    sb = Sandbox(
+        workspace,
+        require=require,
+        limits=Limits(workspace_bytes=1 * MiB, file_size_bytes=8 * MiB),
+        max_concurrent_runs=1,
+    )
+
+    async def main() -> list[RunStatus]:
+        runs = [sb.arun(f"open('f{i}.bin', 'wb').write(b'x' * (5 << 20))") for i in range(5)]
+        return [r.status for r in await asyncio.gather(*runs)]
+
+    try:
+        statuses = asyncio.run(main())
+    finally:
+        sb.close()
+    assert all(s in (RunStatus.DISK_LIMIT, RunStatus.ERROR) for s in statuses), statuses
+    # Queued runs were measured when their turn came: only the first could write.
+    assert sum(p.stat().st_size for p in workspace.iterdir()) == 5 * MiB

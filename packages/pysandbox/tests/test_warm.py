@@ -418,6 +418,42 @@ def test_a_zygote_that_stops_answering_is_replaced(
     assert not stuck.alive()
 
 
+def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    import psutil
+
+    assert warm.run("print(1)").status is RunStatus.OK
+    stuck = _zygote_of(warm)
+    assert stuck.pid is not None
+    monkeypatch.setattr(_zygote.Zygote, "LAUNCH_TIMEOUT_S", 1.0)
+    started = pathlib.Path(warm.workspace) / "started"
+    code = "import time\nopen('started', 'w').close()\nwhile True:\n    time.sleep(0.05)\n"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(warm.arun(code, timeout=60))
+        for _ in range(600):  # the first zygote times out; the retry's child starts
+            if started.exists():
+                break
+            await asyncio.sleep(0.025)
+        assert started.exists()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    os.kill(stuck.pid, signal.SIGSTOP)
+    try:
+        asyncio.run(main())
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stuck.pid, signal.SIGCONT)
+    replacement = _zygote_of(warm)
+    assert replacement.pid not in (None, stuck.pid)
+    assert psutil.Process(replacement.pid).children() == []
+
+
 def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
     code = "import os\nprint(sorted(os.environ))\nprint(os.environ['HOME'] == os.getcwd())"
     extra = ("os",)

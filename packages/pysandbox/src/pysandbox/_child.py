@@ -39,6 +39,7 @@ __all__ = [
     "STUB",
     "build_landlock_ruleset",
     "drop_bounding_set",
+    "forbid_creation",
     "main",
     "restrict_landlock",
     "run_config",
@@ -207,6 +208,23 @@ def restrict_landlock(libc: Libc, ruleset: int) -> None:
     if libc.syscall(446, ruleset, 0) < 0:
         _fail(f"landlock_restrict_self: {libc.error()}")
     os.close(ruleset)
+
+
+#: Landlock ``LANDLOCK_ACCESS_FS_MAKE_*`` (ABI 1): char, dir, reg, sock, fifo, block, sym.
+_MAKE_ANY = 0x7F << 6
+
+
+def forbid_creation(libc: Libc) -> None:
+    """Stack a Landlock ruleset that handles every ``MAKE_*`` right and grants none.
+
+    Landlock rulesets intersect, so after this nothing can be created anywhere (files,
+    directories, links, renames into new names), while everything the first ruleset allows
+    otherwise (reading, deleting, truncating) still works. Used for shrink-only runs.
+    """
+    ruleset = libc.syscall(444, _u(_MAKE_ANY, 8), 8, 0)
+    if ruleset < 0:
+        _fail(f"landlock_create_ruleset (no creation): {libc.error()}")
+    restrict_landlock(libc, ruleset)
 
 
 def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
@@ -879,6 +897,8 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
                 restrict_landlock(libc, ruleset)
             else:
                 apply_landlock(libc, cfg["landlock"])
+            if cfg.get("no_create"):
+                forbid_creation(libc)
         drop_capabilities(libc, bounding=not cfg.get("bounding_set_dropped", False))
         if cfg["seccomp"] is not None:
             load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])

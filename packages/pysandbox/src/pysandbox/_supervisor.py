@@ -231,7 +231,8 @@ class Supervisor:
         start_usage: tuple[int, int] | None = None,
     ) -> None:
         self._launcher = launcher
-        self._start_usage = start_usage
+        #: ``(bytes, entries)`` measured before the start, or ``None``: measured by :meth:`run`.
+        self.start_usage = start_usage
         self._warm: WarmHandle | None = None
         self._argv = argv
         self._env = env
@@ -321,7 +322,7 @@ class Supervisor:
         with self._lock:
             if self._cancelled:
                 raise InterruptedError(errno.EINTR, "the run was cancelled before it started")
-        size, count = self._start_usage or workspace_usage(
+        size, count = self.start_usage or workspace_usage(
             self._workspace, start_usage_entries(self._ws_files)
         )
         self._ws_bytes = max(self._ws_bytes, size)

@@ -335,10 +335,19 @@ class WarmChild:
     Args:
         sock: The server's end of the run's ``SOCK_SEQPACKET`` pair.
         pid: The child's pid (its session and process-group id).
+        zygote_alive: Callable telling whether the zygote still runs.
+        reap_timeout_s: How long :meth:`reap` waits for the zygote's answer, seconds.
     """
 
-    def __init__(self, sock: socket.socket, pid: int, zygote_alive: Any = None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        pid: int,
+        zygote_alive: Any = None,
+        reap_timeout_s: float = 30.0,
+    ) -> None:
         self.sock = sock
+        self._reap_timeout_s = reap_timeout_s
         self.pid = pid
         self.exited = False
         self.zygote_died = False
@@ -391,10 +400,12 @@ class WarmChild:
         """Have the zygote kill the group and ``wait4`` the child.
 
         Returns:
-            ``(wait status, CPU seconds, peak RSS bytes)``, or ``None`` if the zygote died.
+            ``(wait status, CPU seconds, peak RSS bytes)``, or ``None`` if the zygote died or
+            did not answer within ``reap_timeout_s``.
         """
         try:
-            self.sock.setblocking(True)
+            # A zygote that stopped answering counts as dead (the child was killed already).
+            self.sock.settimeout(self._reap_timeout_s)
             self.sock.send(b"R")
             while True:
                 message = self.sock.recv(256)
@@ -528,6 +539,7 @@ class Zygote:
         ctl = self._ctl
         if ctl is None or not self.alive():
             raise ZygoteError("the zygote is not running")
+        wait = self.LAUNCH_TIMEOUT_S if timeout_s is None else timeout_s
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             header = b"N" + len(body).to_bytes(8, "little")
@@ -535,9 +547,12 @@ class Zygote:
                 (socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array(theirs.fileno(), out_w, err_w))
             ]
             with self._send_lock:
+                # A zygote that stops reading must not hold this lock (and every run) forever;
+                # after a time-out the stream is out of step and the caller replaces it.
+                ctl.settimeout(wait)
                 ctl.sendmsg([header], rights)
                 ctl.sendall(body)
-            ours.settimeout(self.LAUNCH_TIMEOUT_S if timeout_s is None else timeout_s)
+            ours.settimeout(wait)
             answer = ours.recv(64)
         except OSError as exc:
             ours.close()
@@ -548,7 +563,7 @@ class Zygote:
             ours.close()
             raise ZygoteError("the zygote died before forking the run")
         ours.setblocking(False)
-        return WarmChild(ours, int.from_bytes(answer[1:], "little"), self.alive)
+        return WarmChild(ours, int.from_bytes(answer[1:], "little"), self.alive, wait)
 
     def close(self) -> None:
         """Stop the zygote; its children die with it (``PR_SET_PDEATHSIG``)."""

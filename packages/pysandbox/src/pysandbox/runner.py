@@ -533,7 +533,7 @@ class Sandbox:
         try:
             return await asyncio.shield(future)
         except asyncio.CancelledError:
-            prepared.supervisor.kill("cancelled")
+            prepared.cancel()
             if prepared.supervisor.started:
                 # Killed above; wait (briefly) until the supervising thread has reaped it.
                 with contextlib.suppress(BaseException):
@@ -576,41 +576,41 @@ class Sandbox:
         if missing:
             raise IsolationUnavailable(missing, {name: caps.layer(name).reason for name in missing})
         config = self._child_config(code, caps)
-        # A workspace already over its limits (a run overshot within one poll interval) only
-        # gets shrink-only runs: no file may grow (RLIMIT_FSIZE 0), so runs can clean up but
-        # overshoots cannot pile up run after run.
-        usage = workspace_usage(self._workspace, start_usage_entries(self._limits.workspace_files))
-        shrink_only = (
-            usage[0] > self._limits.workspace_bytes or usage[1] > self._limits.workspace_files
-        )
-        if shrink_only:
-            import resource  # POSIX only, like _child_config
+        warm = self._execution == "warm"
 
-            config["rlimits"] = [
-                (kind, 0, 0) if kind == resource.RLIMIT_FSIZE else (kind, soft, hard)
-                for kind, soft, hard in config["rlimits"]
-            ]
-        if self._execution != "warm":
-            prepared = self._launch_plan(config, deadline, caps, start_usage=usage)
-        else:
-            zygote = self._warm_launcher(config)
-            prepared = self._launch_plan(config, deadline, caps, zygote, start_usage=usage)
+        def build(shrink_only: bool, failed: _zygote.Zygote | None = None) -> _Prepared:
+            # ``failed``: a zygote that did not take this run; it is replaced first.
+            if failed is not None:
+                self._discard_zygote(failed)
+            cfg = self._shrink_only_config(config) if shrink_only else config
+            zygote = self._warm_launcher(cfg) if warm else None
+            plan = self._launch_plan(cfg, deadline, caps, zygote)
+            plan.zygote = zygote
+            plan.shrink_only = shrink_only
+            return plan
 
-            def retry() -> _Prepared:
-                # The zygote died, or did not take the request: stop it and start another.
-                self._discard_zygote(zygote)
-                again = self._launch_plan(
-                    config, deadline, caps, self._warm_launcher(config), start_usage=usage
-                )
-                again.shrink_only = shrink_only
-                return again
-
-            prepared.retry = retry
-        prepared.shrink_only = shrink_only
+        prepared = build(shrink_only=False)
+        prepared.build = build
         return prepared
 
+    def _shrink_only_config(self, config: dict[str, Any]) -> dict[str, Any]:
+        """``config`` for a workspace already over its limits: the run may not grow it.
+
+        A run can overshoot the limits by what it writes within one poll interval; the runs
+        after it are shrink-only, so that overshoots cannot pile up run after run: no file may
+        grow (``RLIMIT_FSIZE`` 0) and, where Landlock is active, nothing may be created
+        (files, directories, links, renames into new names). Deleting still works.
+        """
+        import resource  # POSIX only, like _child_config
+
+        rlimits = [
+            (kind, 0, 0) if kind == resource.RLIMIT_FSIZE else (kind, soft, hard)
+            for kind, soft, hard in config["rlimits"]
+        ]
+        return {**config, "rlimits": rlimits, "no_create": True}
+
     # -- warm mode --
-    _RUN_KEYS = ("code", "code_object", "rlimits")
+    _RUN_KEYS = ("code", "code_object", "rlimits", "no_create")
 
     def _warm_launcher(self, config: dict[str, Any]) -> _zygote.Zygote | None:
         """The running zygote (started lazily, restarted if it died), or ``None``: spawn."""
@@ -752,45 +752,55 @@ class Sandbox:
         }
 
     def _execute(self, prepared: _Prepared) -> RunResult:
+        lim = self._limits
         with self._run_slots:
             if self._closed:
                 raise SandboxClosedError
-            with self._active_lock:
-                self._active.add(prepared.supervisor)
+            if prepared.build is not None:
+                # Measured once the run holds its slot, so queued runs see what ran before.
+                usage = workspace_usage(self._workspace, start_usage_entries(lim.workspace_files))
+                if usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files:
+                    prepared.attach(prepared.build(True))
+                prepared.supervisor.start_usage = usage
             try:
                 try:
-                    outcome = prepared.supervisor.run()
+                    outcome = self._supervise(prepared)
                 except _zygote.ZygoteError:
-                    if prepared.retry is None:
+                    if prepared.build is None or prepared.zygote is None:
                         raise
-                    with self._active_lock:
-                        self._active.discard(prepared.supervisor)
-                    prepared = prepared.retry()
-                    with self._active_lock:
-                        self._active.add(prepared.supervisor)
+                    measured = prepared.supervisor.start_usage
+                    prepared.attach(prepared.build(prepared.shrink_only, prepared.zygote))
+                    prepared.supervisor.start_usage = measured
                     try:
-                        outcome = prepared.supervisor.run()
+                        outcome = self._supervise(prepared)
                     except _zygote.ZygoteError as exc:
                         raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
             except InterruptedError:
                 return RunResult(
                     RunStatus.KILLED, layers=prepared.layers, detail="cancelled before start"
                 )
-            finally:
-                with self._active_lock:
-                    self._active.discard(prepared.supervisor)
         result = self._decide(outcome, prepared.layers)
         if prepared.shrink_only:
             note = (
-                "the workspace was over its limit of "
-                f"{self._limits.workspace_bytes} bytes or {self._limits.workspace_files} entries "
-                "when the run started, so no file could grow (RLIMIT_FSIZE 0): remove files to "
-                "get back under it"
+                f"the workspace was over its limit of {lim.workspace_bytes} bytes or "
+                f"{lim.workspace_files} entries when the run started, so it could not grow "
+                "(no file could be written or created): remove files to get back under it"
             )
             result = dataclasses.replace(
                 result, detail=f"{result.detail}; {note}" if result.detail else note
             )
         return result
+
+    def _supervise(self, prepared: _Prepared) -> Outcome:
+        """Run ``prepared``'s supervisor, tracked so that :meth:`close` can kill it."""
+        supervisor = prepared.supervisor
+        with self._active_lock:
+            self._active.add(supervisor)
+        try:
+            return supervisor.run()
+        finally:
+            with self._active_lock:
+                self._active.discard(supervisor)
 
     def _decide(self, o: Outcome, layers: tuple[str, ...]) -> RunResult:
         lim = self._limits
@@ -966,13 +976,47 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
 
 
 class _Prepared:
-    """A checked run, ready to start."""
+    """A checked run, ready to start; its supervisor may be replaced before it starts.
 
-    __slots__ = ("layers", "retry", "shrink_only", "supervisor")
+    Replaced when the run turns out to be shrink-only once it holds its slot, or when the warm
+    zygote did not take it. :meth:`cancel` reaches whichever supervisor is current.
+    """
+
+    __slots__ = (
+        "_lock",
+        "build",
+        "cancelled",
+        "layers",
+        "shrink_only",
+        "supervisor",
+        "zygote",
+    )
 
     def __init__(self, supervisor: Supervisor, layers: tuple[str, ...]) -> None:
         self.supervisor = supervisor
         self.layers = layers
-        self.retry: Callable[[], _Prepared] | None = None
-        #: The workspace was over its limits at the start: no file may grow in this run.
+        #: Rebuilds the run: ``build(shrink_only, failed_zygote=None) -> _Prepared``.
+        self.build: Callable[..., _Prepared] | None = None
+        #: The workspace was over its limits at the start: the run may not grow it.
         self.shrink_only = False
+        self.zygote: _zygote.Zygote | None = None
+        self.cancelled = False
+        self._lock = threading.Lock()
+
+    def attach(self, other: _Prepared) -> None:
+        """Take ``other``'s supervisor (not started yet); kill it at once if cancelled."""
+        with self._lock:
+            self.supervisor = other.supervisor
+            self.layers = other.layers
+            self.zygote = other.zygote
+            self.shrink_only = other.shrink_only
+            cancelled = self.cancelled
+        if cancelled:
+            other.supervisor.kill("cancelled")
+
+    def cancel(self) -> None:
+        """Kill the current supervisor's run, and any that replaces it later."""
+        with self._lock:
+            self.cancelled = True
+            supervisor = self.supervisor
+        supervisor.kill("cancelled")

@@ -211,7 +211,9 @@ def test_a_directory_that_cannot_be_listed_counts_as_over_every_limit(
     hidden = workspace / "hidden"
     hidden.mkdir()
     (hidden / "big.bin").write_bytes(b"x" * 100)
-    assert _supervisor.workspace_usage(str(workspace), 100) == (5 + 100 + hidden.stat().st_size, 3)
+    entries = (workspace / "a.txt", hidden, hidden / "big.bin")
+    expected = sum(max(p.stat().st_size, p.stat().st_blocks * 512) for p in entries)
+    assert _supervisor.workspace_usage(str(workspace), 100) == (expected, 3)
     # As the server's own user, code can mkdir(mode=0o300): the server then cannot list it
     # (root always can, so the denial is simulated here).
     real_scandir = os.scandir
@@ -248,3 +250,23 @@ def test_queued_runs_see_the_overshoot_of_the_run_before(workspace: pathlib.Path
     assert all(s in (RunStatus.DISK_LIMIT, RunStatus.ERROR) for s in statuses), statuses
     # Queued runs were measured when their turn came: only the first could write.
     assert sum(p.stat().st_size for p in workspace.iterdir()) == 5 * MiB
+
+
+def test_space_reserved_without_changing_the_size_counts(workspace: pathlib.Path) -> None:
+    import ctypes
+    import os
+
+    from pysandbox import _supervisor
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(workspace / "ghost", os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        keep_size = 1  # FALLOC_FL_KEEP_SIZE
+        if libc.fallocate(fd, keep_size, ctypes.c_long(0), ctypes.c_long(8 * MiB)) != 0:
+            pytest.skip(f"fallocate: errno {ctypes.get_errno()}")
+    finally:
+        os.close(fd)
+    assert (workspace / "ghost").stat().st_size == 0
+    size, count = _supervisor.workspace_usage(str(workspace), 10)
+    assert count == 1
+    assert size >= 8 * MiB

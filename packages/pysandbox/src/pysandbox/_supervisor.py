@@ -95,7 +95,8 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
 
     Returns:
         ``(total_bytes, entries)``; ``entries`` may exceed ``max_entries`` by one when cut short.
-        Sizes are apparent sizes (``st_size``) of files and directories.
+        Each entry counts the larger of its apparent size (``st_size``) and its allocated
+        blocks (``st_blocks`` x 512).
     """
     total = 0
     entries = 0
@@ -114,7 +115,9 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
                         return UNMEASURABLE_BYTES, entries
                     except OSError:
                         continue  # removed meanwhile
-                    total += st.st_size
+                    # Allocated blocks count too: fallocate(FALLOC_FL_KEEP_SIZE) reserves disk
+                    # without changing st_size.
+                    total += max(st.st_size, st.st_blocks * 512)
                     if entry.is_dir(follow_symlinks=False):
                         stack.append(entry.path)
         except PermissionError:

@@ -399,19 +399,26 @@ def test_zygote_dead_before_the_request_is_retried(
     assert _zygote_of(warm).pid != dead_pid
 
 
-def test_a_zygote_that_stops_answering_is_replaced(
-    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextlib.contextmanager
+def _stopped_zygote(warm: Sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[_zygote.Zygote]:
+    """The sandbox's zygote, SIGSTOPped (it takes no request) for the block; launches wait 1 s."""
     assert warm.run("print(1)").status is RunStatus.OK
     stuck = _zygote_of(warm)
     assert stuck.pid is not None
     monkeypatch.setattr(_zygote.Zygote, "LAUNCH_TIMEOUT_S", 1.0)
     os.kill(stuck.pid, signal.SIGSTOP)
     try:
-        result = warm.run("print(4)")
+        yield stuck
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(stuck.pid, signal.SIGCONT)
+
+
+def test_a_zygote_that_stops_answering_is_replaced(
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with _stopped_zygote(warm, monkeypatch) as stuck:
+        result = warm.run("print(4)")
     assert result.status is RunStatus.OK, result
     assert result.stdout == "4\n"
     assert _zygote_of(warm).pid != stuck.pid
@@ -425,10 +432,6 @@ def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
 
     import psutil
 
-    assert warm.run("print(1)").status is RunStatus.OK
-    stuck = _zygote_of(warm)
-    assert stuck.pid is not None
-    monkeypatch.setattr(_zygote.Zygote, "LAUNCH_TIMEOUT_S", 1.0)
     started = pathlib.Path(warm.workspace) / "started"
     code = "import time\nopen('started', 'w').close()\nwhile True:\n    time.sleep(0.05)\n"
 
@@ -443,12 +446,8 @@ def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    os.kill(stuck.pid, signal.SIGSTOP)
-    try:
+    with _stopped_zygote(warm, monkeypatch) as stuck:
         asyncio.run(main())
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(stuck.pid, signal.SIGCONT)
     replacement = _zygote_of(warm)
     assert replacement.pid not in (None, stuck.pid)
     assert psutil.Process(replacement.pid).children() == []

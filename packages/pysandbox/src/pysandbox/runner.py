@@ -625,7 +625,6 @@ class Sandbox:
                 self._zygote.close()  # it died: reap it, start another
                 self._zygote = None
             fixed = {k: v for k, v in config.items() if k not in self._RUN_KEYS}
-            fixed.pop("code_object", None)
             fixed["env"] = self._base_env()
             fixed["preimport"] = [
                 name for name in _PREIMPORT if self._rules.allowed.intersection({name})

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from _helpers import Crash, FaultyOps, State, build_tree, tree_state, use_ops
-from wsnapshot import SnapshotError, SnapshotStore, _fsio
-from wsnapshot import _store as store_mod
+from wsnapshot import SnapshotError, SnapshotStore, _blobs, _fsio, _storedir
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +26,7 @@ def _no_disk_flush(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     monkeypatch.setattr(os, "sync", lambda: None)
     monkeypatch.setitem(_fsio._libc_state, "syncfs", None)  # syncfs -> the patched os.sync
-    monkeypatch.setattr(store_mod, "_CHUNK", 4096)  # small files take the streaming path too
+    monkeypatch.setattr(_storedir, "CHUNK", 4096)  # small files take the streaming path too
 
 
 BASE = {
@@ -123,7 +122,7 @@ def test_create_faults(
     tmp_path: Path, crash: bool, flush: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if flush == "syncfs":
-        monkeypatch.setattr(store_mod, "_FSYNC_EACH_MAX", 0)
+        monkeypatch.setattr(_blobs, "_FSYNC_EACH_MAX", 0)
 
     def check(ws: Path, store_dir: Path, ctx: dict[str, object]) -> None:
         before = ctx["before"]

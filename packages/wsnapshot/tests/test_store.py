@@ -19,8 +19,8 @@ from wsnapshot import (
     SnapshotStore,
     SnapshotTooLarge,
     StoreConfigError,
+    _capture,
 )
-from wsnapshot import _store as store_mod
 
 TREE = {
     "a.txt": b"hello\n",
@@ -270,8 +270,8 @@ def test_store_quota(ws: Path, store_dir: Path) -> None:
 def test_incremental_rehashes_only_changed(
     store: SnapshotStore, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_mod, "_RACY_NS", -(10**18))
-    monkeypatch.setattr(store_mod, "_RACY_COARSE_NS", -(10**18))
+    monkeypatch.setattr(_capture, "_RACY_NS", -(10**18))
+    monkeypatch.setattr(_capture, "_RACY_COARSE_NS", -(10**18))
     for i in range(50):
         (ws / f"f{i}").write_bytes(b"content %d" % i)
     first = store.create()
@@ -299,8 +299,8 @@ def test_incremental_rehashes_only_changed(
 def test_incremental_cache_not_trusted_after_delete(
     store: SnapshotStore, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_mod, "_RACY_NS", -(10**18))
-    monkeypatch.setattr(store_mod, "_RACY_COARSE_NS", -(10**18))
+    monkeypatch.setattr(_capture, "_RACY_NS", -(10**18))
+    monkeypatch.setattr(_capture, "_RACY_COARSE_NS", -(10**18))
     (ws / "f").write_bytes(b"data")
     first = store.create()
     other = SnapshotStore(ws, store.store_dir)

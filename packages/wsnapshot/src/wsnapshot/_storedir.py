@@ -1,0 +1,364 @@
+"""The store directory: its layout, its writer lock, its atomic-file primitives, its manifests.
+
+Every other part of the store (:mod:`wsnapshot._blobs`, :mod:`wsnapshot._capture`,
+:mod:`wsnapshot._restore`, :mod:`wsnapshot._record`) writes and reads through one
+:class:`StoreDir`: it knows where each file of the store lives, writes a file atomically
+(temporary file, fsync, rename, directory fsync), reads one with a size bound, and loads and
+saves manifests. It also holds what those parts share: the :class:`~wsnapshot._fsio.Ops` every
+system call goes through (``ops``, replaced by the fault-injection tests) and the store's
+:class:`Limits`. Constants named here (the read chunk, the store's own file names, the reserved
+name prefix) have no other home.
+"""
+
+# File-descriptor and dir_fd= system calls have no pathlib equivalent:
+# ruff: noqa: PTH100,PTH102,PTH103,PTH110,PTH112,PTH118,PTH208
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import logging
+import os
+import stat
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from wsnapshot._fsio import O_DIRFLAGS, Ops
+from wsnapshot._manifest import (
+    FORMAT,
+    Manifest,
+    check_id,
+    parse_manifest,
+    parse_time,
+)
+from wsnapshot.exceptions import (
+    CorruptSnapshot,
+    SnapshotError,
+    SnapshotNotFound,
+    StoreConfigError,
+)
+
+__all__ = [
+    "CHUNK",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_FILES",
+    "DEFAULT_STORE_MAX_BYTES",
+    "GC_MARK",
+    "JOURNAL",
+    "O_NOFOLLOW",
+    "RESERVED_PREFIX",
+    "Key",
+    "Limits",
+    "StoreDir",
+    "parts",
+    "shown",
+    "stat_key",
+]
+
+log = logging.getLogger("wsnapshot")
+
+#: Default cap of one snapshot's content (1 GiB).
+DEFAULT_MAX_BYTES = 1 << 30
+#: Default cap of one snapshot's entries (files, directories and symlinks).
+DEFAULT_MAX_FILES = 100_000
+#: Default store-wide quota of blob bytes (10 GiB).
+DEFAULT_STORE_MAX_BYTES = 10 << 30
+
+#: Bytes read (and written) per system call when streaming a file. Read through the module
+#: (``_storedir.CHUNK``) by every part of the store, so a test can shrink it in one place.
+CHUNK = 1024 * 1024
+_MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+#: The intent journal of a restore in progress.
+JOURNAL = "restore.journal"
+#: The marker saying unreferenced blobs may exist.
+GC_MARK = "gc.pending"
+_STORE_MARK = "wsnapshot-store.json"
+_OWN_NAMES = frozenset({"snapshots", "blobs", "tmp", "lock", JOURNAL, GC_MARK, _STORE_MARK})
+#: Workspace names starting with this are the store's own temporary entries: never snapshotted.
+RESERVED_PREFIX = ".wsnapshot-"
+
+#: A file's stat key: (size, mtime_ns, ctime_ns, inode, device).
+Key = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> Key:
+    """The stat key of ``st``: while it is unchanged, a file's content and mode are taken as is."""
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def shown(path: str) -> str:
+    """``path`` as text safe to report (bytes that are not UTF-8 shown as backslash escapes)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def parts(path: str) -> tuple[str, ...]:
+    """The components of a workspace-relative ``/``-separated path (``()`` for the root)."""
+    return tuple(path.split("/")) if path else ()
+
+
+@dataclass
+class Limits:
+    """The store's limits, shared by every part of it (the façade's attributes read through).
+
+    Attributes:
+        max_bytes: Largest snapshot content, in bytes.
+        max_files: Most entries in one snapshot.
+        store_max_bytes: Store-wide quota of blob bytes.
+        workers: Threads hashing files during ``create``.
+    """
+
+    max_bytes: int
+    max_files: int
+    store_max_bytes: int
+    workers: int
+
+
+class StoreDir:
+    """One store directory: its layout, lock, atomic-file primitives and manifest catalogue.
+
+    Creating it creates the directory (mode 0o700) and its format marker and sub-directories
+    when missing; it does not take the lock nor recover anything.
+
+    Args:
+        workspace_root: The workspace's absolute real path (the store must not overlap it).
+        store_dir: The store directory as given by the caller.
+        ops: The system calls to use (``self.ops``, replaceable afterwards).
+        limits: The store's limits (``max_files`` bounds a manifest's entries).
+
+    Raises:
+        StoreConfigError: The directory is not a directory, overlaps the workspace, or is
+            neither empty nor a wsnapshot store.
+    """
+
+    def __init__(self, workspace_root: str, store_dir: str, ops: Ops, limits: Limits) -> None:
+        self.ops = ops
+        self.limits = limits
+        self.path = self._prepare(workspace_root, store_dir)
+        self.snapdir = os.path.join(self.path, "snapshots")
+        self.blobdir = os.path.join(self.path, "blobs")
+        self.tmpdir = os.path.join(self.path, "tmp")
+
+    def _prepare(self, ws: str, store_dir: str) -> str:
+        absolute = os.path.abspath(store_dir)
+        if not os.path.lexists(absolute):
+            os.makedirs(absolute, mode=0o700, exist_ok=True)
+        real = os.path.realpath(absolute)
+        if not os.path.isdir(real):
+            raise StoreConfigError(store_dir, "store is not a directory")
+        if real == ws or real.startswith(ws + os.sep) or ws.startswith(real + os.sep):
+            raise StoreConfigError(
+                store_dir,
+                f"store and workspace {ws!r} overlap (code in the workspace could edit it)",
+            )
+        mark = os.path.join(real, _STORE_MARK)
+        if not os.path.exists(mark):
+            foreign = sorted(
+                name
+                for name in set(os.listdir(real)) - _OWN_NAMES
+                if not (name.startswith(".") and name.endswith(".tmp"))  # a crash of this step
+            )
+            if foreign:
+                raise StoreConfigError(
+                    store_dir, f"not a wsnapshot store and not empty (contains {foreign[:3]})"
+                )
+            self.write_file(real, _STORE_MARK, json.dumps({"format": FORMAT}).encode())
+        for sub in ("snapshots", "blobs", "tmp"):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.join(real, sub), 0o700)
+        return real
+
+    # -- the lock and file primitives -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self, *, blocking: bool = True) -> Iterator[bool]:
+        """Hold the exclusive ``flock(2)`` on ``lock`` that serialises writers.
+
+        Yields:
+            ``True`` when the lock is held; ``False`` when ``blocking`` is false and another
+            writer holds it.
+        """
+        fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the entries of directory ``path`` durable (open, ``fsync``, close)."""
+        ops = self.ops
+        fd = ops.open(path, O_DIRFLAGS)
+        try:
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+
+    def fsync_path(self, path: str) -> None:
+        """Make the content of file ``path`` durable (open without following, ``fsync``)."""
+        ops = self.ops
+        fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
+        try:
+            ops.fsync(fd)
+        finally:
+            ops.close(fd)
+
+    def flush(self) -> None:
+        """Make everything written to the store so far durable.
+
+        ``syncfs(2)`` on the store's file system: one flush for a whole batch of blobs, which
+        gives the guarantee of an ``fsync`` of each file and directory written (``sync(2)``
+        where ``syncfs`` is missing). Small batches are fsynced file by file instead, so their
+        cost does not depend on what else is being written to the file system.
+        """
+        ops = self.ops
+        fd = ops.open(self.path, O_DIRFLAGS)
+        try:
+            ops.syncfs(fd)
+        finally:
+            ops.close(fd)
+
+    def write_file(self, directory: str, name: str, data: bytes) -> None:
+        """Atomically write ``directory/name``: temporary file, fsync, rename, directory fsync."""
+        ops = self.ops
+        dfd = ops.open(directory, O_DIRFLAGS)
+        try:
+            tmp = f".{uuid.uuid4().hex}.tmp"
+            fd = ops.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW, 0o600, dir_fd=dfd)
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[ops.write(fd, view) :]
+                    ops.fsync(fd)
+                finally:
+                    ops.close(fd)
+                ops.rename(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    ops.unlink(tmp, dir_fd=dfd)
+                raise
+            ops.fsync(dfd)
+        finally:
+            ops.close(dfd)
+
+    def read_file(self, path: str, limit: int) -> bytes:
+        """Read the regular file ``path`` (never through a symlink), at most ``limit`` bytes.
+
+        Raises:
+            FileNotFoundError: It does not exist.
+            OSError: It is not a regular file (``EINVAL``), is larger than ``limit``
+                (``EFBIG``), or cannot be read.
+        """
+        ops = self.ops
+        fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
+        try:
+            st = ops.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", path)
+            if st.st_size > limit:
+                raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+            chunks = []
+            total = 0
+            while True:
+                b = ops.read(fd, CHUNK)
+                if not b:
+                    break
+                total += len(b)
+                if total > limit:
+                    raise OSError(errno.EFBIG, f"larger than {limit} bytes", path)
+                chunks.append(b)
+            return b"".join(chunks)
+        finally:
+            ops.close(fd)
+
+    def unlink(self, path: str, *, missing_ok: bool = True) -> None:
+        """Remove the file ``path`` (a missing one is fine unless ``missing_ok`` is false)."""
+        try:
+            self.ops.unlink(path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def remove_stray_tmp(self) -> None:
+        """Remove temporary files a crashed atomic write left in ``snapshots/`` and the store."""
+        for name in self.ops.listdir(self.snapdir):
+            if name.endswith(".tmp"):
+                self.unlink(os.path.join(self.snapdir, name))
+        for name in self.ops.listdir(self.path):
+            if name.endswith(".tmp"):
+                self.unlink(os.path.join(self.path, name))
+
+    # -- manifests --------------------------------------------------------------------------------
+
+    def manifest_path(self, sid: str) -> str:
+        """Path of snapshot ``sid``'s manifest."""
+        return os.path.join(self.snapdir, f"{sid}.json")
+
+    def load(self, sid: str) -> Manifest:
+        """Read and validate snapshot ``sid``'s manifest.
+
+        Raises:
+            SnapshotNotFound: No such manifest.
+            CorruptSnapshot: It cannot be read or fails validation.
+        """
+        path = self.manifest_path(sid)
+        try:
+            raw = self.read_file(path, _MAX_MANIFEST_BYTES)
+        except FileNotFoundError:
+            raise SnapshotNotFound(sid) from None
+        except OSError as exc:
+            raise CorruptSnapshot(sid, path, f"cannot read manifest: {exc.strerror}") from None
+
+        def fail(where: str, reason: str) -> SnapshotError:
+            return CorruptSnapshot(sid, f"manifest{where}", reason)
+
+        try:
+            doc = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise CorruptSnapshot(sid, "manifest", f"not valid JSON: {exc}") from None
+        m = parse_manifest(doc, fail, max_entries=max(self.limits.max_files, DEFAULT_MAX_FILES))
+        if m.id != sid:
+            raise CorruptSnapshot(sid, "manifest/id", f"names snapshot {m.id}, not its file name")
+        return m
+
+    def snapshot_ids(self) -> list[str]:
+        """The ids of the manifests in ``snapshots/`` (other names are ignored)."""
+        out = []
+        for name in self.ops.listdir(self.snapdir):
+            if name.endswith(".json"):
+                try:
+                    out.append(check_id(name[:-5]))
+                except SnapshotError:
+                    continue
+        return out
+
+    def manifests(self) -> tuple[list[Manifest], list[str]]:
+        """Every readable manifest, oldest first, and the ids of those that fail validation."""
+        good: list[Manifest] = []
+        bad: list[str] = []
+        for sid in self.snapshot_ids():
+            try:
+                good.append(self.load(sid))
+            except SnapshotNotFound:
+                continue  # deleted while we listed
+            except CorruptSnapshot as exc:
+                log.warning("skipping %s", exc)
+                bad.append(sid)
+        good.sort(key=lambda m: (parse_time(m.created_at), m.id))
+        return good, bad
+
+    def save_manifest(self, m: Manifest) -> None:
+        """Write manifest ``m`` atomically (this makes its snapshot listed)."""
+        data = json.dumps(m.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
+        self.write_file(self.snapdir, f"{m.id}.json", data)

@@ -283,6 +283,9 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         assert metrics["process"]["rss_bytes"] > 0
         status = await read_json(s, "sandbox://status")
         assert status["versions"]["mcp-secure-sandbox"]
+        # By distribution name: the sandbox library is published as secure-pysandbox.
+        assert status["versions"]["secure-pysandbox"]
+        assert "pysandbox" not in status["versions"]
         assert status["settings"]["workspace"] == str(dirs[0].resolve())
         assert "json" in status["allowed_modules"]
         assert status["isolation"]["execution"]["requested"] == "warm"

@@ -14,7 +14,9 @@ WORKDIR /src
 COPY deploy/image-packages.txt deploy/image-packages.txt
 COPY packages/ packages/
 # Build one wheel per package listed in deploy/image-packages.txt (comments and blanks skipped),
-# then install exactly those wheels and their third-party dependencies into /opt/venv.
+# then install exactly those wheels and their third-party dependencies into /opt/venv. The server
+# requires `secure-pysandbox` (built from packages/pysandbox), so pip takes it from /wheels; the
+# unrelated PyPI project named `pysandbox` is never asked for.
 RUN python -m venv /opt/venv \
  && grep -v -e '^#' -e '^$' deploy/image-packages.txt \
     | sed 's|^|packages/|' \

@@ -66,6 +66,18 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: Each distribution's import name, written out: a distribution name says nothing reliable about
+#: its import name (``secure-pysandbox`` imports as ``pysandbox``). Sessions are named by folder
+#: (``tests-3.11(pysandbox)``); installs and wheels go by distribution name.
+IMPORT_NAMES = {
+    "astguard": "astguard",
+    "secure-pysandbox": "pysandbox",
+    "datavalidate": "datavalidate",
+    "wsnapshot": "wsnapshot",
+    "mcp-secure-sandbox": "mcp_secure_sandbox",
+}
+
+
 class Package:
     """One distribution of the monorepo, as read from its ``pyproject.toml``."""
 
@@ -75,9 +87,9 @@ class Package:
         project = self.pyproject["project"]
         self.folder = path.name
         self.dist = _canonical(project["name"])
-        self.import_name = self.dist.replace("-", "_")
-        if self.folder == "mcp-server":
-            self.import_name = "mcp_secure_sandbox"
+        if self.dist not in IMPORT_NAMES:
+            raise RuntimeError(f"{path}: add the distribution {self.dist!r} to IMPORT_NAMES")
+        self.import_name = IMPORT_NAMES[self.dist]
         self.requires = [
             m.group(1) for d in project.get("dependencies", []) if (m := _NAME_RE.match(d))
         ]
@@ -314,7 +326,7 @@ def redteam(session: nox.Session) -> None:
         "--json-out",
         str(reports / "mcp-server.json"),
     )
-    with unprivileged(session, "pysandbox") as user:
+    with unprivileged(session, "secure-pysandbox") as user:
         # The harness and corpus are copied where that user can read them, whatever the
         # permissions of this checkout's parents.
         scratch = user.home.parent

@@ -99,6 +99,41 @@ def test_runs_execute_at_once_up_to_the_cap(dirs: tuple[Path, Path]) -> None:
     assert [(o["status"], o["stdout"]) for o in outs] == [("ok", "met\n"), ("ok", "met\n")]
 
 
+_COUNT_RUNNING = """
+import time
+def running():
+    try:
+        return int(open("running").read() or 0)
+    except FileNotFoundError:
+        return 0
+open("running", "w").write(str(running() + 1))
+time.sleep(0.5)
+seen = running()
+open("running", "w").write(str(seen - 1))
+print(seen)
+"""
+
+
+def test_the_cap_is_pysandboxs(dirs: tuple[Path, Path]) -> None:
+    """--max-concurrent-runs 1 reaches pysandbox: two runs never execute at the same time."""
+
+    async def scenario(s: ClientSession) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        outs: list[dict[str, Any]] = []
+
+        async def one() -> None:
+            outs.append(await call(s, "run_sandbox_code", code=_COUNT_RUNNING, timeout_sec=30))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one)
+            tg.start_soon(one)
+        return outs, await call(s, "get_sandbox_metrics")
+
+    outs, metrics = with_session(*dirs, scenario, "--max-concurrent-runs", "1")
+    assert [(o["status"], o["stdout"]) for o in outs] == [("ok", "1\n"), ("ok", "1\n")]
+    assert metrics["max_concurrent_runs"] == 1
+    assert metrics["active_runs"] == 0
+
+
 def test_progress_is_reported_for_long_runs(dirs: tuple[Path, Path]) -> None:
     seen: list[tuple[float, float | None]] = []
 

@@ -49,8 +49,11 @@ def test_unwritable_workspace_is_refused(tmp_path: Path) -> None:
 def test_root_as_workspace_is_refused(tmp_path: Path) -> None:
     proc = _start("--workspace", "/", "--snapshots", str(tmp_path / "s"))
     assert proc.returncode == 2
-    assert "filesystem root" in proc.stderr
+    # pysandbox's check (as root, who may write to /; others are refused as they cannot write)
+    expected = "must not be the root directory" if os.geteuid() == 0 else "not writable"
+    assert expected in proc.stderr
     assert proc.stdout == ""
+    assert not (tmp_path / "s").exists()
 
 
 def test_workspace_overlapping_store_is_refused(tmp_path: Path) -> None:
@@ -59,12 +62,30 @@ def test_workspace_overlapping_store_is_refused(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "overlap" in proc.stderr
+    # The directories this start created are removed again.
+    assert not (tmp_path / "ws").exists()
 
 
 def test_workspace_inside_interpreter_is_refused(tmp_path: Path) -> None:
-    proc = _start("--workspace", str(Path(sys.prefix) / "ws"), "--snapshots", str(tmp_path / "s"))
+    workspace = Path(sys.prefix) / f"ws-{tmp_path.name}"
+    proc = _start("--workspace", str(workspace), "--snapshots", str(tmp_path / "s"))
     assert proc.returncode == 2
     assert "overlaps" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not workspace.exists()
+
+
+def test_workspace_inside_the_servers_package_is_refused(tmp_path: Path) -> None:
+    """Refused by pysandbox (installed in the environment) or by the server (editable)."""
+    import mcp_secure_sandbox
+
+    package = Path(mcp_secure_sandbox.__file__).resolve().parent
+    workspace = package / f"ws-{tmp_path.name}"
+    proc = _start("--workspace", str(workspace), "--snapshots", str(tmp_path / "s"))
+    assert proc.returncode == 2
+    assert "overlaps" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not workspace.exists()
 
 
 def test_help_documents_settings_with_defaults() -> None:

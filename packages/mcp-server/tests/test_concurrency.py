@@ -1,35 +1,39 @@
 from __future__ import annotations
 
 import anyio
-import pytest
 
 from mcp_secure_sandbox.concurrency import WorkspaceGate
 
 
-def test_runs_overlap_up_to_the_cap() -> None:
-    gate = WorkspaceGate(max_runs=2)
-    peak = 0
-    events: list[str] = []
-
-    async def one_run(i: int) -> None:
-        nonlocal peak
-        async with gate.run():
-            peak = max(peak, gate.active_runs)
-            events.append(f"start{i}")
-            await anyio.sleep(0.01)
+def test_runs_share_the_workspace() -> None:
+    """The gate holds no cap of its own: five runs hold the workspace together."""
+    gate = WorkspaceGate()
+    seen: list[int] = []
 
     async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for i in range(5):
-                tg.start_soon(one_run, i)
+        release = anyio.Event()
+
+        async def one_run() -> None:
+            async with gate.run():
+                await release.wait()
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                for _ in range(5):
+                    tg.start_soon(one_run)
+                while gate.active_runs < 5:
+                    await anyio.sleep(0.001)
+                seen.append(gate.active_runs)
+                release.set()
+        seen.append(gate.active_runs)
 
     anyio.run(main)
-    assert peak == 2
-    assert len(events) == 5
+    # How many runs execute at once is pysandbox's max_concurrent_runs, applied there only.
+    assert seen == [5, 0]
 
 
 def test_exclusive_waits_for_runs_and_blocks_new_ones() -> None:
-    gate = WorkspaceGate(max_runs=4)
+    gate = WorkspaceGate()
     order: list[str] = []
 
     async def main() -> None:
@@ -66,7 +70,7 @@ def test_exclusive_waits_for_runs_and_blocks_new_ones() -> None:
 
 
 def test_cancelled_exclusive_waiter_does_not_block_runs() -> None:
-    gate = WorkspaceGate(max_runs=1)
+    gate = WorkspaceGate()
     done: list[str] = []
 
     async def main() -> None:
@@ -88,8 +92,3 @@ def test_cancelled_exclusive_waiter_does_not_block_runs() -> None:
 
     anyio.run(main)
     assert done == ["run-after"]
-
-
-def test_max_runs_must_be_positive() -> None:
-    with pytest.raises(ValueError, match="max_runs"):
-        WorkspaceGate(0)

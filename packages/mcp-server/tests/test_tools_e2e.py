@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import ClientSession
@@ -282,6 +283,9 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         assert metrics["process"]["rss_bytes"] > 0
         status = await read_json(s, "sandbox://status")
         assert status["versions"]["mcp-secure-sandbox"]
+        # By distribution name: the sandbox library is published as secure-pysandbox.
+        assert status["versions"]["secure-pysandbox"]
+        assert "pysandbox" not in status["versions"]
         assert status["settings"]["workspace"] == str(dirs[0].resolve())
         assert "json" in status["allowed_modules"]
         assert status["isolation"]["execution"]["requested"] == "warm"
@@ -432,3 +436,51 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
     assert "timeout_sec" in errors[1]
     assert "code" in errors[2] and "valid string" in errors[2]
     assert "code" in errors[3] and "required" in errors[3]
+
+
+def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
+    """The library results returned as they are keep every key of their ``to_dict()``, fields
+    with a default included; the schema the client sees has the same properties."""
+
+    async def scenario(s: ClientSession) -> dict[str, Any]:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        schemas = {name: tool.output_schema or {} for name, tool in tools.items()}
+        await call(s, "write_workspace_file", path="a.txt", content="a")
+        return {
+            "schemas": schemas,
+            "snapshot": await call(s, "create_state_snapshot", description="x"),
+            "csv": await call(s, "validate_csv_data", csv_content="id\n", required_headers=["n"]),
+            "json": await call(
+                s, "validate_json_data", schema_name_or_dict={"type": "string"}, data=1
+            ),
+            "big": await call(s, "run_sandbox_code", code="x = 1\n" * 50_000),
+            "files": await call(s, "list_workspace_files"),
+        }
+
+    out = with_session(*dirs, scenario)
+    snapshot_keys = {
+        "id", "created_at", "description", "file_count", "dir_count", "symlink_count",
+        "total_bytes", "new_bytes", "skipped",
+    }  # fmt: skip
+    assert set(out["snapshot"]) == snapshot_keys
+    assert set(out["schemas"]["create_state_snapshot"]["properties"]) == snapshot_keys
+    assert out["snapshot"]["skipped"] == []
+    csv = out["csv"]
+    assert set(csv) == {
+        "valid", "row_count", "columns", "error_count", "truncated", "delimiter", "errors",
+    }  # fmt: skip
+    assert csv["delimiter"] == ","
+    assert csv["errors"][0]["code"] == "missing-header"
+    assert set(csv["errors"][0]) == {"code", "message", "row", "column", "column_number", "value"}
+    assert set(out["json"]) == {"valid", "draft", "error_count", "truncated", "errors"}
+    assert out["json"]["truncated"] is False
+    assert set(out["json"]["errors"][0]) == {
+        "instance_location", "schema_location", "keyword", "message", "value",
+    }  # fmt: skip
+    # Code over the source limit is rejected before anything runs, with a complete violation.
+    big = out["big"]
+    assert big["status"] == "rejected"
+    assert set(big["violations"][0]) == {"rule_id", "message", "line", "col", "end_line", "end_col"}
+    assert big["violations"][0]["line"] == 1
+    assert [f["path"] for f in out["files"]["files"]] == ["a.txt"]
+    assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mtime_ns", "mode"}

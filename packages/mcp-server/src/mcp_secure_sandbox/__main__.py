@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 
 from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
@@ -27,25 +28,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         The process exit status: 0 after a clean shutdown, 2 for a configuration error (one
         line on stderr, no traceback).
     """
+    created: list[Path] = []
     try:
-        settings = prepare_directories(settings_from_args(argv))
-    except ConfigError as exc:
-        print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(
-        stream=sys.stderr,
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    from mcp_secure_sandbox.server import create_server
-    from pysandbox import SandboxError
-    from wsnapshot import SnapshotError
+        settings = prepare_directories(settings_from_args(argv), created=created)
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=settings.log_level,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        from mcp_secure_sandbox.server import create_server
 
-    try:
         app, state = create_server(settings)
-    except (SandboxError, SnapshotError, ValueError) as exc:
-        # The libraries validate what the flags feed them (module names, limits): a refusal is
-        # a configuration error, one line and status 2 like the others.
+    except ConfigError as exc:
+        # Refused (by the settings or by a library): leave no directory this start created.
+        for path in reversed(created):
+            with contextlib.suppress(OSError):
+                path.rmdir()
         print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
         return 2
     log = logging.getLogger("mcp_secure_sandbox")

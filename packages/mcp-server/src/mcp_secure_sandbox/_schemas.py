@@ -1,7 +1,13 @@
-"""Typed shapes of the tools' structured output; the SDK derives each tool's output schema.
+"""The server's own shapes of structured output; the SDK derives each tool's output schema.
 
-These mirror the ``to_dict()`` of the libraries' result types; a test calls every tool through a
-real client, so a field added on one side and not the other fails there.
+A tool that returns a library's result as it is (wsnapshot's ``SnapshotInfo``, ``RestoreReport``
+and ``Diff``, datavalidate's ``CsvReport``) is annotated with that frozen dataclass, and the SDK
+derives the schema from its fields. The shapes here are what the server adds: envelopes (a list
+and its count, an inline export or a link), the run result (the server's view of pysandbox's
+``RunResult``), the JSON report (datavalidate's ``JsonReport`` computes ``truncated`` as a
+property, which a schema derived from its fields would lose), and the server's own figures.
+Library items inside them keep the library's type (``astguard.Violation``, ``JsonError``,
+``SnapshotInfo``, ``FileEntry``).
 """
 
 from __future__ import annotations
@@ -10,38 +16,21 @@ from typing import Any
 
 from typing_extensions import TypedDict
 
+from astguard import Violation
+from datavalidate import JsonError
+from wsnapshot import FileEntry, SnapshotInfo
+
 __all__ = [
-    "CsvColumnOutput",
-    "CsvErrorOutput",
-    "CsvReportOutput",
     "DeleteOutput",
-    "DiffOutput",
     "ExportOutput",
-    "JsonErrorOutput",
     "JsonReportOutput",
     "MetricsOutput",
-    "RestoreOutput",
     "RunOutput",
-    "SkippedOutput",
-    "SnapshotInfoOutput",
     "SnapshotListOutput",
-    "ViolationOutput",
-    "WorkspaceFileOutput",
     "WorkspaceListOutput",
     "WorkspaceReadOutput",
     "WorkspaceWriteOutput",
 ]
-
-
-class ViolationOutput(TypedDict):
-    """One finding of the static checker (astguard), 1-based lines, 0-based columns."""
-
-    rule_id: str
-    message: str
-    line: int
-    col: int
-    end_line: int | None
-    end_col: int | None
 
 
 class RunOutput(TypedDict):
@@ -57,19 +46,9 @@ class RunOutput(TypedDict):
     duration_ms: float
     cpu_time_ms: float
     peak_memory_bytes: int
-    violations: list[ViolationOutput]
+    violations: list[Violation]
     layers: list[str]
     detail: str
-
-
-class JsonErrorOutput(TypedDict):
-    """One JSON Schema error; locations are RFC 6901 JSON Pointers."""
-
-    instance_location: str
-    schema_location: str
-    keyword: str
-    message: str
-    value: str
 
 
 class JsonReportOutput(TypedDict):
@@ -79,81 +58,14 @@ class JsonReportOutput(TypedDict):
     draft: str
     error_count: int
     truncated: bool
-    errors: list[JsonErrorOutput]
-
-
-class CsvColumnOutput(TypedDict):
-    """One column of a validated CSV table."""
-
-    name: str
-    number: int
-    type: str
-    declared: bool
-
-
-class CsvErrorOutput(TypedDict):
-    """One CSV error: row as a person counts lines (header = 1), column, value, stable code."""
-
-    code: str
-    message: str
-    row: int | None
-    column: str | None
-    column_number: int | None
-    value: str | None
-
-
-class CsvReportOutput(TypedDict):
-    """The outcome of a CSV validation (datavalidate ``CsvReport``)."""
-
-    valid: bool
-    row_count: int
-    columns: list[CsvColumnOutput]
-    error_count: int
-    truncated: bool
-    delimiter: str
-    errors: list[CsvErrorOutput]
-
-
-class SkippedOutput(TypedDict):
-    """A workspace entry a snapshot left out, and why."""
-
-    path: str
-    reason: str
-
-
-class SnapshotInfoOutput(TypedDict):
-    """Summary of one snapshot (wsnapshot ``SnapshotInfo``); sizes in bytes."""
-
-    id: str
-    created_at: str
-    description: str
-    file_count: int
-    dir_count: int
-    symlink_count: int
-    total_bytes: int
-    new_bytes: int
-    skipped: list[SkippedOutput]
+    errors: list[JsonError]
 
 
 class SnapshotListOutput(TypedDict):
     """Every snapshot of the store, oldest first."""
 
-    snapshots: list[SnapshotInfoOutput]
+    snapshots: list[SnapshotInfo]
     count: int
-
-
-class RestoreOutput(TypedDict):
-    """What a restore changed (wsnapshot ``RestoreReport``)."""
-
-    snapshot_id: str
-    deleted: list[str]
-    rewritten: list[str]
-    recreated: list[str]
-    metadata_restored: list[str]
-    unchanged: int
-    dirs_created: list[str]
-    dirs_removed: list[str]
-    duration_ms: float
 
 
 class DeleteOutput(TypedDict):
@@ -163,17 +75,6 @@ class DeleteOutput(TypedDict):
     description: str
     created_at: str
     remaining: int
-
-
-class DiffOutput(TypedDict):
-    """Paths that differ between two snapshots, or a snapshot and the workspace (``b`` null)."""
-
-    a: str
-    b: str | None
-    added: list[str]
-    removed: list[str]
-    modified: list[str]
-    metadata_changed: list[str]
 
 
 class ExportOutput(TypedDict):
@@ -198,20 +99,10 @@ class MetricsOutput(TypedDict):
     max_concurrent_runs: int
 
 
-class WorkspaceFileOutput(TypedDict):
-    """One entry of the workspace (sizes in bytes, mtime in ns since the epoch)."""
-
-    path: str
-    kind: str
-    size: int
-    mtime_ns: int
-    mode: int
-
-
 class WorkspaceListOutput(TypedDict):
     """A bounded listing of the workspace."""
 
-    files: list[WorkspaceFileOutput]
+    files: list[FileEntry]
     file_count: int
     total_bytes: int
 

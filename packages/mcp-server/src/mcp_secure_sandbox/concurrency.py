@@ -1,8 +1,10 @@
 """Ordering of work on one workspace.
 
-Runs may overlap each other up to a cap, but a snapshot, a restore or a validation of a workspace
-file must see the workspace still: those take the workspace exclusively, and wait for the runs in
-progress to end (new runs wait behind them, so they are not starved).
+Runs may overlap each other, but a snapshot, a restore or a validation of a workspace file must see
+the workspace still: those take the workspace exclusively, and wait for the runs in progress to end
+(new runs wait behind them, so they are not starved). How many runs execute at once is pysandbox's
+cap (``Sandbox(max_concurrent_runs=...)``), applied there only: a run holds shared access from
+the moment it is asked for, including while it waits for one of the sandbox's slots.
 """
 
 from __future__ import annotations
@@ -16,17 +18,13 @@ __all__ = ["WorkspaceGate"]
 
 
 class WorkspaceGate:
-    """A writer-preferring readers-writer lock for one workspace, plus a cap on concurrent runs.
+    """A writer-preferring readers-writer lock for one workspace.
 
-    Args:
-        max_runs: How many sandbox runs may execute at once; further runs queue.
+    Runs share it; a snapshot, a restore, a write or a read of a workspace file for validation
+    holds it alone.
     """
 
-    def __init__(self, max_runs: int) -> None:
-        if max_runs < 1:
-            raise ValueError(f"max_runs must be at least 1, got {max_runs}")
-        self.max_runs = max_runs
-        self._run_slots = anyio.Semaphore(max_runs)
+    def __init__(self) -> None:
         self._condition = anyio.Condition()
         self._active_runs = 0
         self._exclusive = False
@@ -34,24 +32,23 @@ class WorkspaceGate:
 
     @property
     def active_runs(self) -> int:
-        """Number of runs holding the workspace now."""
+        """Number of runs holding the workspace now: executing, or waiting for a sandbox slot."""
         return self._active_runs
 
     @asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        """Hold a run slot and shared access to the workspace for the duration of the block."""
-        async with self._run_slots:
-            async with self._condition:
-                while self._exclusive or self._waiting_exclusive:
-                    await self._condition.wait()
-                self._active_runs += 1
-            try:
-                yield
-            finally:
-                with anyio.CancelScope(shield=True):
-                    async with self._condition:
-                        self._active_runs -= 1
-                        self._condition.notify_all()
+        """Hold shared access to the workspace for the duration of the block."""
+        async with self._condition:
+            while self._exclusive or self._waiting_exclusive:
+                await self._condition.wait()
+            self._active_runs += 1
+        try:
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with self._condition:
+                    self._active_runs -= 1
+                    self._condition.notify_all()
 
     @asynccontextmanager
     async def exclusive(self) -> AsyncIterator[None]:

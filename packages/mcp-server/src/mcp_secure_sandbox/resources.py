@@ -19,7 +19,15 @@ from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, Worksp
 
 __all__ = ["DISTRIBUTIONS", "register", "status_document"]
 
-DISTRIBUTIONS = ("astguard", "pysandbox", "datavalidate", "wsnapshot", "mcp-secure-sandbox", "mcp")
+DISTRIBUTIONS = (
+    "astguard",
+    "secure-pysandbox",
+    "datavalidate",
+    "wsnapshot",
+    "mcp-secure-sandbox",
+    "mcp",
+)
+"""Distributions whose versions ``sandbox://status`` reports, by distribution name."""
 STATUS_WALK_ENTRIES = 100_000
 
 

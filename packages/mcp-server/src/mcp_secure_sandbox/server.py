@@ -15,9 +15,11 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_secure_sandbox import prompts, resources
 from mcp_secure_sandbox.__about__ import __version__
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox.settings import ConfigError, Settings, check_importable_overlap
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools import register_all
+from pysandbox import SandboxError
+from wsnapshot import SnapshotError
 
 __all__ = ["INSTRUCTIONS", "create_server"]
 
@@ -42,10 +44,22 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         registered, and the :class:`ServerState` it shares (closed when the server stops).
 
     Raises:
-        pysandbox.SandboxError: The workspace cannot be used by the sandbox.
-        wsnapshot.SnapshotError: The snapshot store cannot be opened.
+        ConfigError: A library refused the settings: pysandbox the workspace's location (``/``,
+            a home directory, the interpreter, a system directory) or a module name or limit,
+            wsnapshot the snapshot store (overlapping the workspace, not a store); or the
+            workspace overlaps a directory the server imports from. The message is the
+            library's, one line.
     """
-    state = ServerState(settings)
+    try:
+        state = ServerState(settings)
+    except (SandboxError, SnapshotError, ValueError, TypeError) as exc:
+        # The libraries validate what the flags feed them; a refusal is a configuration error.
+        raise ConfigError(str(exc)) from None
+    try:
+        check_importable_overlap(settings.workspace)
+    except ConfigError:
+        state.close()
+        raise
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:

@@ -22,6 +22,7 @@ __all__ = [
     "ConfigError",
     "Settings",
     "build_parser",
+    "check_importable_overlap",
     "prepare_directories",
     "settings_from_args",
 ]
@@ -420,47 +421,44 @@ def settings_from_args(
     return Settings(**values)
 
 
-def _forbidden_roots() -> list[tuple[Path, str]]:
-    """Directories a workspace must neither equal nor overlap, with the reason for each."""
+def _outside_the_interpreter(path: Path) -> bool:
+    prefixes = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return not any(path == prefix or path.is_relative_to(prefix) for prefix in prefixes)
+
+
+def _import_roots() -> list[tuple[Path, str]]:
+    """Directories the server imports from that pysandbox's workspace check does not cover.
+
+    pysandbox refuses a workspace overlapping the interpreter's prefixes (and so a virtual
+    environment's packages); these are the rest: ``site-packages`` entries of ``sys.path``
+    outside them (a ``pip install --user``) and this package's own directory (an editable
+    install). Code in such a workspace would be imported by the next server start.
+    """
     roots: list[tuple[Path, str]] = []
-    for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
-        roots.append((Path(prefix).resolve(), "the Python installation or virtual environment"))
     for entry in sys.path:
-        if entry and Path(entry).is_dir() and "site-packages" in entry:
+        if entry and "site-packages" in entry and Path(entry).is_dir():
             roots.append((Path(entry).resolve(), "installed packages"))
-    package_dir = Path(__file__).resolve().parent
-    roots.append((package_dir, "the server's own package"))
-    return roots
+    roots.append((Path(__file__).resolve().parent, "the server's own package"))
+    return [(root, what) for root, what in roots if _outside_the_interpreter(root)]
 
 
-def _overlaps(a: Path, b: Path) -> bool:
-    return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+def check_importable_overlap(workspace: Path) -> None:
+    """Refuse a workspace overlapping a directory the server imports from (see above).
 
+    The rest of the workspace's location (``/``, a home directory, the interpreter, system
+    directories) is pysandbox's check, the store's overlap wsnapshot's; both are mapped to
+    :class:`ConfigError` by :func:`mcp_secure_sandbox.server.create_server`.
 
-def _check_location(workspace: Path, snapshots: Path) -> None:
+    Raises:
+        ConfigError: The workspace equals, contains or lies inside such a directory.
+    """
     ws = workspace.resolve()
-    store = snapshots.resolve()
-    if ws == Path(ws.anchor):
-        raise ConfigError(
-            f"workspace {workspace} is the filesystem root; choose a dedicated folder"
-        )
-    try:
-        home: Path | None = Path.home().resolve()
-    except (RuntimeError, KeyError):  # an arbitrary --user uid without a passwd entry or HOME
-        home = None
-    if ws == home:
-        raise ConfigError(f"workspace {workspace} is a home directory; choose a dedicated folder")
-    if _overlaps(ws, store):
-        raise ConfigError(
-            f"workspace {workspace} and snapshot store {snapshots} overlap; "
-            "sandboxed code could then reach the snapshots"
-        )
-    for root, what in _forbidden_roots():
-        if _overlaps(ws, root):
+    for root, what in _import_roots():
+        if ws == root or ws.is_relative_to(root) or root.is_relative_to(ws):
             raise ConfigError(f"workspace {workspace} overlaps {what} ({root})")
 
 
-def _make_dir(path: Path, what: str) -> None:
+def _make_dir(path: Path, what: str, created: list[Path] | None) -> None:
     if path.is_symlink():
         raise ConfigError(f"{what} {path} is a symbolic link; give the real directory")
     if path.exists():
@@ -473,6 +471,8 @@ def _make_dir(path: Path, what: str) -> None:
             path.mkdir(mode=0o700)
         except OSError as exc:
             raise ConfigError(f"{what} {path} cannot be created: {exc.strerror}") from None
+        if created is not None:
+            created.append(path)
     if not os.access(path, os.W_OK | os.X_OK):
         raise ConfigError(f"{what} {path} is not writable by this user")
 
@@ -482,8 +482,17 @@ def _fallback_base(environ: Mapping[str, str]) -> Path:
     return Path(data_home) / "mcp-secure-sandbox"
 
 
-def prepare_directories(settings: Settings, environ: Mapping[str, str] | None = None) -> Settings:
-    """Validate the workspace and snapshot locations and create them if missing.
+def prepare_directories(
+    settings: Settings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    created: list[Path] | None = None,
+) -> Settings:
+    """Create the workspace and snapshot directories if missing, and check they are writable.
+
+    Whether the workspace's location is safe is checked once, by pysandbox, when the server is
+    created (:func:`mcp_secure_sandbox.server.create_server`); a caller that is refused there
+    removes the directories this call created, listed in ``created``.
 
     When both directories are the defaults and the current directory is ``/`` or not writable
     (as when a desktop client starts the server), they move to the user's data directory
@@ -492,14 +501,15 @@ def prepare_directories(settings: Settings, environ: Mapping[str, str] | None = 
     Args:
         settings: Parsed settings.
         environ: Environment for the data-directory lookup (``os.environ`` when ``None``).
+        created: When given, each directory this call creates is appended to it (the workspace
+            before the snapshot directory).
 
     Returns:
         Settings with absolute, existing, writable directories.
 
     Raises:
-        ConfigError: A directory cannot be used: its parent is missing, it is not writable, it is
-            ``/`` or a home directory, it overlaps the snapshot store, the interpreter, the virtual
-            environment or an installed package.
+        ConfigError: A directory cannot be used: it is a symbolic link or not a directory, its
+            parent is missing, or it is not writable.
     """
     env = os.environ if environ is None else environ
     cwd = Path.cwd()
@@ -515,7 +525,6 @@ def prepare_directories(settings: Settings, environ: Mapping[str, str] | None = 
             snapshots=base / "sandbox_snapshots",
             workspace_fallback=True,
         )
-    _check_location(settings.workspace, settings.snapshots)
-    _make_dir(settings.workspace, "workspace")
-    _make_dir(settings.snapshots, "snapshot directory")
+    _make_dir(settings.workspace, "workspace", created)
+    _make_dir(settings.snapshots, "snapshot directory", created)
     return settings

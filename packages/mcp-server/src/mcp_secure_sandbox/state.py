@@ -88,7 +88,7 @@ class ServerState:
         self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)
         self.registry: SchemaRegistry = default_registry()
-        self.gate = WorkspaceGate(settings.max_concurrent_runs)
+        self.gate = WorkspaceGate()
         self.metrics = Metrics()
         self.traces = TraceLog()
 

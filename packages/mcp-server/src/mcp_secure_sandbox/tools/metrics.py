@@ -31,7 +31,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid), the host
         (memory totals, load average, CPU count), uptime in seconds, per tool the calls, errors
         and p50/p95/max latency in ms, sandbox runs counted by status, the largest peak memory
-        of a sandbox child in bytes, and the runs executing now against the concurrency cap.
+        of a sandbox child in bytes, the runs in progress now (executing or waiting for a slot) and
+        the concurrency cap (runs executing at once).
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(process_metrics)
@@ -44,5 +45,5 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "runs_by_status": counters["runs_by_status"],
                 "peak_child_memory_bytes": counters["peak_child_memory_bytes"],
                 "active_runs": state.gate.active_runs,
-                "max_concurrent_runs": state.gate.max_runs,
+                "max_concurrent_runs": state.sandbox.max_concurrent_runs,
             }

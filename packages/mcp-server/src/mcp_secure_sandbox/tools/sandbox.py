@@ -12,6 +12,7 @@ from pydantic import Field
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
+from pysandbox import RunResult
 
 #: A number of seconds; strict, so that ``true`` is not taken for 1 s.
 _StrictSeconds = Annotated[float | None, Field(strict=True)]
@@ -66,8 +67,30 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
-            output: RunOutput = result.to_dict()  # type: ignore[assignment]
-            return output
+            return _run_output(result)
+
+
+def _run_output(result: RunResult) -> RunOutput:
+    """The server's view of a run: ``RunResult``'s fields, the status as its value.
+
+    A violation is astguard's ``Violation`` or, for pysandbox's own source-size rule, a dict of
+    the same keys; the SDK validates both against ``Violation``'s schema.
+    """
+    return {
+        "status": result.status.value,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "duration_ms": result.duration_ms,
+        "cpu_time_ms": result.cpu_time_ms,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "violations": list(result.violations),
+        "layers": list(result.layers),
+        "detail": result.detail,
+    }
 
 
 async def _report_progress(ctx: Context, timeout: float) -> None:

@@ -11,17 +11,17 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from mcp_secure_sandbox._schemas import (
-    DeleteOutput,
-    DiffOutput,
-    ExportOutput,
-    RestoreOutput,
-    SnapshotInfoOutput,
-    SnapshotListOutput,
-)
+from mcp_secure_sandbox._schemas import DeleteOutput, ExportOutput, SnapshotListOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound
+from wsnapshot import (
+    Diff,
+    InvalidSnapshotId,
+    RestoreReport,
+    SnapshotError,
+    SnapshotInfo,
+    SnapshotNotFound,
+)
 
 __all__ = ["EXPORT_INLINE_BYTES", "EXPORT_MAX_BYTES", "register"]
 
@@ -59,7 +59,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def create_state_snapshot(description: str = "") -> SnapshotInfoOutput:
+    async def create_state_snapshot(description: str = "") -> SnapshotInfo:
         """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
 
         Identical content is stored once (content-addressed), so snapshots of a mostly unchanged
@@ -75,8 +75,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             async with state.gate.exclusive():
                 info = await _call("description", lambda: store.create(description))
             outcome["message"] = f"created {info.id}"
-            result: SnapshotInfoOutput = info.to_dict()  # type: ignore[assignment]
-            return result
+            return info
 
     @tool(
         app,
@@ -88,7 +87,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def restore_state_snapshot(snapshot_id: str) -> RestoreOutput:
+    async def restore_state_snapshot(snapshot_id: str) -> RestoreReport:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
         Files not in the snapshot are deleted, files whose content differs are rewritten,
@@ -103,8 +102,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             async with state.gate.exclusive():
                 report = await _call("snapshot_id", lambda: store.restore(snapshot_id))
             outcome["message"] = f"restored {snapshot_id}"
-            result: RestoreOutput = report.to_dict()  # type: ignore[assignment]
-            return result
+            return report
 
     @tool(
         app,
@@ -116,7 +114,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """List every snapshot, oldest first, with its id, time, description and sizes."""
         async with state.instrument("list_state_snapshots"):
             infos = await _call("", store.list)
-            return {"snapshots": [i.to_dict() for i in infos], "count": len(infos)}  # type: ignore[misc]
+            return {"snapshots": list(infos), "count": len(infos)}
 
     @tool(
         app,
@@ -159,7 +157,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> DiffOutput:
+    async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> Diff:
         """Compare a snapshot with another one, or with the current workspace.
 
         Args:
@@ -177,8 +175,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 diff = await _call(
                     "snapshot_id/other_id", lambda: store.diff(snapshot_id, other_id)
                 )
-            result: DiffOutput = diff.to_dict()  # type: ignore[assignment]
-            return result
+            return diff
 
     @tool(
         app,

@@ -14,8 +14,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from datavalidate import DataValidateError, validate_csv, validate_json
-from mcp_secure_sandbox._schemas import CsvReportOutput, JsonReportOutput
+from datavalidate import CsvReport, DataValidateError, validate_csv, validate_json
+from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import WorkspaceError
@@ -170,8 +170,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             except DataValidateError as exc:
                 raise ToolError(f"schema_name_or_dict: {exc}") from None
             outcome["status"] = "valid" if report.valid else "invalid"
-            result: JsonReportOutput = report.to_dict()  # type: ignore[assignment]
-            return result
+            return {
+                "valid": report.valid,
+                "draft": report.draft,
+                "error_count": report.error_count,
+                "truncated": report.truncated,
+                "errors": list(report.errors),
+            }
 
     @tool(
         app,
@@ -191,7 +196,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         table_schema: dict[str, Any] | None = None,
         delimiter: str = "",
         csv_path: str = "",
-    ) -> CsvReportOutput:
+    ) -> CsvReport:
         r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
         Give exactly one source: `csv_content` (the CSV text) or `csv_path` (a CSV file in the
@@ -241,11 +246,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             except (ValueError, DataValidateError) as exc:
                 raise ToolError(str(exc)) from None
             outcome["status"] = "valid" if report.valid else "invalid"
-            result: CsvReportOutput = report.to_dict()  # type: ignore[assignment]
-            return result
+            return report
 
 
-def _validate_workspace_csv(state: ServerState, path: str, kwargs: dict[str, Any]) -> Any:
+def _validate_workspace_csv(state: ServerState, path: str, kwargs: dict[str, Any]) -> CsvReport:
     try:
         stream = state.workspace.open_read(path, max_bytes=MAX_CSV_FILE_BYTES)
     except (WorkspaceError, OSError) as exc:

@@ -86,7 +86,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 raise ToolError(str(exc)) from None
             files = [e for e in entries if e.kind == "file"]
             return {
-                "files": [e.to_dict() for e in entries],  # type: ignore[misc]
+                "files": list(entries),
                 "file_count": len(files),
                 "total_bytes": sum(e.size for e in files),
             }

@@ -333,7 +333,7 @@ def test_denied_builtin_anywhere_is_refused(tree: ast.Module) -> None:
     assume("AG901" not in result.rule_ids)
     reparsed = ast.parse(source)
     if any(
-        isinstance(n, ast.Name) and n.id in astguard.DENIED_BUILTINS for n in ast.walk(reparsed)
+        isinstance(n, ast.Name) and n.id in Policy().denied_builtins for n in ast.walk(reparsed)
     ):
         assert "AG201" in result.rule_ids
 

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import astguard
 import pysandbox
 from pysandbox import (
     IsolationUnavailable,
@@ -99,10 +100,39 @@ def test_rejected_never_spawns(sandbox: Sandbox, workspace: pathlib.Path) -> Non
 
 
 def test_source_too_large_is_rejected(workspace: pathlib.Path) -> None:
-    sb = Sandbox(workspace, require=(), limits=Limits(source_bytes=100))
-    result = sb.run("x = 1\n" * 50)
+    policy = astguard.Policy().with_limits(max_source_bytes=100)
+    with Sandbox(workspace, require=(), policy=policy) as sb:
+        result = sb.run("x = 1\n" * 50)
     assert result.status is RunStatus.REJECTED
-    assert result.to_dict()["violations"][0]["rule_id"] == "PS001"
+    violation = result.to_dict()["violations"][0]
+    assert violation["rule_id"] == "PS001"
+    assert violation["message"] == "source is 300 bytes; the limit is 100"
+
+
+def _source_of(size: int) -> str:
+    """A script of exactly ``size`` bytes of UTF-8 that prints ``ran``."""
+    head = "print('ran')\n#"
+    source = head + "é" * ((size - len(head) - 1) // 2)
+    source += "a" * (size - len(source.encode()) - 1) + "\n"
+    assert len(source.encode()) == size
+    return source
+
+
+def test_source_limit_is_astguards_one_number(sandbox: Sandbox) -> None:
+    limit = astguard.DEFAULT_MAX_SOURCE_BYTES
+    assert limit == 200_000
+    result = sandbox.run(_source_of(limit))
+    assert (result.status, result.stdout) == (RunStatus.OK, "ran\n"), result.stderr
+    result = sandbox.run(_source_of(limit + 1))
+    assert result.status is RunStatus.REJECTED
+    assert result.exit_code is None
+    assert [v["rule_id"] for v in result.to_dict()["violations"]] == ["PS001"]
+    assert result.to_dict()["violations"][0]["message"] == (
+        "source is 200001 bytes; the limit is 200000"
+    )
+    # The limit is not a field of Limits any more (it was 256 KiB there).
+    with pytest.raises(TypeError, match="source_bytes"):
+        Limits(source_bytes=262_144)  # type: ignore[call-arg]
 
 
 def test_system_exit_codes(sandbox: Sandbox) -> None:

@@ -376,3 +376,35 @@ def test_attribute_guard_mirrors_astguard_lists(python_only: Sandbox) -> None:
         "tb_lineno AttributeError",
         "plain ok",
     ], result.stderr
+
+
+def test_attribute_guard_agrees_with_astguard_on_computed_names(python_only: Sandbox) -> None:
+    # The child's rules come from astguard: what the static checker refuses for a literal name
+    # is refused at run time for a computed one.
+    code = ATTEMPT + (
+        "import dataclasses\n"
+        "@dataclasses.dataclass\n"
+        "class P:\n"
+        "    x: int = 1\n"
+        "class Holder:\n"
+        "    pass\n"
+        "h = Holder()\n"
+        "attempt('annotations', lambda: getattr(P, '__annot' + 'ations__'))\n"
+        "attempt('dataclass_fields', lambda: getattr(P, '__dataclass_' + 'fields__'))\n"
+        "attempt('module_name', lambda: setattr(h, 'o' + 's', 1))\n"
+        "attempt('private_module_name', lambda: getattr(h, '_s' + 'ys'))\n"
+        "attempt('init', lambda: getattr(P, '__in' + 'it__'))\n"
+        "attempt('own_attr', lambda: setattr(h, 'na' + 'me', 1))\n"
+        "print('fields', [f.name for f in dataclasses.fields(P)])\n"
+    )
+    result = python_only.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout.splitlines() == [
+        "annotations AttributeError",
+        "dataclass_fields AttributeError",
+        "module_name AttributeError",
+        "private_module_name AttributeError",
+        "init ok",
+        "own_attr ok",
+        "fields ['x']",
+    ]

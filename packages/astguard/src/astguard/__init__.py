@@ -2,8 +2,11 @@
 
 ``check(source)`` parses the source once and walks the AST once, returning every rule hit as a
 :class:`Violation` with a stable rule id. ``Policy`` says what is allowed; ``Policy()`` is the
-safe default. The run-time guards of a runner (pysandbox) reuse :func:`is_module_allowed` and
-:func:`is_forbidden_attribute` so that static and run-time decisions agree.
+safe default. The policy has one home, here: a runner (pysandbox) and the server ask
+astguard rather than keep copies. Run-time guards reuse :func:`is_module_allowed`,
+:func:`is_forbidden_attribute`, :func:`is_dunder_allowed`, :func:`forbidden_attributes` and
+:func:`module_forbidden_attributes`; :func:`reaches_system` says which modules reach the
+system; :data:`DEFAULT_MAX_SOURCE_BYTES` is the one source-size limit (``Policy.max_source_bytes``).
 """
 
 from __future__ import annotations
@@ -12,50 +15,22 @@ from astguard.__about__ import __version__
 from astguard._checker import ALLOWED_NODE_TYPES, check
 from astguard._errors import AstGuardError, UnsafeCodeError
 from astguard._policy import (
-    ALLOWED_DUNDER_ATTRIBUTES,
-    ALLOWED_DUNDER_NAMES,
-    DEFAULT_ALLOWED_MODULES,
-    DEFAULT_DENIED_MODULES,
-    DEFINABLE_DUNDERS,
-    DENIED_BUILTINS,
-    DENIED_MODULE_ATTRIBUTES,
-    DYNAMIC_DENIED_ATTRIBUTES,
-    FORBIDDEN_ATTRIBUTES,
-    FORBIDDEN_NAMES,
-    FUTURE_FEATURES,
-    MODULE_NAME_ATTRIBUTES,
-    REFLECTION_BUILTINS,
-    SPAWN_ATTRIBUTES,
-    SPAWN_MODULE_ATTRIBUTES,
-    STDLIB_MODULE_NAMES,
-    WRITE_DENIED_ATTRIBUTES,
+    DEFAULT_MAX_SOURCE_BYTES,
     Policy,
+    forbidden_attributes,
+    is_dunder_allowed,
     is_forbidden_attribute,
     is_module_allowed,
+    module_forbidden_attributes,
+    reaches_system,
 )
 from astguard._result import CheckResult, Violation
 from astguard._rules import RULES, Rule, rule_table_markdown
 
 __all__ = [
-    "ALLOWED_DUNDER_ATTRIBUTES",
-    "ALLOWED_DUNDER_NAMES",
     "ALLOWED_NODE_TYPES",
-    "DEFAULT_ALLOWED_MODULES",
-    "DEFAULT_DENIED_MODULES",
-    "DEFINABLE_DUNDERS",
-    "DENIED_BUILTINS",
-    "DENIED_MODULE_ATTRIBUTES",
-    "DYNAMIC_DENIED_ATTRIBUTES",
-    "FORBIDDEN_ATTRIBUTES",
-    "FORBIDDEN_NAMES",
-    "FUTURE_FEATURES",
-    "MODULE_NAME_ATTRIBUTES",
-    "REFLECTION_BUILTINS",
+    "DEFAULT_MAX_SOURCE_BYTES",
     "RULES",
-    "SPAWN_ATTRIBUTES",
-    "SPAWN_MODULE_ATTRIBUTES",
-    "STDLIB_MODULE_NAMES",
-    "WRITE_DENIED_ATTRIBUTES",
     "AstGuardError",
     "CheckResult",
     "Policy",
@@ -65,8 +40,12 @@ __all__ = [
     "__version__",
     "check",
     "ensure_safe",
+    "forbidden_attributes",
+    "is_dunder_allowed",
     "is_forbidden_attribute",
     "is_module_allowed",
+    "module_forbidden_attributes",
+    "reaches_system",
     "rule_table_markdown",
 ]
 

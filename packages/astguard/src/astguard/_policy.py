@@ -1,6 +1,10 @@
 """The policy: allow-lists, deny-lists and limits, and the helpers the run-time guards share.
 
-Every list here is a module-level ``frozenset`` reviewed like code. ``Policy()`` is the safe
+Every list here is a module-level ``frozenset`` reviewed like code; the lists are private to
+astguard. Other packages ask through :class:`Policy` and the module-level functions
+(:func:`is_module_allowed`, :func:`is_forbidden_attribute`, :func:`is_dunder_allowed`,
+:func:`forbidden_attributes`, :func:`module_forbidden_attributes`, :func:`reaches_system`,
+:data:`DEFAULT_MAX_SOURCE_BYTES`), so that each rule has one home. ``Policy()`` is the safe
 default; the ``with_*``/``without_*`` helpers return modified copies.
 """
 
@@ -18,6 +22,7 @@ __all__ = [
     "ALLOWED_DUNDER_NAMES",
     "DEFAULT_ALLOWED_MODULES",
     "DEFAULT_DENIED_MODULES",
+    "DEFAULT_MAX_SOURCE_BYTES",
     "DEFINABLE_DUNDERS",
     "DENIED_BUILTINS",
     "DENIED_MODULE_ATTRIBUTES",
@@ -31,10 +36,15 @@ __all__ = [
     "SPAWN_ATTRIBUTES",
     "SPAWN_MODULE_ATTRIBUTES",
     "STDLIB_MODULE_NAMES",
+    "SYSTEM_MODULES",
     "WRITE_DENIED_ATTRIBUTES",
     "Policy",
+    "forbidden_attributes",
+    "is_dunder_allowed",
     "is_forbidden_attribute",
     "is_module_allowed",
+    "module_forbidden_attributes",
+    "reaches_system",
 ]
 
 DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
@@ -685,6 +695,69 @@ SPAWN_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
 """Process APIs refused as attributes of imported modules (AG305); user objects may have
 methods with these names."""
 
+SYSTEM_MODULES: frozenset[str] = frozenset(
+    {
+        # the operating-system interface and the path modules that hold it (`posixpath.os`)
+        "os",
+        "posix",
+        "nt",
+        "posixpath",
+        "ntpath",
+        "genericpath",
+        "shutil",
+        # the interpreter itself: its state, import machinery, code and object graph
+        "sys",
+        "sysconfig",
+        "builtins",
+        "gc",
+        "inspect",
+        "importlib",
+        "_imp",
+        "runpy",
+        "marshal",
+        "pickle",
+        "_io",
+        # raw memory and file descriptors
+        "ctypes",
+        "_ctypes",
+        "mmap",
+        "fcntl",
+        # processes, threads and signals
+        "subprocess",
+        "_posixsubprocess",
+        "pty",
+        "multiprocessing",
+        "threading",
+        "_thread",
+        "signal",
+        # the network
+        "socket",
+        "_socket",
+    }
+)
+"""Modules whose point is to reach the operating system or the interpreter: allowing one (or a
+module below one) leaves only the kernel layers to confine it, which is worth a warning. A name
+also reaches the system when a policy denies it (see :meth:`Policy.reaches_system`). Every
+module named in ``MODULE_NAME_ATTRIBUTES`` is here."""
+
+DEFAULT_MAX_SOURCE_BYTES: int = 200_000
+"""The one source-size limit, in bytes of UTF-8: the default of ``Policy.max_source_bytes``
+(AG902), which a runner applies too. The parsed AST costs about 1 KB per node, so this is also
+the checker's memory bound (roughly 100 MB and half a second in the worst case)."""
+
+_EVERY_OBJECT_ATTRIBUTES: frozenset[str] = (
+    FORBIDDEN_ATTRIBUTES | SPAWN_ATTRIBUTES | MODULE_NAME_ATTRIBUTES
+)
+"""Non-dunder attribute names refused on every object (AG302, AG304, AG305)."""
+
+_EVERY_OBJECT_DYNAMIC_ATTRIBUTES: frozenset[str] = (
+    _EVERY_OBJECT_ATTRIBUTES | DYNAMIC_DENIED_ATTRIBUTES
+)
+"""The same, plus the names refused when computed at run time."""
+
+_MODULE_ATTRIBUTES: frozenset[str] = SPAWN_MODULE_ATTRIBUTES
+"""Non-dunder names refused on module objects only, on top of the every-object names."""
+
 
 def _normalize(name: str) -> str:
     """NFKC-normalize an identifier the way the parser does, so look-alikes compare equal."""
@@ -721,8 +794,10 @@ class Policy:
         runtime_attribute_guard: True when the runner installs guarded ``getattr``/
             ``setattr``/``delattr``/``hasattr`` builtins (pysandbox does); then computed
             names are accepted statically (AG203/AG204) and checked at run time.
-        max_source_bytes: Largest accepted source, in bytes of UTF-8 (AG902). Checked before
-            parsing; the parsed AST costs about 1 KB per node, so this is also the memory bound.
+        max_source_bytes: Largest accepted source, in bytes of UTF-8 (AG902); default
+            :data:`DEFAULT_MAX_SOURCE_BYTES` (200,000). Checked before parsing; the parsed AST
+            costs about 1 KB per node, so this is also the memory bound. A runner applies the
+            same number to the code it is asked to run.
         max_nodes: Largest accepted number of AST nodes (AG903).
         max_depth: Deepest accepted AST nesting, in nodes from the module (AG904).
     """
@@ -733,7 +808,7 @@ class Policy:
     allowed_dunder_attributes: frozenset[str] = ALLOWED_DUNDER_ATTRIBUTES
     denied_module_attributes: frozenset[str] = DENIED_MODULE_ATTRIBUTES
     runtime_attribute_guard: bool = False
-    max_source_bytes: int = 200_000
+    max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_nodes: int = 100_000
     max_depth: int = 120
     _cache: dict[str, bool] = field(
@@ -845,6 +920,88 @@ class Policy:
         if max_depth is not None:
             changes["max_depth"] = max_depth
         return dataclasses.replace(self, **changes)
+
+    def is_dunder_allowed(self, name: str, *, write: bool = False) -> bool:
+        """Return whether the dunder attribute ``name`` may be read (or written).
+
+        The rule of AG301 for ``obj.__x__``, and the dunder rule of a run-time guarded
+        ``getattr`` family: a dunder is allowed only when it is in ``allowed_dunder_attributes``;
+        ``__class__`` and ``__match_args__`` may be read but never written.
+
+        Args:
+            name: An attribute name (NFKC look-alikes are normalized first, as the parser does).
+            write: True for assignment or deletion (``setattr``/``delattr``).
+
+        Returns:
+            True only for a dunder (``__x__``) this policy allows; False for every other name,
+            including non-dunders (ask :meth:`forbidden_attributes` or
+            :func:`is_forbidden_attribute` about those) and non-str values.
+        """
+        if not _is_str(name):
+            return False
+        name = _normalize(name)
+        if not is_dunder(name) or name not in self.allowed_dunder_attributes:
+            return False
+        return not (write and name in WRITE_DENIED_ATTRIBUTES)
+
+    def forbidden_attributes(self, *, dynamic: bool = False) -> frozenset[str]:
+        """Return the non-dunder attribute names refused on every object.
+
+        These are frame, code, generator, coroutine and traceback internals and field-walking
+        formatter methods (AG302, AG403), process-spawning and network-opening methods (AG305),
+        and names of modules that reach the system (``os``, ``sys``, ``_os``, ..., AG304), which
+        library objects can hold. Dunders are decided by :meth:`is_dunder_allowed` instead.
+        For a non-dunder ``name`` and no ``module``, ``name in forbidden_attributes(dynamic=d)``
+        equals ``is_forbidden_attribute(name, policy, dynamic=d)``.
+
+        Args:
+            dynamic: True for names computed at run time (a guarded ``getattr``): then
+                ``format``, ``format_map``, ``attrgetter``, ``methodcaller``, ``ForwardRef``,
+                ... are included, since the checker accepts them only in checkable forms.
+
+        Returns:
+            A frozenset of attribute names (the same object on every call).
+        """
+        return _EVERY_OBJECT_DYNAMIC_ATTRIBUTES if dynamic else _EVERY_OBJECT_ATTRIBUTES
+
+    @property
+    def module_forbidden_attributes(self) -> frozenset[str]:
+        """The non-dunder names refused as attributes of module objects only (AG305).
+
+        Process APIs such as ``system``, ``popen``, ``fork``, ``execv``, ``kill``; user
+        objects may have methods with these names. On a module, a guard also refuses private
+        names, the ``module.name`` pairs of ``denied_module_attributes`` and module values off
+        the allow-list, and every name of :meth:`forbidden_attributes`.
+        """
+        return _MODULE_ATTRIBUTES
+
+    def reaches_system(self, name: str) -> bool:
+        """Return whether allowing the module ``name`` would reach the system.
+
+        For an operator's warning when the allow-list is extended: such a module is then
+        confined only by the kernel layers.
+
+        Args:
+            name: An absolute dotted module name (``"os"``, ``"os.path"``, ``"json"``).
+
+        Returns:
+            True when ``name`` or a package above it is in :data:`SYSTEM_MODULES` (``os``,
+            ``sys``, ``subprocess``, ``socket``, ``ctypes``, ``pickle``, ...) or in this
+            policy's ``denied_modules`` (``logging.handlers``, ``asyncio.subprocess``, ...).
+            Malformed names (empty, relative, non-identifiers, non-str) count as reaching the
+            system (fail closed). False for modules such as ``json`` or ``math``.
+        """
+        if not _is_str(name):
+            return True
+        name = _normalize(name)
+        if not _valid_module_name(name):
+            return True
+        parts = name.split(".")
+        for end in range(1, len(parts) + 1):
+            prefix = ".".join(parts[:end])
+            if prefix in SYSTEM_MODULES or prefix in self.denied_modules:
+                return True
+        return False
 
     def to_dict(self) -> dict[str, Any]:
         """Return the policy as JSON-compatible data (sorted lists for the sets).
@@ -976,32 +1133,96 @@ def is_forbidden_attribute(
         module: When the object is a module, its ``__name__``: private names, modules off the
             allow-list, process APIs and ``denied_module_attributes`` are then refused too.
         dynamic: True when the name was computed at run time (a guarded ``getattr``); then
-            the names in :data:`DYNAMIC_DENIED_ATTRIBUTES` (``format``, ``attrgetter``, ...)
-            are refused too, since the checker only accepts them in checkable forms.
+            ``format``, ``format_map``, ``attrgetter``, ``methodcaller``, ... are refused too,
+            since the checker only accepts them in checkable forms.
         write: True for ``setattr``/``delattr``: ``__class__`` and ``__match_args__`` may be
             read but never written.
 
     Returns:
-        True for dunders outside ``policy.allowed_dunder_attributes``, frame/code/generator/
-        traceback internals (:data:`FORBIDDEN_ATTRIBUTES`), process/network APIs
-        (:data:`SPAWN_ATTRIBUTES`), and, on modules, the module rules above. Non-str names are
-        refused.
+        True for dunders :meth:`Policy.is_dunder_allowed` refuses, for the names of
+        :meth:`Policy.forbidden_attributes` (frame/code/generator/traceback internals,
+        process/network APIs, module names such as ``os``), and, on modules, the module rules
+        above. Non-str names are refused.
     """
     policy = _DEFAULT_POLICY if policy is None else policy
     if not _is_str(name) or not name:
         return True
     name = _normalize(name)
     if is_dunder(name):
-        if write and name in WRITE_DENIED_ATTRIBUTES:
-            return True
-        return name not in policy.allowed_dunder_attributes
-    if name in FORBIDDEN_ATTRIBUTES or name in SPAWN_ATTRIBUTES or name in MODULE_NAME_ATTRIBUTES:
-        return True
-    if dynamic and name in DYNAMIC_DENIED_ATTRIBUTES:
+        return not policy.is_dunder_allowed(name, write=write)
+    if name in (_EVERY_OBJECT_DYNAMIC_ATTRIBUTES if dynamic else _EVERY_OBJECT_ATTRIBUTES):
         return True
     if module is None:
         return False
     return module_attribute_problem(module, name, policy) is not None
+
+
+def is_dunder_allowed(name: str, policy: Policy | None = None, *, write: bool = False) -> bool:
+    """Return whether ``policy`` lets code read (or write) the dunder attribute ``name``.
+
+    Bound to the default policy when ``policy`` is None; see :meth:`Policy.is_dunder_allowed`.
+
+    Args:
+        name: An attribute name such as ``"__init__"`` or ``"__globals__"``.
+        policy: The policy; None means ``Policy()``.
+        write: True for ``setattr``/``delattr``.
+
+    Returns:
+        True only for an allowed dunder (``__init__``, ``__name__``, ``__class__`` for reading,
+        operator methods, ...); False for ``__globals__``, ``__dict__``, ``__subclasses__``,
+        for every non-dunder name and for non-str values.
+    """
+    policy = _DEFAULT_POLICY if policy is None else policy
+    return policy.is_dunder_allowed(name, write=write)
+
+
+def forbidden_attributes(policy: Policy | None = None, *, dynamic: bool = False) -> frozenset[str]:
+    """Return the non-dunder attribute names refused on every object.
+
+    What a run-time guard that cannot import astguard needs as data (pysandbox passes it to its
+    child); see :meth:`Policy.forbidden_attributes`.
+
+    Args:
+        policy: The policy; None means ``Policy()``.
+        dynamic: True for names computed at run time (adds ``format``, ``attrgetter``, ...).
+
+    Returns:
+        A frozenset of names (``f_globals``, ``gi_frame``, ``create_subprocess_exec``, ``os``,
+        ...).
+    """
+    policy = _DEFAULT_POLICY if policy is None else policy
+    return policy.forbidden_attributes(dynamic=dynamic)
+
+
+def module_forbidden_attributes(policy: Policy | None = None) -> frozenset[str]:
+    """Return the names refused as attributes of module objects only (process APIs, AG305).
+
+    Args:
+        policy: The policy; None means ``Policy()``.
+
+    Returns:
+        A frozenset of names (``system``, ``popen``, ``fork``, ``execv``, ``kill``, ...); see
+        :attr:`Policy.module_forbidden_attributes`.
+    """
+    policy = _DEFAULT_POLICY if policy is None else policy
+    return policy.module_forbidden_attributes
+
+
+def reaches_system(name: str, policy: Policy | None = None) -> bool:
+    """Return whether allowing the module ``name`` would reach the system.
+
+    Bound to the default policy when ``policy`` is None; see :meth:`Policy.reaches_system`.
+
+    Args:
+        name: An absolute dotted module name.
+        policy: The policy whose ``denied_modules`` count too; None means ``Policy()``.
+
+    Returns:
+        True for ``os``, ``os.path``, ``sys``, ``subprocess``, ``socket``, ``ctypes``, ``pickle``,
+        ``logging.handlers``, ... and for malformed names; False for ``json``, ``math``, ...
+    """
+    policy = _DEFAULT_POLICY if policy is None else policy
+    return policy.reaches_system(name)
 
 
 def module_attribute_problem(module: str, name: str, policy: Policy) -> str | None:
@@ -1022,7 +1243,7 @@ def module_attribute_problem(module: str, name: str, policy: Policy) -> str | No
     dotted = f"{module}.{name}"
     if dotted in policy.denied_module_attributes:
         return "AG304"
-    if name in SPAWN_MODULE_ATTRIBUTES or name in SPAWN_ATTRIBUTES:
+    if name in _MODULE_ATTRIBUTES or name in SPAWN_ATTRIBUTES:
         return "AG305"
     if is_known_module(dotted, policy):
         return None if is_module_allowed(dotted, policy) else "AG304"

@@ -21,29 +21,6 @@ from wsnapshot import SafeWorkspace, SnapshotStore
 
 __all__ = ["ServerState"]
 
-# Modules whose point is to reach the operating system; allowing one is worth a warning.
-_DANGEROUS_MODULES = frozenset(
-    {
-        "os",
-        "sys",
-        "ctypes",
-        "socket",
-        "subprocess",
-        "multiprocessing",
-        "threading",
-        "signal",
-        "shutil",
-        "importlib",
-        "builtins",
-        "gc",
-        "inspect",
-        "pickle",
-        "marshal",
-        "mmap",
-        "fcntl",
-    }
-)
-
 log = logging.getLogger("mcp_secure_sandbox")
 
 
@@ -58,7 +35,7 @@ class ServerState:
         self.settings = settings
         default_policy = astguard.Policy()
         for name in settings.extra_modules:
-            if name in default_policy.denied_modules or name.split(".")[0] in _DANGEROUS_MODULES:
+            if default_policy.reaches_system(name):
                 log.warning(
                     "--extra-modules %s: this module reaches the system; only the kernel layers "
                     "confine it now",

@@ -1,7 +1,7 @@
 """The AST gate: the single place where pysandbox calls astguard.
 
-Everything astguard-specific (the policy, the check, the allow-list the child's import guard
-mirrors) goes through this module, so the rest of the package does not depend on astguard's
+Everything astguard-specific (the policy, the check, the run-time rules the child's guards
+enforce) goes through this module, so the rest of the package does not depend on astguard's
 internals.
 """
 
@@ -14,52 +14,6 @@ from typing import Any
 import astguard
 
 __all__ = ["GateOutcome", "ModuleRules", "check_source", "module_rules", "runtime_policy"]
-
-#: Dunder names the run-time attribute guard lets through (ordinary code uses them).
-DEFAULT_ALLOWED_DUNDERS: frozenset[str] = frozenset(
-    {
-        "__name__",
-        "__qualname__",
-        "__doc__",
-        "__module__",
-        "__init__",
-        "__repr__",
-        "__str__",
-        "__len__",
-        "__iter__",
-        "__next__",
-        "__enter__",
-        "__exit__",
-        "__eq__",
-        "__ne__",
-        "__lt__",
-        "__le__",
-        "__gt__",
-        "__ge__",
-        "__hash__",
-        "__contains__",
-        "__getitem__",
-        "__setitem__",
-        "__delitem__",
-        "__add__",
-        "__sub__",
-        "__mul__",
-        "__truediv__",
-        "__floordiv__",
-        "__mod__",
-        "__neg__",
-        "__abs__",
-        "__bool__",
-        "__call__",
-        "__cause__",
-        "__context__",
-        "__post_init__",
-        "__annotations__",
-        "__dataclass_fields__",
-        "__slots__",
-        "__match_args__",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -125,24 +79,25 @@ def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str])
 
 
 def module_rules(policy: astguard.Policy) -> ModuleRules:
-    """Extract the import allow-list and dunder allow-list from an astguard policy.
+    """Ask astguard for the rules the child's run-time guards enforce.
+
+    The child runs ``python -I -S`` and cannot import astguard, so the rules travel to it as
+    data in its configuration; every value comes from the policy (none is kept here).
 
     Args:
         policy: The policy from :func:`runtime_policy`.
 
     Returns:
-        The rules the child enforces at run time.
+        The rules the child enforces at run time: the static checker's import rule, its dunder
+        allow-list, the names it refuses on every object (with the run-time-only ones, since
+        the names are computed) and on modules.
     """
     return ModuleRules(
         allowed=frozenset(policy.allowed_modules),
         denied=frozenset(policy.denied_modules),
-        allowed_dunders=frozenset(policy.allowed_dunder_attributes) | DEFAULT_ALLOWED_DUNDERS,
-        forbidden_attributes=(
-            astguard.FORBIDDEN_ATTRIBUTES
-            | astguard.SPAWN_ATTRIBUTES
-            | astguard.DYNAMIC_DENIED_ATTRIBUTES
-        ),
-        module_forbidden=astguard.SPAWN_MODULE_ATTRIBUTES,
+        allowed_dunders=frozenset(policy.allowed_dunder_attributes),
+        forbidden_attributes=policy.forbidden_attributes(dynamic=True),
+        module_forbidden=policy.module_forbidden_attributes,
         denied_module_attributes=frozenset(policy.denied_module_attributes),
     )
 

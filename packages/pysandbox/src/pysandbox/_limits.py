@@ -34,7 +34,10 @@ class Limits:
         open_files: File descriptors of the child (``RLIMIT_NOFILE``; default 64).
         output_bytes: Cap of stdout and of stderr, each, in bytes (default 1 MiB). Passing it
             stops the run with status ``output_limit``.
-        source_bytes: Largest accepted source, in UTF-8 bytes (default 256 KiB).
+
+    The largest accepted source is not here: it is the policy's ``max_source_bytes``
+    (astguard's one source-size limit, 200,000 bytes of UTF-8 by default), refused with rule
+    ``PS001`` before the AST gate.
     """
 
     timeout_s: float = 10.0
@@ -45,7 +48,6 @@ class Limits:
     workspace_files: int = 10_000
     open_files: int = 64
     output_bytes: int = 1 * MiB
-    source_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -555,10 +555,10 @@ class Sandbox:
             deadline = min(float(timeout), deadline)
         caps = self.capabilities()
         size = len(code.encode("utf-8", "surrogatepass"))
-        if size > self._limits.source_bytes:
+        if size > self._policy.max_source_bytes:  # astguard's one source-size limit
             violation = {
                 "rule_id": SOURCE_RULE_ID,
-                "message": f"source is {size} bytes; the limit is {self._limits.source_bytes}",
+                "message": f"source is {size} bytes; the limit is {self._policy.max_source_bytes}",
                 "line": 1,
                 "col": 0,
                 "end_line": 1,

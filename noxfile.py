@@ -41,7 +41,7 @@ PACKAGES_DIR = ROOT / "packages"
 DIST_DIR = ROOT / "dist"
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 DEFAULT_PYTHON = "3.11"
-SHARED = pathlib.Path(os.environ.get("SECURE_SANDBOX_SHARED", ROOT.parent / "shared"))
+REDTEAM = ROOT / "redteam"  # the red-team corpora and findings (see its README)
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -279,7 +279,7 @@ def redteam(session: nox.Session) -> None:
     install_local(session, "mcp-secure-sandbox")
     session.install("uv>=0.5")
     harness = BY_FOLDER["pysandbox"].path / "harness" / "harness.py"
-    corpus = SHARED / "redteam"
+    corpus = REDTEAM
     reports = ROOT / ".redteam"
     reports.mkdir(exist_ok=True)
     runs = (  # (what, report name, execution mode, further flags)

@@ -25,6 +25,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterator
@@ -41,7 +42,7 @@ PACKAGES_DIR = ROOT / "packages"
 DIST_DIR = ROOT / "dist"
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 DEFAULT_PYTHON = "3.11"
-SHARED = pathlib.Path(os.environ.get("SECURE_SANDBOX_SHARED", ROOT.parent / "shared"))
+REDTEAM = ROOT / "redteam"  # the red-team corpora and findings (see its README)
 _NAME_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -206,6 +207,8 @@ def build(session: nox.Session) -> None:
     if len(artifacts) != expected:
         session.error(f"expected {expected} artifacts in dist/, found {len(artifacts)}")
 
+    for pkg in PACKAGES.values():
+        _check_sdist_carries_tests(session, pkg)
     wheels = {pkg.dist: _wheel_of(pkg) for pkg in PACKAGES.values()}
     for pkg in PACKAGES.values():
         with zipfile.ZipFile(wheels[pkg.dist]) as zf:
@@ -228,6 +231,33 @@ def build(session: nox.Session) -> None:
                 "print(m.__name__, m.__version__, 'imports with py.typed')"
             )
             session.run(python, "-I", "-c", check, external=True)
+
+
+def _check_sdist_carries_tests(session: nox.Session, pkg: Package) -> None:
+    """Fail unless ``pkg``'s sdist holds every file of its ``tests/`` folder and of each path the
+    sdist target force-includes (the red-team corpora, whose one home is ``redteam/``)."""
+    stem = pkg.dist.replace("-", "_")
+    found = sorted(DIST_DIR.glob(f"{stem}-*.tar.gz"))
+    if len(found) != 1:
+        session.error(f"expected one sdist for {pkg.dist} in dist/, found {found}")
+    with tarfile.open(found[0]) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+
+    def files(folder: pathlib.Path) -> Iterator[pathlib.Path]:
+        for path in folder.rglob("*"):
+            parts = path.relative_to(folder).parts
+            if path.is_file() and not any(p == "__pycache__" or p.startswith(".") for p in parts):
+                yield path.relative_to(folder)
+
+    wanted = {f"tests/{f.as_posix()}" for f in files(pkg.path / "tests")}
+    sdist_target = pkg.pyproject.get("tool", {}).get("hatch", {}).get("build", {})
+    forced = sdist_target.get("targets", {}).get("sdist", {}).get("force-include", {})
+    for source, destination in forced.items():
+        wanted |= {f"{destination}/{f.as_posix()}" for f in files(pkg.path / source)}
+    missing = sorted(wanted - names)
+    if missing:
+        session.error(f"{found[0].name} lacks {len(missing)} files its tests read: {missing[:5]}")
+    session.log(f"{found[0].name} carries its tests and their data ({len(wanted)} files)")
 
 
 def _wheel_of(pkg: Package) -> pathlib.Path:
@@ -291,7 +321,7 @@ def redteam(session: nox.Session) -> None:
     install_local(session, "mcp-secure-sandbox")
     session.install("uv>=0.5")
     harness = BY_FOLDER["pysandbox"].path / "harness" / "harness.py"
-    corpus = SHARED / "redteam"
+    corpus = REDTEAM
     reports = ROOT / ".redteam"
     reports.mkdir(exist_ok=True)
     runs = (  # (what, report name, execution mode, further flags)

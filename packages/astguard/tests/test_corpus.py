@@ -1,9 +1,8 @@
-"""The shared red-team corpora: every `rejected` escape is refused, every benign script passes."""
+"""The red-team corpora: every `rejected` escape is refused, every benign script passes."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -12,18 +11,22 @@ import pytest
 import astguard
 
 
-def _shared_dir() -> Path:
-    override = os.environ.get("SECURE_SANDBOX_SHARED")
-    if override:
-        return Path(override)
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "noxfile.py").is_file():
-            return parent.parent / "shared"
-    raise RuntimeError("repository root (the folder holding noxfile.py) not found")
+def _corpus_dir() -> Path:
+    """The red-team corpora: the sdist's ``tests/data/redteam``, else the repository's
+    ``redteam/`` (the nearest parent folder holding ``noxfile.py``); raise when neither has them,
+    so that collection fails instead of the tests vanishing."""
+    here = Path(__file__).resolve().parent
+    candidates = [here / "data" / "redteam"]
+    candidates += [p / "redteam" for p in here.parents if (p / "noxfile.py").is_file()][:1]
+    for candidate in candidates:
+        if (candidate / "escapes.jsonl").is_file():
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise FileNotFoundError(f"red-team corpora not found (looked in {looked})")
 
 
 def _load(name: str) -> list[dict[str, Any]]:
-    path = _shared_dir() / "redteam" / name
+    path = _corpus_dir() / name
     with path.open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]
 

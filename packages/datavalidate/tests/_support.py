@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 
-__all__ = ["repo_root", "shared_dir"]
+__all__ = ["data_dir"]
 
 
-def repo_root() -> pathlib.Path:
-    """The monorepo root: the nearest parent folder holding ``noxfile.py``."""
-    here = pathlib.Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "noxfile.py").is_file():
-            return parent
-    raise RuntimeError("cannot find the repository root (the folder holding noxfile.py)")
+def data_dir(name: str) -> pathlib.Path:
+    """The vendored test data folder ``tests/data/<name>`` (the same place in the repository and
+    in an unpacked sdist; see ``tests/data/README.md``).
 
-
-def shared_dir() -> pathlib.Path:
-    """The shared read-only data: ``$SECURE_SANDBOX_SHARED`` or ``<root>/../shared``."""
-    override = os.environ.get("SECURE_SANDBOX_SHARED")
-    return pathlib.Path(override) if override else repo_root().parent / "shared"
+    Raises:
+        FileNotFoundError: The folder is missing, so that a suite fails instead of running nothing.
+    """
+    path = pathlib.Path(__file__).resolve().parent / "data" / name
+    if not path.is_dir():
+        raise FileNotFoundError(f"test data folder {path} is missing (see tests/data/README.md)")
+    return path

@@ -1,4 +1,4 @@
-"""The shared CSV corpora: csv-spectrum (parsing) and the W3C CSVW validation tests.
+"""The vendored CSV corpora: csv-spectrum (parsing) and the W3C CSVW validation tests.
 
 csv-spectrum: every file must parse into exactly the expected records. ``validate_csv`` does
 not return records, so each column gets an ``enum`` of its expected values, the row count and
@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from _support import shared_dir
+from _support import data_dir
 from datavalidate import DataValidateError, validate_csv
 
-CSV_DIR = shared_dir() / "testdata" / "csv"
+CSV_DIR = data_dir("csv")
 SPECTRUM = CSV_DIR / "csv-spectrum"
 W3C = CSV_DIR / "w3c-csvw-validation"
 

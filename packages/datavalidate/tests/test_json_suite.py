@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from _support import shared_dir
+from _support import data_dir
 from datavalidate import SchemaError, SchemaRegistry, validate_json
 
-SUITE = shared_dir() / "testdata" / "json-schema-test-suite"
+SUITE = data_dir("json-schema-test-suite")
 DRAFT_FOLDERS = ("draft4", "draft6", "draft7", "draft2019-09", "draft2020-12")
 REMOTE_BASE = "http://localhost:1234/"
 

@@ -441,15 +441,29 @@ def run_benign(sb_factory: Any, case: dict[str, Any], scratch: pathlib.Path) -> 
 # Main
 # --------------------------------------------------------------------------------------------
 def default_corpus() -> pathlib.Path:
-    """``<repo>/../shared/redteam`` (or ``$SECURE_SANDBOX_SHARED/redteam``)."""
-    override = os.environ.get("SECURE_SANDBOX_SHARED")
-    if override:
-        return pathlib.Path(override) / "redteam"
-    here = pathlib.Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "noxfile.py").is_file():
-            return parent.parent / "shared" / "redteam"
-    return pathlib.Path.cwd() / "redteam"
+    """The folder of the red-team corpora (``escapes.jsonl``, ``benign.jsonl``).
+
+    Looked for, in order, in ``<package>/tests/data/redteam`` (an unpacked sdist carries them
+    there) and in ``<repo>/redteam`` (their one home in the repository, the nearest parent folder
+    holding ``noxfile.py``). The package's tests and the MCP server's harness use this too.
+
+    Returns:
+        The first of those folders that holds ``escapes.jsonl``.
+
+    Raises:
+        FileNotFoundError: Neither does; the message names every place looked at.
+    """
+    here = pathlib.Path(__file__).resolve().parent
+    candidates = [here.parent / "tests" / "data" / "redteam"]
+    candidates += [p / "redteam" for p in here.parents if (p / "noxfile.py").is_file()][:1]
+    for candidate in candidates:
+        if (candidate / "escapes.jsonl").is_file():
+            return candidate
+    looked = ", ".join(str(c) for c in candidates)
+    raise FileNotFoundError(
+        f"red-team corpora not found (looked in {looked}); run from a checkout of the repository "
+        "or an unpacked sdist, or pass --corpus-dir"
+    )
 
 
 def load(path: pathlib.Path) -> list[dict[str, Any]]:
@@ -525,12 +539,12 @@ def main(argv: list[str] | None = None) -> int:
         help="Sandbox execution mode (default: warm, the library's default)",
     )
     args = parser.parse_args(argv)
-    corpus = args.corpus_dir or default_corpus()
     try:
+        corpus = args.corpus_dir or default_corpus()
         escapes = load(corpus / "escapes.jsonl")
         benign = load(corpus / "benign.jsonl")
     except OSError as exc:
-        print(f"harness: cannot read the corpus in {corpus}: {exc}", file=sys.stderr)
+        print(f"harness: cannot read the corpus: {exc}", file=sys.stderr)
         return 2
     kernel = not args.no_kernel_layers
     require = ("landlock", "seccomp") if kernel else ()

@@ -1,4 +1,8 @@
-"""The shared red-team corpora, one test per case, judged by the harness's own rules."""
+"""The red-team corpora, one test per case, judged by the harness's own rules.
+
+The corpora are found by the harness's ``default_corpus`` (the sdist's ``tests/data/redteam``,
+then the repository's ``redteam/``); when they are missing, collection fails.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,8 @@ from typing import Any
 import pytest
 
 from pysandbox import Sandbox
-from sandbox_helpers import KERNEL, shared_dir
+from sandbox_helpers import KERNEL
 
-CORPUS = shared_dir() / "redteam"
 HARNESS_PATH = pathlib.Path(__file__).resolve().parents[1] / "harness" / "harness.py"
 
 
@@ -29,13 +32,11 @@ def load_harness() -> ModuleType:
 
 def cases(name: str) -> list[dict[str, Any]]:
     path = CORPUS / name
-    if not path.is_file():
-        return []
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
 
 
 harness = load_harness()
-pytestmark = pytest.mark.skipif(not CORPUS.is_dir(), reason=f"corpus not found at {CORPUS}")
+CORPUS: pathlib.Path = harness.default_corpus()
 
 
 def factory(ws: pathlib.Path) -> Sandbox:

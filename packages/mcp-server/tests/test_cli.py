@@ -152,7 +152,9 @@ def test_bad_environment_values_are_one_clear_line(
         ("SANDBOX_ALLOWED_HOSTS", "a:1,b:2", "allowed_hosts", ("a:1", "b:2")),
         ("SANDBOX_ALLOWED_ORIGINS", "http://x", "allowed_origins", ("http://x",)),
         ("SANDBOX_MAX_BODY", "1K", "max_body_bytes", 1024),
-        ("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN", "1", "allow_remote_without_token", True),
+        ("SANDBOX_ALLOW_UNAUTHENTICATED_HTTP", "1", "allow_unauthenticated_http", True),
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "2.5", "http_request_timeout_s", 2.5),
+        ("SANDBOX_HTTP_MAX_CONNECTIONS", "40", "http_max_connections", 40),
     ],
 )
 def test_each_variable_reaches_its_setting(
@@ -160,12 +162,34 @@ def test_each_variable_reaches_its_setting(
 ) -> None:
     from mcp_secure_sandbox.settings import Settings, settings_from_args
 
-    settings = settings_from_args([], environ={variable: value})
+    # a token, so that HTTP settings are accepted; it only changes http_auth
+    environ = {variable: value, "SANDBOX_HTTP_TOKEN": "t" * 16}
+    settings = settings_from_args([], environ=environ)
     assert getattr(settings, field) == expected
     defaults = Settings(workspace=settings.workspace, snapshots=settings.snapshots)
     # the parser's defaults are the dataclass's: nothing else moved
     changed = {k for k, v in defaults.to_dict().items() if settings.to_dict()[k] != v}
-    assert changed <= {field}
+    assert changed <= {field, "http_auth"}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "0"),
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "-1"),
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "inf"),
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "nan"),
+        ("SANDBOX_HTTP_REQUEST_TIMEOUT", "soon"),
+        ("SANDBOX_HTTP_MAX_CONNECTIONS", "0"),
+        ("SANDBOX_HTTP_MAX_CONNECTIONS", "1.5"),
+    ],
+)
+def test_http_limits_must_be_positive(variable: str, value: str) -> None:
+    from mcp_secure_sandbox.settings import settings_from_args
+
+    with pytest.raises(SystemExit) as exc:
+        settings_from_args([], environ={variable: value})
+    assert exc.value.code == 2
 
 
 def test_sizes_accept_suffixes() -> None:

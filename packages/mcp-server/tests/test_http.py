@@ -1,13 +1,23 @@
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 from mcp.server.mcpserver import MCPServer
 from starlette.testclient import TestClient
 
-from mcp_secure_sandbox.http_transport import build_http_app, transport_security
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox.http_transport import (
+    BearerAuth,
+    ConnectionGuard,
+    build_http_app,
+    connection_cap,
+    http_warnings,
+    transport_security,
+)
+from mcp_secure_sandbox.settings import ConfigError, Settings
 
 TOKEN = "s3cret-token-0123456789abcdef"
 
@@ -91,3 +101,129 @@ def test_default_allowed_hosts_follow_the_bind(tmp_path: Path) -> None:
     security = transport_security(_settings(tmp_path))
     assert security.allowed_hosts == ["127.0.0.1:8000", "127.0.0.1:8000", "localhost:8000"]
     assert "http://localhost:8000" in security.allowed_origins
+
+
+class _Recorder:
+    """An ASGI app that records whether it was called."""
+
+    def __init__(self) -> None:
+        self.scopes: list[str] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.scopes.append(scope["type"])
+
+
+def _call(app: BearerAuth, scope: dict[str, Any]) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Any) -> None:
+        sent.append(dict(message))
+
+    anyio.run(app, scope, receive, send)
+    return sent
+
+
+def _auth_header(token: str) -> list[tuple[bytes, bytes]]:
+    return [(b"authorization", f"Bearer {token}".encode())]
+
+
+@pytest.mark.parametrize("token", [TOKEN, None], ids=["auth-on", "auth-off"])
+@pytest.mark.parametrize(
+    "headers",
+    [[], _auth_header(TOKEN), _auth_header("wrong")],
+    ids=["no-token", "right-token", "wrong-token"],
+)
+def test_websocket_scopes_are_refused(token: str | None, headers: list[Any]) -> None:
+    inner = _Recorder()
+    sent = _call(
+        BearerAuth(inner, token), {"type": "websocket", "path": "/mcp", "headers": headers}
+    )
+    assert inner.scopes == []
+    assert sent == [{"type": "websocket.close", "code": 1008}]
+
+
+@pytest.mark.parametrize("kind", ["webtransport", "HTTP", "http2", "", None])
+def test_unknown_scopes_are_refused(kind: str | None) -> None:
+    inner = _Recorder()
+    with pytest.raises(RuntimeError, match="unknown type"):
+        _call(BearerAuth(inner, TOKEN), {"type": kind, "path": "/mcp", "headers": []})
+    assert inner.scopes == []
+
+
+def test_lifespan_passes_through() -> None:
+    inner = _Recorder()
+    assert _call(BearerAuth(inner, TOKEN), {"type": "lifespan"}) == []
+    assert inner.scopes == ["lifespan"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "soft", "cap"),
+    [
+        (512, 1024, 512),  # a quarter (256) kept for the rest of the server
+        (512, 512, 384),
+        (512, 200, 136),  # at least 64 kept
+        (10, 100_000, 10),
+        (512, resource.RLIM_INFINITY, 512),
+    ],
+)
+def test_the_connection_cap_stays_below_the_descriptor_limit(
+    setting: int, soft: int, cap: int
+) -> None:
+    assert connection_cap(setting, soft) == cap
+
+
+@pytest.mark.parametrize("soft", [64, 20, 1])
+def test_a_descriptor_limit_without_room_is_a_config_error(soft: int) -> None:
+    with pytest.raises(ConfigError, match="open-file limit"):
+        connection_cap(512, soft)
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _FakeConnection:
+    def __init__(self, serving: bool) -> None:
+        self.serving = serving
+        self.transport = _FakeTransport()
+
+
+def test_the_guard_closes_the_oldest_idle_connection_at_the_cap() -> None:
+    guard = ConnectionGuard(cap=3, request_timeout_s=1)
+    busy, idle_old, idle_new = _FakeConnection(True), _FakeConnection(False), _FakeConnection(False)
+    for conn in (busy, idle_old, idle_new):
+        assert guard.admit(conn)  # type: ignore[arg-type]
+    newcomer = _FakeConnection(False)
+    assert guard.admit(newcomer)  # type: ignore[arg-type]
+    assert (busy.transport.closed, idle_old.transport.closed, idle_new.transport.closed) == (
+        False,
+        True,
+        False,
+    )
+    assert guard.stats() == {"open": 3, "cap": 3, "timed_out": 0, "evicted": 1, "refused": 0}
+
+
+def test_the_guard_refuses_a_connection_when_all_are_served() -> None:
+    guard = ConnectionGuard(cap=2, request_timeout_s=1)
+    served = [_FakeConnection(True), _FakeConnection(True)]
+    for conn in served:
+        assert guard.admit(conn)  # type: ignore[arg-type]
+    assert not guard.admit(_FakeConnection(False))  # type: ignore[arg-type]
+    assert not any(conn.transport.closed for conn in served)
+    assert guard.stats()["refused"] == 1
+    guard.release(served[0])  # type: ignore[arg-type]
+    assert guard.admit(_FakeConnection(False))  # type: ignore[arg-type]
+
+
+def test_http_warnings_name_the_missing_token(tmp_path: Path) -> None:
+    assert http_warnings(_settings(tmp_path)) == []
+    [warning] = http_warnings(_settings(tmp_path, token=None))
+    assert "WITHOUT a token" in warning
+    assert "127.0.0.1:8000" in warning

@@ -71,7 +71,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             if settings.transport == "streamable-http":
                 from mcp_secure_sandbox.http_transport import serve_http
 
-                serve_http(app, settings)
+                try:
+                    serve_http(app, settings)
+                except ConfigError as exc:
+                    print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
+                    return 2
             else:
                 app.run("stdio")
     finally:

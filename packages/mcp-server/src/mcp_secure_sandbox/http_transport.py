@@ -1,22 +1,56 @@
-"""The streamable HTTP transport: bearer-token auth, DNS-rebinding protection, body limit.
+"""The streamable HTTP transport: bearer-token auth, DNS-rebinding protection, abuse shedding.
 
 The MCP endpoint is ``/mcp``; ``/healthz`` answers ``{"status": "ok"}`` without auth so that a
 container orchestrator can probe the server. Every other path needs the token when one is set.
+
+uvicorn alone holds a connection for as long as its client keeps it open before a request is
+complete (its keep-alive time-out restarts on every byte, its concurrency limit is checked after
+the headers), so a few thousand slow connections exhaust the server's file descriptors before
+any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned in
+``pyproject.toml``) adds what is missing, in front of everything else:
+
+- an absolute deadline to receive a whole request (request line, headers and body), armed when
+  the connection is made or the next request starts, disarmed once the request is complete:
+  responses, including event streams that last for hours, are never cut;
+- a cap on open connections below the soft ``RLIMIT_NOFILE`` (:func:`connection_cap`): over it,
+  the oldest connection that is not being served is closed to make room, and when every
+  connection is being served the new one gets 503.
+
+:class:`BearerAuth` authenticates ``http`` scopes, refuses ``websocket`` and unknown ones, and lets
+``lifespan`` through.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
+import logging
+import math
+import resource
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, ClassVar
 
+import h11
+import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings
 
-__all__ = ["BearerAuth", "build_http_app", "serve_http", "transport_security"]
+__all__ = [
+    "BearerAuth",
+    "ConnectionGuard",
+    "GuardedH11Protocol",
+    "build_http_app",
+    "build_uvicorn_config",
+    "connection_cap",
+    "http_warnings",
+    "serve_http",
+    "transport_security",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -25,6 +59,24 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 HEALTH_PATH = "/healthz"
+#: Descriptors kept free for everything but HTTP connections (runs' pipes, the zygote, snapshot
+#: files, logs): a quarter of the soft limit, and at least this many.
+FD_HEADROOM_MIN = 64
+#: Seconds between two warnings about shed connections (a flood must not flood the log too).
+SHED_WARNING_INTERVAL_S = 60.0
+#: WebSocket close code "policy violation" (RFC 6455): sent before accept, the client gets 403.
+WS_POLICY_VIOLATION = 1008
+
+_REQUEST_TIMEOUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: 33\r\n\r\nthe request was not sent in time\n"
+)
+_SERVICE_UNAVAILABLE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\ncontent-length: 26\r\n\r\ntoo many open connections\n"
+)
+
+log = logging.getLogger("mcp_secure_sandbox.http")
 
 
 async def _json_response(send: Send, status: int, body: dict[str, Any], extra: list[Any]) -> None:
@@ -42,11 +94,19 @@ class BearerAuth:
 
     The comparison is constant-time (:func:`hmac.compare_digest`); a refused request gets 401 with
     a ``WWW-Authenticate: Bearer`` header (RFC 6750) and never learns anything about the token.
-    ``/healthz`` is answered here, before auth.
+    ``/healthz`` is answered here, before auth. A ``websocket`` scope is closed with code 1008
+    before it is accepted (the client sees 403), token or not: the server speaks no WebSocket.
+    ``lifespan`` goes to the app unchanged.
 
     Args:
         app: The wrapped ASGI application.
-        token: The expected token, or ``None`` to disable auth (loopback development only).
+        token: The expected token, or ``None`` to disable auth (loopback development only, see
+            ``--allow-unauthenticated-http``).
+
+    Raises:
+        RuntimeError: From a call, for a scope type other than ``http``, ``websocket`` and
+            ``lifespan`` (the ASGI specification asks an app to raise on a type it does not
+            know); the wrapped app is never called with it.
     """
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
@@ -55,9 +115,15 @@ class BearerAuth:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer ``/healthz``, refuse unauthorised requests, pass the rest to the app."""
-        if scope["type"] != "http":
+        kind = scope.get("type")
+        if kind == "lifespan":
             await self.app(scope, receive, send)
             return
+        if kind == "websocket":
+            await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION})
+            return
+        if kind != "http":
+            raise RuntimeError(f"refusing an ASGI scope of unknown type {kind!r}")
         if scope.get("path") == HEALTH_PATH:
             await _json_response(send, 200, {"status": "ok"}, [])
             return
@@ -78,6 +144,202 @@ class BearerAuth:
         return False
 
 
+def http_warnings(settings: Settings) -> list[str]:
+    """The warnings about how HTTP is exposed, for the log and ``sandbox://status``.
+
+    Returns:
+        One sentence per problem (empty on stdio, or on HTTP with a token).
+    """
+    if settings.transport != "streamable-http" or settings.token is not None:
+        return []
+    return [
+        f"HTTP on {settings.host}:{settings.port} is served WITHOUT a token "
+        "(--allow-unauthenticated-http): every local user can run code as this server's user; "
+        "set SANDBOX_HTTP_TOKEN or --token-file"
+    ]
+
+
+def connection_cap(setting: int, soft_limit: int | None = None) -> int:
+    """The number of HTTP connections the server keeps open at most.
+
+    Args:
+        setting: ``--http-max-connections``.
+        soft_limit: The soft ``RLIMIT_NOFILE``; the process's own when ``None``.
+
+    Returns:
+        ``setting``, lowered to leave a quarter of the descriptors (at least
+        :data:`FD_HEADROOM_MIN`) to the rest of the server.
+
+    Raises:
+        ConfigError: The descriptor limit leaves no room for a single connection.
+    """
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if soft_limit is None else soft_limit
+    if soft == resource.RLIM_INFINITY:
+        return setting
+    room = soft - max(FD_HEADROOM_MIN, soft // 4)
+    if room < 1:
+        raise ConfigError(
+            f"the open-file limit ({soft}) leaves no descriptor for HTTP connections; raise it "
+            "(ulimit -n, or the container's nofile limit) above "
+            f"{FD_HEADROOM_MIN + 1}"
+        )
+    return min(setting, room)
+
+
+class ConnectionGuard:
+    """The open HTTP connections of one server, their cap, the request deadline, counters.
+
+    Used from the event loop's thread only. Connections are kept in the order they were made, so
+    the oldest one that is not being served is the first closed when the cap is reached.
+
+    Args:
+        cap: Connections open at most (see :func:`connection_cap`).
+        request_timeout_s: Seconds a client has to send a whole request, in seconds.
+    """
+
+    def __init__(self, cap: int, request_timeout_s: float) -> None:
+        if cap < 1 or not 0 < request_timeout_s < math.inf:
+            raise ValueError("the cap and the request time-out must be positive")
+        self.cap = cap
+        self.request_timeout_s = request_timeout_s
+        self._open: dict[GuardedH11Protocol, None] = {}  # insertion order: oldest first
+        self.timed_out = 0
+        self.evicted = 0
+        self.refused = 0
+        self._last_warning = -math.inf
+
+    @property
+    def open_connections(self) -> int:
+        """Connections admitted and not yet closed."""
+        return len(self._open)
+
+    def stats(self) -> dict[str, int]:
+        """Counters since start: ``open``, ``cap``, ``timed_out``, ``evicted``, ``refused``."""
+        return {
+            "open": len(self._open),
+            "cap": self.cap,
+            "timed_out": self.timed_out,
+            "evicted": self.evicted,
+            "refused": self.refused,
+        }
+
+    def admit(self, connection: GuardedH11Protocol) -> bool:
+        """Register a new connection, closing the oldest idle one if the cap is reached.
+
+        Returns:
+            ``False`` when the cap is reached and every open connection is being served: the
+            caller refuses the new connection.
+        """
+        if len(self._open) >= self.cap:
+            victim = next((c for c in self._open if not c.serving), None)
+            if victim is None:
+                self.refused += 1
+                self._warn()
+                return False
+            self.evicted += 1
+            self.release(victim)
+            victim.transport.close()
+            self._warn()
+        self._open[connection] = None
+        return True
+
+    def release(self, connection: GuardedH11Protocol) -> None:
+        """Forget a connection (closed, or evicted); unknown connections are ignored."""
+        self._open.pop(connection, None)
+
+    def request_timed_out(self) -> None:
+        """Count a connection closed at the request deadline."""
+        self.timed_out += 1
+        self._warn()
+
+    def _warn(self) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= SHED_WARNING_INTERVAL_S:
+            self._last_warning = now
+            log.warning(
+                "shedding HTTP connections (%s since start; cap %d, request deadline %g s)",
+                ", ".join(f"{k} {v}" for k, v in self.stats().items() if k != "cap"),
+                self.cap,
+                self.request_timeout_s,
+            )
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a request-receipt deadline and a connection cap.
+
+    uvicorn creates one per connection; :func:`build_uvicorn_config` makes a subclass whose
+    :attr:`guard` is the server's :class:`ConnectionGuard`. The deadline runs while the client is
+    sending a request: from ``connection_made`` (or, on a kept-alive connection, from the first
+    byte of the next request) until h11 has the whole body. Past it the connection is closed
+    (with 408 when no request line was complete). It is never armed while a response is sent.
+    """
+
+    guard: ClassVar[ConnectionGuard]
+    _deadline: asyncio.TimerHandle | None = None
+    _served_one = False
+
+    @property
+    def serving(self) -> bool:
+        """True while the app handles a request of this connection (its response not done)."""
+        # uvicorn types the attribute as always set; it is None before the first request
+        cycle: RequestResponseCycle | None = getattr(self, "cycle", None)
+        return cycle is not None and not cycle.response_complete
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """Admit the connection under the cap and arm the deadline, or refuse it with 503."""
+        super().connection_made(transport)
+        if not self.guard.admit(self):
+            transport.write(_SERVICE_UNAVAILABLE)
+            transport.close()
+            return
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Disarm and forget the connection, then let uvicorn clean up."""
+        self._disarm()
+        self.guard.release(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        """Feed h11 as uvicorn does, then arm or disarm the deadline for the new state."""
+        super().data_received(data)
+        self._follow_request()
+
+    def on_response_complete(self) -> None:
+        """Start a kept-alive connection's next cycle as uvicorn does, then follow it."""
+        super().on_response_complete()
+        self._follow_request()
+
+    def _follow_request(self) -> None:
+        state = self.conn.their_state
+        if state is h11.SEND_BODY or (state is h11.IDLE and self.conn.trailing_data[0]):
+            self._arm()  # a request is arriving: headers or body incomplete
+        elif state is h11.IDLE:
+            if self._served_one:
+                self._disarm()  # between requests: uvicorn's keep-alive time-out applies
+        else:
+            self._served_one = True  # DONE, MUST_CLOSE, CLOSED, ERROR: nothing more to receive
+            self._disarm()
+
+    def _arm(self) -> None:
+        if self._deadline is None and not self.transport.is_closing():
+            self._deadline = self.loop.call_later(self.guard.request_timeout_s, self._expire)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        self.guard.request_timed_out()
+        if self.conn.their_state is h11.IDLE and not self.serving:
+            self.transport.write(_REQUEST_TIMEOUT)
+        self.transport.close()
+
+
 def transport_security(settings: Settings) -> TransportSecuritySettings:
     """DNS-rebinding protection: the Host and Origin values the HTTP transport accepts.
 
@@ -88,7 +350,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     hosts = list(settings.allowed_hosts)
     if not hosts:
         hosts = [f"{settings.host}:{settings.port}"]
-        if settings.host in ("127.0.0.1", "localhost", "::1"):
+        if settings.host in LOOPBACK_HOSTS:
             hosts += [f"127.0.0.1:{settings.port}", f"localhost:{settings.port}"]
     origins = list(settings.allowed_origins) or [f"http://{h}" for h in hosts]
     return TransportSecuritySettings(
@@ -106,15 +368,43 @@ def build_http_app(app: MCPServer[Any], settings: Settings) -> ASGIApp:
     return BearerAuth(starlette_app, settings.token)
 
 
-def serve_http(app: MCPServer[Any], settings: Settings) -> None:
-    """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking)."""
-    import uvicorn
+def build_uvicorn_config(
+    app: MCPServer[Any], settings: Settings
+) -> tuple[uvicorn.Config, ConnectionGuard]:
+    """The uvicorn configuration serving ``app``, and the guard its connections report to.
 
-    uvicorn.run(
+    Raises:
+        ConfigError: The open-file limit leaves no room for connections (:func:`connection_cap`).
+    """
+    guard = ConnectionGuard(
+        connection_cap(settings.http_max_connections), settings.http_request_timeout_s
+    )
+    protocol = type("ServerH11Protocol", (GuardedH11Protocol,), {"guard": guard})
+    config = uvicorn.Config(
         build_http_app(app, settings),
         host=settings.host,
         port=settings.port,
+        http=protocol,
+        ws="none",  # no WebSocket upgrade (BearerAuth refuses websocket scopes as well)
         log_level=settings.log_level.lower(),
         server_header=False,
         lifespan="on",
     )
+    return config, guard
+
+
+def serve_http(app: MCPServer[Any], settings: Settings) -> None:
+    """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking).
+
+    Raises:
+        ConfigError: As :func:`build_uvicorn_config`.
+    """
+    config, guard = build_uvicorn_config(app, settings)
+    for warning in http_warnings(settings):
+        log.warning("%s", warning)
+    log.info(
+        "HTTP: at most %d connections, %g s to send a request",
+        guard.cap,
+        guard.request_timeout_s,
+    )
+    uvicorn.Server(config).run()

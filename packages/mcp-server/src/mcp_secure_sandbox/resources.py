@@ -13,6 +13,7 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
+from mcp_secure_sandbox.http_transport import http_warnings
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.snapshots import EXPORT_MAX_BYTES
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
@@ -50,7 +51,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
 
     Returns versions of every package, the settings in force (absolute directories, limits,
     concurrency, allowed modules; never a secret), the isolation layers pysandbox reports, the
-    workspace's file count and bytes, and the snapshot count.
+    workspace's file count and bytes, the snapshot count, and ``warnings``: sentences about an
+    unsafe exposure (HTTP without a token), empty when there is none.
     """
     try:
         files, total = state.workspace.usage(max_entries=STATUS_WALK_ENTRIES)
@@ -69,6 +71,7 @@ def status_document(state: ServerState) -> dict[str, Any]:
         "workspace": usage,
         "snapshot_count": snapshot_count,
         "active_runs": state.gate.active_runs,
+        "warnings": http_warnings(state.settings),
     }
 
 

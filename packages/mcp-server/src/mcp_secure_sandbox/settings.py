@@ -19,6 +19,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_SNAPSHOTS",
     "DEFAULT_WORKSPACE",
+    "LOOPBACK_HOSTS",
     "ConfigError",
     "Settings",
     "build_parser",
@@ -68,8 +69,12 @@ class Settings:
         port: Port of the HTTP transport.
         allowed_hosts: ``Host`` header values HTTP accepts (empty: the bound host and port).
         allowed_origins: ``Origin`` header values HTTP accepts.
-        allow_remote_without_token: Serve HTTP on a non-loopback address without a token.
+        allow_unauthenticated_http: Serve HTTP without a token (loopback binds only).
         max_body_bytes: Largest HTTP request body, in bytes.
+        http_request_timeout_s: Time a client has to send a whole request (request line,
+            headers and body) from its connection or first byte, in seconds.
+        http_max_connections: Largest number of open HTTP connections (further bounded by the
+            soft ``RLIMIT_NOFILE``, see :func:`~mcp_secure_sandbox.http_transport.connection_cap`).
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
         token: The HTTP bearer token, or ``None``; never printed, logged or returned.
@@ -94,8 +99,10 @@ class Settings:
     port: int = 8000
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
-    allow_remote_without_token: bool = False
+    allow_unauthenticated_http: bool = False
     max_body_bytes: int = 4 * 1024 * 1024
+    http_request_timeout_s: float = 30.0
+    http_max_connections: int = 512
     workspace_fallback: bool = False
     token: str | None = field(default=None, repr=False, compare=False)
 
@@ -128,6 +135,21 @@ def _size(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
     return value
+
+
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse type: ``kind`` of the text, refused unless positive and finite."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not 0 < value < math.inf:
+            raise argparse.ArgumentTypeError(f"must be positive and finite: {text!r}")
+        return value
+
+    return parse
 
 
 def _csv_list(text: str) -> tuple[str, ...]:
@@ -303,6 +325,24 @@ _OPTIONS: tuple[_Option, ...] = (
         _size,
         field="max_body_bytes",
     ),
+    _Option(
+        "--http-request-timeout",
+        "HTTP_REQUEST_TIMEOUT",
+        "30",
+        "seconds a client has to send a whole HTTP request (request line, headers and body) "
+        "from its connection or first byte; slower connections are closed. Responses, "
+        "including long event streams, are never cut",
+        _positive(float),
+        field="http_request_timeout_s",
+    ),
+    _Option(
+        "--http-max-connections",
+        "HTTP_MAX_CONNECTIONS",
+        "512",
+        "open HTTP connections at most (also kept below the soft RLIMIT_NOFILE); over it, the "
+        "oldest connection not being served is closed, or the new one refused",
+        _positive(int),
+    ),
 )
 
 
@@ -336,11 +376,11 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
             help=f"{option.help} (env SANDBOX_{option.env})",
         )
     parser.add_argument(
-        "--allow-remote-without-token",
+        "--allow-unauthenticated-http",
         action="store_true",
-        default=env.get("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN", "") == "1",
-        help="bind a non-loopback address without a token; unsafe "
-        "(env SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN=1)",
+        default=env.get("SANDBOX_ALLOW_UNAUTHENTICATED_HTTP", "") == "1",
+        help="serve HTTP without a token on a loopback address; unsafe: every local user can "
+        "then run code as this server's user (env SANDBOX_ALLOW_UNAUTHENTICATED_HTTP=1)",
     )
     return parser
 
@@ -359,6 +399,31 @@ def _read_token(token_file: str, environ: Mapping[str, str]) -> str | None:
     return token
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+"""Bind addresses that only local processes can reach."""
+
+
+def _check_unauthenticated_http(host: str, allowed: bool, environ: Mapping[str, str]) -> None:
+    """Refuse HTTP without a token unless opted in, and anywhere but on loopback."""
+    remedy = "set SANDBOX_HTTP_TOKEN or --token-file"
+    if environ.get("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN"):
+        raise ConfigError(
+            "SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN is no longer supported: HTTP without a token is "
+            f"served on loopback only; {remedy}"
+        )
+    if host not in LOOPBACK_HOSTS:
+        raise ConfigError(
+            f"refusing to serve HTTP on {host} without a token: {remedy} (--allow-unauthenticated-"
+            f"http is honoured on a loopback host only: {', '.join(LOOPBACK_HOSTS)})"
+        )
+    if not allowed:
+        raise ConfigError(
+            f"refusing to serve HTTP without a token: {remedy}, or pass "
+            "--allow-unauthenticated-http (SANDBOX_ALLOW_UNAUTHENTICATED_HTTP=1) to let every "
+            "local user run code as this server's user"
+        )
+
+
 def settings_from_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -372,7 +437,9 @@ def settings_from_args(
         The parsed settings, paths made absolute but not created.
 
     Raises:
-        ConfigError: A time-out is not positive or the default exceeds the maximum.
+        ConfigError: A time-out is not positive or the default exceeds the maximum; HTTP would
+            be served without a token without ``--allow-unauthenticated-http`` or on a
+            non-loopback host.
         SystemExit: From argparse, for unknown flags or ``--help``.
     """
     env = os.environ if environ is None else environ
@@ -398,13 +465,8 @@ def settings_from_args(
             f"--require-layers: unknown layer {', '.join(unknown)}; use landlock, seccomp or none"
         )
     token = _read_token(args.token_file, env)
-    loopback = args.host in ("127.0.0.1", "localhost", "::1")
-    remote_http = args.transport == "streamable-http" and not loopback
-    if remote_http and token is None and not args.allow_remote_without_token:
-        raise ConfigError(
-            f"refusing to serve HTTP on {args.host} without a token: set SANDBOX_HTTP_TOKEN or "
-            "--token-file (or --allow-remote-without-token, which is unsafe)"
-        )
+    if args.transport == "streamable-http" and token is None:
+        _check_unauthenticated_http(args.host, args.allow_unauthenticated_http, env)
     values: dict[str, Any] = {
         option.settings_field: getattr(args, option.dest)
         for option in _OPTIONS
@@ -415,7 +477,7 @@ def settings_from_args(
         workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100
         snapshots=Path(os.path.abspath(args.snapshots)),  # noqa: PTH100
         require_layers=require,
-        allow_remote_without_token=args.allow_remote_without_token,
+        allow_unauthenticated_http=args.allow_unauthenticated_http,
         token=token,
     )
     return Settings(**values)

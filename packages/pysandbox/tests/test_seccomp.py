@@ -253,7 +253,7 @@ def test_pid_placeholder_patch() -> None:
     from pysandbox._child import patch_self_pid
 
     main, _ = sc.build_filters()
-    patched = patch_self_pid(main.code, sc.PID_PLACEHOLDER, 4242)
+    patched = patch_self_pid(main.code, sc.PID_PLACEHOLDER, 4242, sc._JEQ_K)
     ks = [struct.unpack_from("=HBBI", patched, i)[3] for i in range(0, len(patched), 8)]
     assert sc.PID_PLACEHOLDER not in ks
     assert 4242 in ks

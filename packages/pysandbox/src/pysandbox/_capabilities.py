@@ -12,7 +12,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pysandbox import _landlock, _seccomp
+from pysandbox import _abi, _landlock, _seccomp
 
 __all__ = ["KERNEL_LAYERS", "Capabilities", "KernelProbe", "LayerInfo", "probe_kernel"]
 
@@ -179,7 +179,8 @@ def _probe_seccomp(linux: bool) -> tuple[bool, str, bool]:
         libc.syscall.restype = ctypes.c_long
         action = ctypes.c_uint32(_seccomp.RET_ERRNO)
         # seccomp(SECCOMP_GET_ACTION_AVAIL, 0, &action): 0 when filters with ERRNO are supported.
-        rc = libc.syscall(317, 2, 0, ctypes.byref(action))
+        nr = _abi.syscall_table()["seccomp"]
+        rc = libc.syscall(nr, _abi.SECCOMP["GET_ACTION_AVAIL"], 0, ctypes.byref(action))
     except (OSError, AttributeError):  # pragma: no cover - exotic libc
         return False, "libc has no syscall()", filtered
     if rc != 0:

@@ -61,7 +61,6 @@ STUB = (
 )
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
-_PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
 
 
@@ -100,7 +99,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     import signal
 
     ctl = socket.socket(fileno=ctl_fd)
-    libc = child["Libc"]()
+    libc = child["Libc"](cfg["abi"])
     # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
     # that thread may end long before the server. The server's death closes the control
     # channel instead (only the server holds its end), and the loop below then kills and
@@ -251,7 +250,7 @@ def _child_main(
     """The forked child: detach from the zygote, apply every layer, run the code, exit."""
     status = int(child["EXIT_SETUP_FAILED"])
     try:
-        libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        libc.prctl(libc.prctl_opt["PR_SET_PDEATHSIG"], _SIGKILL, 0, 0, 0)
         if os.getppid() != zygote_pid:
             os._exit(status)
         os.setsid()

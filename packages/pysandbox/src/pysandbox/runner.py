@@ -25,7 +25,7 @@ from types import CodeType, MappingProxyType
 from typing import Any
 
 import astguard
-from pysandbox import _child, _gate, _landlock, _seccomp, _zygote
+from pysandbox import _abi, _child, _gate, _landlock, _seccomp, _zygote
 from pysandbox._capabilities import (
     KERNEL_LAYERS,
     Capabilities,
@@ -748,6 +748,7 @@ class Sandbox:
             "module_forbidden": sorted(self._rules.module_forbidden),
             "denied_module_attributes": sorted(self._rules.denied_module_attributes),
             "python_guards": True,
+            "abi": _abi.child_abi(required=landlock_on or seccomp_on),
         }
 
     def _execute(self, prepared: _Prepared) -> RunResult:
@@ -943,6 +944,7 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
             "denied_modules": [],
             "allowed_dunders": [],
             "python_guards": False,
+            "abi": _abi.child_abi(),
             "code": _PROBE_CODE,
         }
         supervisor = Supervisor(

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import pathlib
 
 import pytest
 
 from pysandbox import RunResult, Sandbox
-from pysandbox._capabilities import probe_kernel
+from pysandbox._launch import SpawnLauncher
+from pysandbox._probe import probe_kernel
 
 
 def repo_root() -> pathlib.Path:
@@ -45,16 +47,16 @@ def raw_run(
     This reaches the same child bootstrap as ``Sandbox.run``; it exists so that each layer
     can be shown to stop an attack on its own.
     """
-    caps = sb.capabilities()
-    config = sb._child_config(code, caps)
-    if not landlock:
-        config["landlock"] = None
-    if not seccomp:
-        config["seccomp"] = None
-    config["python_guards"] = python_guards
-    config["allowed_modules"] = sorted({*config["allowed_modules"], *extra_allowed})
-    prepared = sb._launch_plan(config, timeout, caps)
-    return sb._execute(prepared)
+    config = sb._child_config()
+    assert config.rules is not None
+    rules = dataclasses.replace(config.rules, allowed=config.rules.allowed | set(extra_allowed))
+    config = dataclasses.replace(
+        config,
+        landlock=config.landlock if landlock else None,
+        seccomp=config.seccomp if seccomp else None,
+        rules=rules if python_guards else None,
+    )
+    return sb._execute(config, code, timeout, launcher=SpawnLauncher())
 
 
 LIBC_PRELUDE = """

@@ -1,5 +1,7 @@
-"""The kernel ABI pysandbox speaks: system-call numbers per architecture and the Landlock,
-seccomp, ``prctl`` and capability constants. The one home of every such number.
+"""The kernel ABI pysandbox speaks: the one home of every system-call number and constant.
+
+System-call numbers per architecture, and the Landlock, seccomp, ``prctl`` and capability
+constants.
 
 Standard library only, and free of side effects on import. The parent imports it; the child
 (which runs ``python -I -S`` and cannot import pysandbox) receives what it needs as plain data
@@ -255,9 +257,7 @@ SYSCALLS: Mapping[str, Mapping[str, int]] = MappingProxyType(
 )
 
 #: ``AUDIT_ARCH_*`` (linux/audit.h): the ``arch`` field of ``struct seccomp_data``.
-AUDIT_ARCH: Mapping[str, int] = MappingProxyType(
-    {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
-)
+AUDIT_ARCH: Mapping[str, int] = MappingProxyType({"x86_64": 0xC000003E, "aarch64": 0xC00000B7})
 
 #: seccomp (linux/seccomp.h) and its x86-64 specifics.
 SECCOMP: Mapping[str, int] = MappingProxyType(

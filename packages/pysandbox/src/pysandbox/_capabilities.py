@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
-import os
-import platform
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pysandbox import _abi, _landlock, _seccomp
-
-__all__ = ["KERNEL_LAYERS", "Capabilities", "KernelProbe", "LayerInfo", "probe_kernel"]
+__all__ = ["KERNEL_LAYERS", "Capabilities", "LayerInfo"]
 
 #: Layers that only the kernel can provide; ``require`` may name these.
 KERNEL_LAYERS: tuple[str, ...] = ("landlock", "seccomp")
@@ -115,75 +108,3 @@ class Capabilities:
             "tree_kill": self.tree_kill,
             "execution": dict(self.execution),
         }
-
-
-@dataclass(frozen=True)
-class KernelProbe:
-    """What the kernel offers (probed without restricting the caller).
-
-    Attributes:
-        landlock_abi: Landlock ABI version, 0 when unavailable.
-        landlock_reason: Why Landlock is unavailable.
-        seccomp: seccomp filters can be loaded.
-        seccomp_reason: Why seccomp is unavailable.
-        already_filtered: This process already runs under a seccomp filter (e.g. Docker).
-    """
-
-    landlock_abi: int
-    landlock_reason: str
-    seccomp: bool
-    seccomp_reason: str
-    already_filtered: bool
-
-
-_probe_cache: list[KernelProbe] = []
-
-
-def probe_kernel() -> KernelProbe:
-    """Probe Landlock and seccomp once per process (cached).
-
-    Returns:
-        The probe result.
-    """
-    if _probe_cache:
-        return _probe_cache[0]
-    linux = sys.platform.startswith("linux")
-    abi = _landlock.landlock_abi() if linux else 0
-    if not linux:
-        ll_reason = f"Landlock is a Linux feature; this is {sys.platform}"
-    elif abi <= 0:
-        ll_reason = "the kernel does not offer Landlock (disabled, too old, or blocked)"
-    else:
-        ll_reason = ""
-    sc_ok, sc_reason, filtered = _probe_seccomp(linux)
-    result = KernelProbe(abi, ll_reason, sc_ok, sc_reason, filtered)
-    _probe_cache.append(result)
-    return result
-
-
-def _probe_seccomp(linux: bool) -> tuple[bool, str, bool]:
-    if not linux:
-        return False, f"seccomp is a Linux feature; this is {sys.platform}", False
-    if not _seccomp.machine_supported():
-        return False, f"filters are assembled for x86-64 only, not {platform.machine()}", False
-    filtered = False
-    try:
-        with Path("/proc/self/status").open(encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Seccomp:"):
-                    filtered = line.split()[1] == "2"
-    except OSError:
-        pass
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        action = ctypes.c_uint32(_seccomp.RET_ERRNO)
-        # seccomp(SECCOMP_GET_ACTION_AVAIL, 0, &action): 0 when filters with ERRNO are supported.
-        nr = _abi.syscall_table()["seccomp"]
-        rc = libc.syscall(nr, _abi.SECCOMP["GET_ACTION_AVAIL"], 0, ctypes.byref(action))
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return False, "libc has no syscall()", filtered
-    if rc != 0:
-        err = ctypes.get_errno()
-        return False, f"seccomp filters unsupported: {os.strerror(err)}", filtered
-    return True, "", filtered

@@ -1,8 +1,8 @@
 """Bootstrap of the sandboxed child interpreter (standard library only).
 
-The parent starts ``python -I -S -X utf8 <this file> <fd>`` with ``subprocess`` (no
-``preexec_fn``, so no ``fork()`` of the threaded parent). This file reads its configuration from
-``fd`` (a ``marshal`` dump written by the parent, then closed), and applies the layers in order:
+Executed by the one bootstrap stub (:mod:`pysandbox._bootstrap`) in a spawn-mode child, and in
+the warm zygote whose forked children use the same :func:`run_config`. The configuration
+(:class:`pysandbox._config.ChildConfig`, as plain data) says which layers to apply, in order:
 
 1. resource limits (``setrlimit``);
 2. Landlock (``landlock_create_ruleset``/``add_rule``/``restrict_self`` via ``ctypes``);
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import io
-import marshal
 import os
 import sys
 
@@ -36,11 +35,10 @@ __all__ = [
     "EXIT_MEMORY",
     "EXIT_SETUP_FAILED",
     "RESERVED_EXIT_CODES",
-    "STUB",
     "build_landlock_ruleset",
     "drop_bounding_set",
+    "entry",
     "forbid_creation",
-    "main",
     "restrict_landlock",
     "run_config",
 ]
@@ -53,24 +51,6 @@ RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
 
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
-
-#: What the parent passes with ``-c``: read from the descriptor in ``argv[1]`` an 8-byte
-#: little-endian length, the bootstrap's code and the configuration (both ``marshal`` dumps by
-#: the same interpreter), run this module's code, call :func:`run_config`. The bootstrap
-#: arrives compiled, so no run pays for compiling it.
-STUB = (
-    "import marshal,os,sys\n"
-    "f=int(sys.argv[1]);d=[]\n"
-    "while 1:\n"
-    " c=os.read(f,1048576)\n"
-    " if not c:break\n"
-    " d.append(c)\n"
-    "d=b''.join(d);os.close(f);n=int.from_bytes(d[:8],'little')\n"
-    "b=marshal.loads(d[8:8+n]);c=marshal.loads(d[8+n:]);del d,f,n\n"
-    "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
-    "exec(b,g);del b\n"
-    "sys.exit(g['run_config'](c))\n"
-)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
@@ -323,7 +303,8 @@ def load_seccomp(libc: Libc, filters: list[bytes], placeholder: int) -> None:
     set_no_new_privs(libc)
     pid = os.getpid()
     for code in filters:
-        program, address = libc.buffer(patch_self_pid(code, placeholder, pid, libc.seccomp["BPF_JMP_JEQ_K"]))
+        patched = patch_self_pid(code, placeholder, pid, libc.seccomp["BPF_JMP_JEQ_K"])
+        program, address = libc.buffer(patched)
         # struct sock_fprog { unsigned short len; (6 bytes padding) struct sock_filter *filter; }
         fprog, fprog_address = libc.buffer(_u(len(code) // 8, 2) + bytes(6) + _u(address, 8))
         mode = libc.seccomp["MODE_FILTER"]
@@ -880,19 +861,9 @@ def install_python_guards(
     return user_builtins
 
 
-def main(argv: list[str]) -> int:
-    """Apply every configured layer, then run the user's code; returns the exit status."""
-    fd = int(argv[1])
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    data = b"".join(chunks)
-    boot_size = int.from_bytes(data[:8], "little")
-    return run_config(marshal.loads(data[8 + boot_size :]))  # noqa: S302 - from our parent
+def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child: :func:`run_config`."""
+    return run_config(cfg)
 
 
 def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
@@ -947,7 +918,3 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     except Exception:  # noqa: S110 - the parent may have closed the pipes
         pass
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -28,7 +28,7 @@ from typing import Any
 
 import astguard
 from pysandbox import _config, _gate, _landlock, _seccomp, _zygote
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo
+from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
 from pysandbox._limits import Limits
@@ -315,98 +315,16 @@ class Sandbox:
 
     def _build_capabilities(self) -> Capabilities:
         probe = verify_kernel(self._read_roots) if self._kernel_layers else probe_kernel()
-        lim = self._limits
-        layers: list[LayerInfo] = []
-
-        def add(name: str, available: bool, active: bool, reason: str = "", **details: Any) -> None:
-            layers.append(LayerInfo(name, available, active, MappingProxyType(details), reason))
-
-        add("ast_gate", True, True, checker="astguard")
-        add(
-            "isolated_interpreter",
-            True,
-            True,
-            argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", "<bootstrap stub>"],
-            stdin="/dev/null",
-            new_session=True,
-            env_allow_list=["PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH],
-        )
-        add(
-            "rlimits",
-            True,
-            True,
-            cpu_time_s=lim.cpu_time_s,
-            data_bytes=lim.memory_bytes,
-            address_space_bytes=2 * lim.memory_bytes,
-            file_size_bytes=lim.file_size_bytes,
-            open_files=lim.open_files,
-            core_bytes=0,
-            nproc="not set: the child shares the caller's uid; seccomp denies process creation",
-        )
-        add("open_guard", True, True, workspace=self._workspace)
-        add("audit_hook", True, True, immutable_state=True)
-        add("import_guard", True, True, allowed_modules=sorted(self._rules.allowed))
-        add("attribute_guard", True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
-        off = "" if self._kernel_layers else "kernel layers switched off (kernel_layers=False)"
-        ll_active = probe.landlock_abi > 0 and self._kernel_layers
-        ll_details: dict[str, Any] = {
-            "abi": probe.landlock_abi,
-            "verified_in_child": ll_active,
-        }
-        if probe.landlock_abi > 0:
-            ll_details.update(self._plan().describe())
-        add(
-            "landlock",
-            probe.landlock_abi > 0,
-            ll_active,
-            probe.landlock_reason or off,
-            **ll_details,
-        )
-        sc_active = probe.seccomp and self._kernel_layers
-        sc_details: dict[str, Any] = {
-            "already_filtered": probe.already_filtered,
-            "verified_in_child": sc_active,
-        }
-        if probe.seccomp:
-            filters = self._seccomp_filters()
-            sc_details.update(
-                filters=[{"name": f.name, "instructions": f.length} for f in filters],
-                rules=list(_seccomp.denied_rules()),
-            )
-        add("seccomp", probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)
-        add(
-            "no_new_privs",
-            probe.seccomp or probe.landlock_abi > 0,
-            ll_active or sc_active,
-            "" if (ll_active or sc_active) else "set only together with a kernel layer",
-        )
-        add(
-            "capabilities",
-            probe.seccomp or probe.landlock_abi > 0,
-            ll_active or sc_active,
-            "" if (ll_active or sc_active) else "dropped only together with a kernel layer",
-            dropped=["bounding", "ambient", "effective", "permitted", "inheritable"],
-            euid=os.geteuid() if hasattr(os, "geteuid") else None,
-        )
-        add(
-            "supervision",
-            True,
-            True,
-            wall_clock_s=lim.timeout_s,
-            output_bytes_per_stream=lim.output_bytes,
-            workspace_bytes=lim.workspace_bytes,
-            workspace_files=lim.workspace_files,
-        )
-        tree_kill = "killpg+sweep(session,env-marker)"
-        if sc_active:
-            tree_kill += "; process creation denied by seccomp"
-        return Capabilities(
-            platform=f"{sys.platform}/{os.uname().machine if hasattr(os, 'uname') else '?'}",
-            python=sys.version.split()[0],
+        return report(
+            probe,
+            limits=self._limits,
+            workspace=self._workspace,
+            rules=self._rules,
             kernel_layers=self._kernel_layers,
             required=self._require,
-            layers=tuple(layers),
-            tree_kill=tree_kill,
+            plan=self._plan,
+            filters=self._seccomp_filters,
+            env_allow_list=("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH),
         )
 
     def _plan(self) -> _landlock.LandlockPlan:

@@ -18,7 +18,7 @@ import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
 from pysandbox._launch import SpawnLauncher, ZygoteLauncher
-from sandbox_helpers import KERNEL, needs_kernel
+from sandbox_helpers import KERNEL, NR, needs_kernel
 
 MiB = 1024 * 1024
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
@@ -301,7 +301,7 @@ def test_warm_children_hold_no_capabilities(warm: Sandbox) -> None:
         "print(libc.prctl(47, 1, 0, 0, 0))\n"  # PR_CAP_AMBIENT_IS_SET of cap 0
         "header = (ctypes.c_uint32 * 2)(0x20080522, 0)\n"
         "data = (ctypes.c_uint32 * 6)()\n"
-        "print(libc.syscall(125, header, data), list(data))\n"  # capget
+        f"print(libc.syscall({NR['capget']}, header, data), list(data))\n"
     )
     result = _raw_warm(warm, code, ("ctypes",))
     assert result.status is RunStatus.OK, result
@@ -313,7 +313,7 @@ def test_connect_is_denied_by_seccomp(warm: Sandbox) -> None:
     code = (
         "import ctypes\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "rc = libc.syscall(42, 3, 0, 0)\n"  # connect(3, NULL, 0) on x86-64
+        f"rc = libc.syscall({NR['connect']}, 3, 0, 0)\n"  # connect(3, NULL, 0)
         "print(rc, ctypes.get_errno())\n"
     )
     result = _raw_warm(warm, code, ("ctypes",))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import marshal
+import pathlib
+import platform
 
 import pytest
 
@@ -74,3 +76,21 @@ def test_landlock_rights_come_from_the_abi_module() -> None:
     assert _landlock.fs_rights_for_abi(1) == (1 << 13) - 1
     assert _landlock.fs_rights_for_abi(5) == (1 << 16) - 1
     assert _abi.LANDLOCK["ACCESS_FS_READ_FILE"] == _landlock.READ_FILE
+
+
+def test_an_unknown_machine_reports_the_kernel_layers_unavailable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    from pysandbox import IsolationUnavailable, Sandbox, _probe
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    monkeypatch.setattr(_probe, "_probe_cache", [])
+    monkeypatch.setattr(_landlock, "_abi_cache", [])
+    probe = _probe.probe_kernel()
+    assert probe.landlock_abi == 0
+    assert "riscv64" in probe.landlock_reason
+    assert not probe.seccomp
+    assert "riscv64" in probe.seccomp_reason
+    sb = Sandbox(tmp_path, require=("landlock", "seccomp"), kernel_layers=False)
+    with sb, pytest.raises(IsolationUnavailable, match="riscv64"):
+        sb.run("print(1)")

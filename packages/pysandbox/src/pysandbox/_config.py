@@ -11,6 +11,7 @@ the plain data (``marshal``-compatible) that crosses to the child or the zygote.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import CodeType, MappingProxyType
@@ -124,12 +125,21 @@ class ChildConfig:
 
     def wire(self, code: str, code_object: CodeType | None) -> dict[str, Any]:
         """The whole configuration of one spawn-mode run as plain data for the child."""
-        cfg = self.fixed_wire()
+        cfg = dict(self._fixed)
         cfg.update(self._run_part(code, code_object))
         return cfg
 
     def fixed_wire(self) -> dict[str, Any]:
-        """The part every run shares, as plain data (the zygote's start configuration)."""
+        """The part every run shares, as plain data (the zygote's start configuration).
+
+        Returns:
+            A new dict (the caller may add keys); its values are shared and must not change.
+        """
+        return dict(self._fixed)
+
+    @functools.cached_property
+    def _fixed(self) -> dict[str, Any]:
+        """The shared part, computed once per configuration (sorted lists, plans, programs)."""
         rules = self.rules
         cfg: dict[str, Any] = {
             "workspace": self.workspace,

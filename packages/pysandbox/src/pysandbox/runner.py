@@ -501,11 +501,13 @@ class Sandbox:
             marker=f"{MARKER_NAME}={marker}",
             always_sweep=config.seccomp is None,
         )
+        if self._caps is None:
+            self.capabilities()  # builds the report (tests call this without _check)
+        assert self._caps is not None  # noqa: S101 - built above
+        active = self._caps.active_layers
         if cancel is not None and not cancel.attach(supervisor):
             return RunResult(
-                RunStatus.KILLED,
-                layers=config.layers(self.capabilities().active_layers),
-                detail="cancelled before start",
+                RunStatus.KILLED, layers=config.layers(active), detail="cancelled before start"
             )
         with self._run_slots:
             if self._closed:
@@ -516,7 +518,7 @@ class Sandbox:
             if shrink_only:
                 config = config.shrink_only()
             supervisor.start_usage = usage
-            layers = config.layers(self.capabilities().active_layers)
+            layers = config.layers(active)
             spec = RunSpec(config, code, _config.compile_user_code(code), marker)
             try:
                 if launcher is None:

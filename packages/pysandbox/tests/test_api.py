@@ -312,18 +312,18 @@ def test_arun_cancel_kills_tree(sandbox: Sandbox, workspace: pathlib.Path) -> No
 def test_kernel_verification_demotes_a_layer_that_cannot_apply(
     monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path
 ) -> None:
-    from pysandbox import _landlock, runner
-    from pysandbox._capabilities import probe_kernel
+    from pysandbox import _landlock, _probe
+    from pysandbox._probe import probe_kernel
 
     real = probe_kernel()
     if real.landlock_abi < 1:
         pytest.skip("Landlock unavailable")
     roots = Sandbox(workspace, require=())._read_roots
-    assert runner._probe_child(real, roots) is None
+    assert _probe._probe_child(real, roots) is None
     # Rights the kernel does not know: it refuses the ruleset in the probe child, and the
     # report says so instead of every run failing later.
     monkeypatch.setattr(_landlock, "fs_rights_for_abi", lambda abi: (1 << 40) - 1)
-    problem = runner._probe_child(real, roots)
+    problem = _probe._probe_child(real, roots)
     assert problem is not None
     assert problem[0] == "landlock"
     assert "landlock_create_ruleset" in problem[1]

@@ -11,7 +11,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
+from pysandbox import Limits, RunResult, RunStatus, Sandbox, _bootstrap
 from pysandbox._supervisor import sweep_processes, workspace_usage
 from sandbox_helpers import KERNEL, raw_run
 
@@ -20,7 +20,9 @@ MiB = 1024 * 1024
 
 def _is_zygote(proc: psutil.Process) -> bool:
     try:
-        return _zygote.STUB in proc.cmdline()
+        cmdline = proc.cmdline()
+        # The zygote runs the one bootstrap stub with two descriptors (payload, control).
+        return _bootstrap.STUB in cmdline and len(cmdline) == cmdline.index(_bootstrap.STUB) + 3
     except psutil.Error:
         return False
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import marshal
 import os
 import pathlib
@@ -16,7 +17,8 @@ from typing import Any
 import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
-from sandbox_helpers import KERNEL, needs_kernel
+from pysandbox._launch import SpawnLauncher, ZygoteLauncher
+from sandbox_helpers import KERNEL, NR, needs_kernel
 
 MiB = 1024 * 1024
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
@@ -258,13 +260,10 @@ def test_warm_is_the_default_and_spawn_is_chosen_explicitly(tmp_path: pathlib.Pa
 
 def _raw_warm(sb: Sandbox, code: str, extra: tuple[str, ...]) -> RunResult:
     """Start the zygote without the Python-level guards (tests only), then run ``code``."""
-    caps = sb.capabilities()
-    config = sb._child_config(code, caps)
-    config["python_guards"] = False
-    config["allowed_modules"] = sorted({*config["allowed_modules"], *extra})
-    zygote = sb._warm_launcher(config)
+    config = dataclasses.replace(sb._child_config(), rules=None)
+    zygote = sb._warm_zygote(config)
     assert zygote is not None
-    return sb._execute(sb._launch_plan(config, 10.0, caps, zygote))
+    return sb._execute(config, code, 10.0, launcher=ZygoteLauncher(zygote))
 
 
 @needs_kernel
@@ -302,7 +301,7 @@ def test_warm_children_hold_no_capabilities(warm: Sandbox) -> None:
         "print(libc.prctl(47, 1, 0, 0, 0))\n"  # PR_CAP_AMBIENT_IS_SET of cap 0
         "header = (ctypes.c_uint32 * 2)(0x20080522, 0)\n"
         "data = (ctypes.c_uint32 * 6)()\n"
-        "print(libc.syscall(125, header, data), list(data))\n"  # capget
+        f"print(libc.syscall({NR['capget']}, header, data), list(data))\n"
     )
     result = _raw_warm(warm, code, ("ctypes",))
     assert result.status is RunStatus.OK, result
@@ -314,7 +313,7 @@ def test_connect_is_denied_by_seccomp(warm: Sandbox) -> None:
     code = (
         "import ctypes\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
-        "rc = libc.syscall(42, 3, 0, 0)\n"  # connect(3, NULL, 0) on x86-64
+        f"rc = libc.syscall({NR['connect']}, 3, 0, 0)\n"  # connect(3, NULL, 0)
         "print(rc, ctypes.get_errno())\n"
     )
     result = _raw_warm(warm, code, ("ctypes",))
@@ -325,13 +324,13 @@ def test_connect_is_denied_by_seccomp(warm: Sandbox) -> None:
 def test_runs_do_not_serialise_on_the_zygote(warm: Sandbox) -> None:
     assert warm.run("print(0)").status is RunStatus.OK
     zygote = _zygote_of(warm)
-    config = warm._child_config("", warm.capabilities())
+    config = warm._child_config()
 
     def launch(code: str) -> tuple[_zygote.WarmChild, int]:
         request = {
             "code": code,
             "code_object": compile(code, "<sandbox>", "exec"),
-            "rlimits": config["rlimits"],
+            "rlimits": list(config.rlimits),
             "env": {},
         }
         out_r, out_w = os.pipe()
@@ -459,11 +458,15 @@ def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
     outputs = []
     for name, execution in (("s", "spawn"), ("w", "warm")):
         with _make(tmp_path, name, execution) as sb:
-            caps = sb.capabilities()
-            config = sb._child_config(code, caps)
-            config["allowed_modules"] = sorted({*config["allowed_modules"], *extra})
-            zygote = sb._warm_launcher(config) if execution == "warm" else None
-            result = sb._execute(sb._launch_plan(config, 10.0, caps, zygote))
+            config = sb._child_config()
+            assert config.rules is not None
+            allowed = config.rules.allowed | set(extra)
+            config = dataclasses.replace(
+                config, rules=dataclasses.replace(config.rules, allowed=allowed)
+            )
+            zygote = sb._warm_zygote(config) if execution == "warm" else None
+            launcher = ZygoteLauncher(zygote) if zygote is not None else SpawnLauncher()
+            result = sb._execute(config, code, 10.0, launcher=launcher)
             assert result.status is RunStatus.OK, result
             outputs.append(result.stdout)
     assert outputs[0] == outputs[1]

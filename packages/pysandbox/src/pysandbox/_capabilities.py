@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
-import ctypes
 import os
-import platform
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pysandbox import _landlock, _seccomp
+from pysandbox import _seccomp
 
-__all__ = ["KERNEL_LAYERS", "Capabilities", "KernelProbe", "LayerInfo", "probe_kernel"]
+if TYPE_CHECKING:
+    from pysandbox._gate import ModuleRules
+    from pysandbox._landlock import LandlockPlan
+    from pysandbox._limits import Limits
+    from pysandbox._probe import KernelProbe
+    from pysandbox._seccomp import SeccompProgram
+
+__all__ = ["KERNEL_LAYERS", "Capabilities", "LayerInfo", "report"]
 
 #: Layers that only the kernel can provide; ``require`` may name these.
 KERNEL_LAYERS: tuple[str, ...] = ("landlock", "seccomp")
@@ -117,72 +121,124 @@ class Capabilities:
         }
 
 
-@dataclass(frozen=True)
-class KernelProbe:
-    """What the kernel offers (probed without restricting the caller).
+def report(
+    probe: KernelProbe,
+    *,
+    limits: Limits,
+    workspace: str,
+    rules: ModuleRules,
+    kernel_layers: bool,
+    required: tuple[str, ...],
+    plan: Callable[[], LandlockPlan],
+    filters: Callable[[], tuple[SeccompProgram, ...]],
+    env_allow_list: tuple[str, ...],
+) -> Capabilities:
+    """Every layer of one sandbox: available, active, details (the capability report).
 
-    Attributes:
-        landlock_abi: Landlock ABI version, 0 when unavailable.
-        landlock_reason: Why Landlock is unavailable.
-        seccomp: seccomp filters can be loaded.
-        seccomp_reason: Why seccomp is unavailable.
-        already_filtered: This process already runs under a seccomp filter (e.g. Docker).
-    """
-
-    landlock_abi: int
-    landlock_reason: str
-    seccomp: bool
-    seccomp_reason: str
-    already_filtered: bool
-
-
-_probe_cache: list[KernelProbe] = []
-
-
-def probe_kernel() -> KernelProbe:
-    """Probe Landlock and seccomp once per process (cached).
+    Args:
+        probe: What the kernel offers (verified in a probe child when kernel layers are on).
+        limits: The sandbox's limits.
+        workspace: The workspace's real path.
+        rules: The run-time rules of the Python-level guards.
+        kernel_layers: Whether the sandbox was constructed with kernel layers on.
+        required: The layers the sandbox requires.
+        plan: Returns the sandbox's Landlock plan (called only when Landlock is available).
+        filters: Returns the seccomp programs (called only when seccomp is available).
+        env_allow_list: Names of the environment variables a child may receive.
 
     Returns:
-        The probe result.
+        The report (its ``execution`` is the default; the sandbox fills it in).
     """
-    if _probe_cache:
-        return _probe_cache[0]
-    linux = sys.platform.startswith("linux")
-    abi = _landlock.landlock_abi() if linux else 0
-    if not linux:
-        ll_reason = f"Landlock is a Linux feature; this is {sys.platform}"
-    elif abi <= 0:
-        ll_reason = "the kernel does not offer Landlock (disabled, too old, or blocked)"
-    else:
-        ll_reason = ""
-    sc_ok, sc_reason, filtered = _probe_seccomp(linux)
-    result = KernelProbe(abi, ll_reason, sc_ok, sc_reason, filtered)
-    _probe_cache.append(result)
-    return result
+    lim = limits
+    layers: list[LayerInfo] = []
 
+    def add(name: str, available: bool, active: bool, reason: str = "", **details: Any) -> None:
+        layers.append(LayerInfo(name, available, active, MappingProxyType(details), reason))
 
-def _probe_seccomp(linux: bool) -> tuple[bool, str, bool]:
-    if not linux:
-        return False, f"seccomp is a Linux feature; this is {sys.platform}", False
-    if not _seccomp.machine_supported():
-        return False, f"filters are assembled for x86-64 only, not {platform.machine()}", False
-    filtered = False
-    try:
-        with Path("/proc/self/status").open(encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Seccomp:"):
-                    filtered = line.split()[1] == "2"
-    except OSError:
-        pass
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
-        action = ctypes.c_uint32(_seccomp.RET_ERRNO)
-        # seccomp(SECCOMP_GET_ACTION_AVAIL, 0, &action): 0 when filters with ERRNO are supported.
-        rc = libc.syscall(317, 2, 0, ctypes.byref(action))
-    except (OSError, AttributeError):  # pragma: no cover - exotic libc
-        return False, "libc has no syscall()", filtered
-    if rc != 0:
-        err = ctypes.get_errno()
-        return False, f"seccomp filters unsupported: {os.strerror(err)}", filtered
-    return True, "", filtered
+    add("ast_gate", True, True, checker="astguard")
+    add(
+        "isolated_interpreter",
+        True,
+        True,
+        argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", "<bootstrap stub>"],
+        stdin="/dev/null",
+        new_session=True,
+        env_allow_list=list(env_allow_list),
+    )
+    add(
+        "rlimits",
+        True,
+        True,
+        cpu_time_s=lim.cpu_time_s,
+        data_bytes=lim.memory_bytes,
+        address_space_bytes=2 * lim.memory_bytes,
+        file_size_bytes=lim.file_size_bytes,
+        open_files=lim.open_files,
+        core_bytes=0,
+        nproc="not set: the child shares the caller's uid; seccomp denies process creation",
+    )
+    add("open_guard", True, True, workspace=workspace)
+    add("audit_hook", True, True, immutable_state=True)
+    add("import_guard", True, True, allowed_modules=sorted(rules.allowed))
+    add("attribute_guard", True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
+    off = "" if kernel_layers else "kernel layers switched off (kernel_layers=False)"
+    ll_active = probe.landlock_abi > 0 and kernel_layers
+    ll_details: dict[str, Any] = {
+        "abi": probe.landlock_abi,
+        "verified_in_child": ll_active,
+    }
+    if probe.landlock_abi > 0:
+        ll_details.update(plan().describe())
+    add(
+        "landlock",
+        probe.landlock_abi > 0,
+        ll_active,
+        probe.landlock_reason or off,
+        **ll_details,
+    )
+    sc_active = probe.seccomp and kernel_layers
+    sc_details: dict[str, Any] = {
+        "already_filtered": probe.already_filtered,
+        "verified_in_child": sc_active,
+    }
+    if probe.seccomp:
+        programs = filters()
+        sc_details.update(
+            filters=[{"name": f.name, "instructions": f.length} for f in programs],
+            rules=list(_seccomp.denied_rules()),
+        )
+    add("seccomp", probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)
+    add(
+        "no_new_privs",
+        probe.seccomp or probe.landlock_abi > 0,
+        ll_active or sc_active,
+        "" if (ll_active or sc_active) else "set only together with a kernel layer",
+    )
+    add(
+        "capabilities",
+        probe.seccomp or probe.landlock_abi > 0,
+        ll_active or sc_active,
+        "" if (ll_active or sc_active) else "dropped only together with a kernel layer",
+        dropped=["bounding", "ambient", "effective", "permitted", "inheritable"],
+        euid=os.geteuid() if hasattr(os, "geteuid") else None,
+    )
+    add(
+        "supervision",
+        True,
+        True,
+        wall_clock_s=lim.timeout_s,
+        output_bytes_per_stream=lim.output_bytes,
+        workspace_bytes=lim.workspace_bytes,
+        workspace_files=lim.workspace_files,
+    )
+    tree_kill = "killpg+sweep(session,env-marker)"
+    if sc_active:
+        tree_kill += "; process creation denied by seccomp"
+    return Capabilities(
+        platform=f"{sys.platform}/{os.uname().machine if hasattr(os, 'uname') else '?'}",
+        python=sys.version.split()[0],
+        kernel_layers=kernel_layers,
+        required=required,
+        layers=tuple(layers),
+        tree_kill=tree_kill,
+    )

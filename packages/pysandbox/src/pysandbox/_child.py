@@ -1,8 +1,8 @@
 """Bootstrap of the sandboxed child interpreter (standard library only).
 
-The parent starts ``python -I -S -X utf8 <this file> <fd>`` with ``subprocess`` (no
-``preexec_fn``, so no ``fork()`` of the threaded parent). This file reads its configuration from
-``fd`` (a ``marshal`` dump written by the parent, then closed), and applies the layers in order:
+Executed by the one bootstrap stub (:mod:`pysandbox._bootstrap`) in a spawn-mode child, and in
+the warm zygote whose forked children use the same :func:`run_config`. The configuration
+(:class:`pysandbox._config.ChildConfig`, as plain data) says which layers to apply, in order:
 
 1. resource limits (``setrlimit``);
 2. Landlock (``landlock_create_ruleset``/``add_rule``/``restrict_self`` via ``ctypes``);
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import builtins
 import io
-import marshal
 import os
 import sys
 
@@ -36,11 +35,10 @@ __all__ = [
     "EXIT_MEMORY",
     "EXIT_SETUP_FAILED",
     "RESERVED_EXIT_CODES",
-    "STUB",
     "build_landlock_ruleset",
     "drop_bounding_set",
+    "entry",
     "forbid_creation",
-    "main",
     "restrict_landlock",
     "run_config",
 ]
@@ -54,25 +52,6 @@ RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
 
-#: What the parent passes with ``-c``: read from the descriptor in ``argv[1]`` an 8-byte
-#: little-endian length, the bootstrap's code and the configuration (both ``marshal`` dumps by
-#: the same interpreter), run this module's code, call :func:`run_config`. The bootstrap
-#: arrives compiled, so no run pays for compiling it.
-STUB = (
-    "import marshal,os,sys\n"
-    "f=int(sys.argv[1]);d=[]\n"
-    "while 1:\n"
-    " c=os.read(f,1048576)\n"
-    " if not c:break\n"
-    " d.append(c)\n"
-    "d=b''.join(d);os.close(f);n=int.from_bytes(d[:8],'little')\n"
-    "b=marshal.loads(d[8:8+n]);c=marshal.loads(d[8+n:]);del d,f,n\n"
-    "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
-    "exec(b,g);del b\n"
-    "sys.exit(g['run_config'](c))\n"
-)
-
-_AF_UNIX = 1
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
@@ -102,7 +81,7 @@ def apply_rlimits(limits: list[tuple[int, int, int]], libc: Libc | None = None) 
     """
     if libc is not None:
         for which, soft, hard in limits:
-            if libc.syscall(302, 0, which, _u(soft, 8) + _u(hard, 8), None) != 0:
+            if libc.call("prlimit64", 0, which, _u(soft, 8) + _u(hard, 8), None) != 0:
                 _fail(f"prlimit64({which}): {libc.error()}")
         return
     import resource
@@ -117,13 +96,21 @@ def apply_rlimits(limits: list[tuple[int, int, int]], libc: Libc | None = None) 
 class Libc:
     """Just enough libc for the kernel layers: ``syscall`` and ``prctl`` with errno.
 
+    ``abi`` is :func:`pysandbox._abi.child_abi`'s data (from the configuration): system calls
+    are made by name (:meth:`call`) and constants read from it, so no number lives here.
+
     Built on ``_ctypes`` directly (the same primitives ``ctypes/__init__.py`` uses), which
     costs about a millisecond less per run than importing ``ctypes``; falls back to ``ctypes``
     if those primitives ever change. Integer arguments are passed as C ``long``; ``bytes`` as
     pointers to their (read-only) contents; ``None`` as NULL.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, abi: dict[str, Any]) -> None:
+        self.nr: dict[str, int] = abi["nr"]
+        self.prctl_opt: dict[str, int] = abi["prctl"]
+        self.landlock: dict[str, int] = abi["landlock"]
+        self.seccomp: dict[str, int] = abi["seccomp"]
+        self.capset_version: int = abi["capset_version"]
         self._long: Any = None
         self._char: Any = None
         self._syscall: Any = None
@@ -178,6 +165,10 @@ class Libc:
         """``syscall(2)``; returns the raw result (negative on error, see :meth:`errno`)."""
         return int(self._syscall(*self._args(args)))
 
+    def call(self, name: str, *args: Any) -> int:
+        """``syscall(2)`` of the system call called ``name`` on this architecture."""
+        return int(self._syscall(*self._args((self.nr[name], *args))))
+
     def prctl(self, *args: Any) -> int:
         """``prctl(2)`` with five arguments."""
         return int(self._prctl(*self._args(args)))
@@ -205,13 +196,9 @@ def apply_landlock(libc: Libc, plan: dict[str, Any]) -> None:
 def restrict_landlock(libc: Libc, ruleset: int) -> None:
     """``PR_SET_NO_NEW_PRIVS``, ``landlock_restrict_self(ruleset)``, then close ``ruleset``."""
     set_no_new_privs(libc)
-    if libc.syscall(446, ruleset, 0) < 0:
+    if libc.call("landlock_restrict_self", ruleset, 0) < 0:
         _fail(f"landlock_restrict_self: {libc.error()}")
     os.close(ruleset)
-
-
-#: Landlock ``LANDLOCK_ACCESS_FS_MAKE_*`` (ABI 1): char, dir, reg, sock, fifo, block, sym.
-_MAKE_ANY = 0x7F << 6
 
 
 def forbid_creation(libc: Libc) -> None:
@@ -221,7 +208,11 @@ def forbid_creation(libc: Libc) -> None:
     directories, links, renames into new names), while everything the first ruleset allows
     otherwise (reading, deleting, truncating) still works. Used for shrink-only runs.
     """
-    ruleset = libc.syscall(444, _u(_MAKE_ANY, 8), 8, 0)
+    ll = libc.landlock
+    make_any = 0  # every LANDLOCK_ACCESS_FS_MAKE_* right (ABI 1)
+    for kind in ("CHAR", "DIR", "REG", "SOCK", "FIFO", "BLOCK", "SYM"):
+        make_any |= ll["ACCESS_FS_MAKE_" + kind]
+    ruleset = libc.call("landlock_create_ruleset", _u(make_any, 8), 8, 0)
     if ruleset < 0:
         _fail(f"landlock_create_ruleset (no creation): {libc.error()}")
     restrict_landlock(libc, ruleset)
@@ -232,10 +223,14 @@ def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
     abi = int(plan["abi"])
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     attr = (_u(plan["fs"], 8) + _u(plan["net"], 8) + _u(plan["scoped"], 8))[:size]
-    ruleset = libc.syscall(444, attr, size, 0)
+    ruleset = libc.call("landlock_create_ruleset", attr, size, 0)
     if ruleset < 0:
         _fail(f"landlock_create_ruleset: {libc.error()}")
-    file_only = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
+    ll = libc.landlock
+    file_only = 0
+    for right in ("EXECUTE", "WRITE_FILE", "READ_FILE", "TRUNCATE", "IOCTL_DEV"):
+        file_only |= ll["ACCESS_FS_" + right]
+    path_beneath = ll["RULE_PATH_BENEATH"]
     for path, rights in plan["rules"]:
         try:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -248,7 +243,7 @@ def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
                 continue
             # struct landlock_path_beneath_attr (packed): __u64 allowed_access; __s32 parent_fd
             rule = _u(mask, 8) + _u(fd, 4)
-            if libc.syscall(445, ruleset, 1, rule, 0) < 0:
+            if libc.call("landlock_add_rule", ruleset, path_beneath, rule, 0) < 0:
                 _fail(f"landlock_add_rule({path!r}): {libc.error()}")
         finally:
             os.close(fd)
@@ -257,7 +252,7 @@ def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
 
 def set_no_new_privs(libc: Libc) -> None:
     """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: required for unprivileged Landlock and seccomp."""
-    if libc.prctl(38, 1, 0, 0, 0) != 0:
+    if libc.prctl(libc.prctl_opt["PR_SET_NO_NEW_PRIVS"], 1, 0, 0, 0) != 0:
         _fail(f"prctl(PR_SET_NO_NEW_PRIVS): {libc.error()}")
 
 
@@ -267,10 +262,11 @@ def drop_bounding_set(libc: Libc) -> None:
     Inherited across ``fork``: the warm zygote does this once, and its children skip it.
     Unprivileged callers have nothing to drop; errors are ignored.
     """
+    opt = libc.prctl_opt
     for cap in range(64):
-        if libc.prctl(24, cap, 0, 0, 0) != 0 and libc.errno() == 22:  # PR_CAPBSET_DROP, EINVAL
+        if libc.prctl(opt["PR_CAPBSET_DROP"], cap, 0, 0, 0) != 0 and libc.errno() == 22:  # EINVAL
             break
-    libc.prctl(47, 4, 0, 0, 0)  # PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL
+    libc.prctl(opt["PR_CAP_AMBIENT"], opt["PR_CAP_AMBIENT_CLEAR_ALL"], 0, 0, 0)
 
 
 def drop_capabilities(libc: Libc, *, bounding: bool = True) -> None:
@@ -283,20 +279,20 @@ def drop_capabilities(libc: Libc, *, bounding: bool = True) -> None:
     """
     if bounding:
         drop_bounding_set(libc)
-    header = _u(0x20080522, 4) + _u(0, 4)  # _LINUX_CAPABILITY_VERSION_3, this process
-    if libc.syscall(126, header, bytes(24)) != 0:  # capset: all sets empty
+    header = _u(libc.capset_version, 4) + _u(0, 4)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.call("capset", header, bytes(24)) != 0:  # all sets empty
         _fail(f"capset: {libc.error()}")
 
 
-def patch_self_pid(code: bytes, placeholder: int, pid: int) -> bytes:
-    """Replace the pid placeholder in ``JEQ k`` instructions with this process's pid."""
+def patch_self_pid(code: bytes, placeholder: int, pid: int, jeq_k: int) -> bytes:
+    """Replace the pid placeholder in ``JEQ k`` (opcode ``jeq_k``) instructions with ``pid``."""
     out = bytearray(code)
     needle = _u(placeholder, 4)
     replacement = _u(pid, 4)
     at = out.find(needle)
     while at >= 0:  # only a handful of matches: cheaper than walking every instruction
         # ``k`` is the last 4 bytes of an 8-byte instruction whose opcode is BPF_JMP|JEQ|K.
-        if at % 8 == 4 and int.from_bytes(out[at - 4 : at - 2], sys.byteorder) == 0x15:
+        if at % 8 == 4 and int.from_bytes(out[at - 4 : at - 2], sys.byteorder) == jeq_k:
             out[at : at + 4] = replacement
         at = out.find(needle, at + 1)
     return bytes(out)
@@ -307,10 +303,12 @@ def load_seccomp(libc: Libc, filters: list[bytes], placeholder: int) -> None:
     set_no_new_privs(libc)
     pid = os.getpid()
     for code in filters:
-        program, address = libc.buffer(patch_self_pid(code, placeholder, pid))
+        patched = patch_self_pid(code, placeholder, pid, libc.seccomp["BPF_JMP_JEQ_K"])
+        program, address = libc.buffer(patched)
         # struct sock_fprog { unsigned short len; (6 bytes padding) struct sock_filter *filter; }
         fprog, fprog_address = libc.buffer(_u(len(code) // 8, 2) + bytes(6) + _u(address, 8))
-        if libc.prctl(22, 2, fprog_address, 0, 0) != 0:
+        mode = libc.seccomp["MODE_FILTER"]
+        if libc.prctl(libc.prctl_opt["PR_SET_SECCOMP"], mode, fprog_address, 0, 0) != 0:
             _fail(f"prctl(PR_SET_SECCOMP): {libc.error()}")
         del program, fprog
 
@@ -863,19 +861,9 @@ def install_python_guards(
     return user_builtins
 
 
-def main(argv: list[str]) -> int:
-    """Apply every configured layer, then run the user's code; returns the exit status."""
-    fd = int(argv[1])
-    chunks = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(fd)
-    data = b"".join(chunks)
-    boot_size = int.from_bytes(data[:8], "little")
-    return run_config(marshal.loads(data[8 + boot_size :]))  # noqa: S302 - from our parent
+def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child: :func:`run_config`."""
+    return run_config(cfg)
 
 
 def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
@@ -890,7 +878,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
         if libc is None:
-            libc = Libc()
+            libc = Libc(cfg["abi"])
         apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits
         if cfg["landlock"] is not None:
             if ruleset >= 0:
@@ -930,7 +918,3 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     except Exception:  # noqa: S110 - the parent may have closed the pipes
         pass
     return status
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))

@@ -14,6 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from pysandbox import _abi
+
 __all__ = [
     "LandlockPlan",
     "fs_rights_for_abi",
@@ -21,36 +23,33 @@ __all__ = [
     "plan",
 ]
 
-SYS_CREATE_RULESET = 444
-SYS_ADD_RULE = 445
-SYS_RESTRICT_SELF = 446
-CREATE_RULESET_VERSION = 1
+CREATE_RULESET_VERSION = _abi.LANDLOCK["CREATE_RULESET_VERSION"]
 
-# Filesystem rights (linux/landlock.h).
-EXECUTE = 1 << 0
-WRITE_FILE = 1 << 1
-READ_FILE = 1 << 2
-READ_DIR = 1 << 3
-REMOVE_DIR = 1 << 4
-REMOVE_FILE = 1 << 5
-MAKE_CHAR = 1 << 6
-MAKE_DIR = 1 << 7
-MAKE_REG = 1 << 8
-MAKE_SOCK = 1 << 9
-MAKE_FIFO = 1 << 10
-MAKE_BLOCK = 1 << 11
-MAKE_SYM = 1 << 12
-REFER = 1 << 13  # ABI 2
-TRUNCATE = 1 << 14  # ABI 3
-IOCTL_DEV = 1 << 15  # ABI 5
+# Filesystem rights (linux/landlock.h, kept in _abi).
+EXECUTE = _abi.LANDLOCK["ACCESS_FS_EXECUTE"]
+WRITE_FILE = _abi.LANDLOCK["ACCESS_FS_WRITE_FILE"]
+READ_FILE = _abi.LANDLOCK["ACCESS_FS_READ_FILE"]
+READ_DIR = _abi.LANDLOCK["ACCESS_FS_READ_DIR"]
+REMOVE_DIR = _abi.LANDLOCK["ACCESS_FS_REMOVE_DIR"]
+REMOVE_FILE = _abi.LANDLOCK["ACCESS_FS_REMOVE_FILE"]
+MAKE_CHAR = _abi.LANDLOCK["ACCESS_FS_MAKE_CHAR"]
+MAKE_DIR = _abi.LANDLOCK["ACCESS_FS_MAKE_DIR"]
+MAKE_REG = _abi.LANDLOCK["ACCESS_FS_MAKE_REG"]
+MAKE_SOCK = _abi.LANDLOCK["ACCESS_FS_MAKE_SOCK"]
+MAKE_FIFO = _abi.LANDLOCK["ACCESS_FS_MAKE_FIFO"]
+MAKE_BLOCK = _abi.LANDLOCK["ACCESS_FS_MAKE_BLOCK"]
+MAKE_SYM = _abi.LANDLOCK["ACCESS_FS_MAKE_SYM"]
+REFER = _abi.LANDLOCK["ACCESS_FS_REFER"]
+TRUNCATE = _abi.LANDLOCK["ACCESS_FS_TRUNCATE"]
+IOCTL_DEV = _abi.LANDLOCK["ACCESS_FS_IOCTL_DEV"]
 
 FILE_ONLY = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV
 
 # Network rights (ABI 4) and scopes (ABI 6).
-NET_BIND_TCP = 1 << 0
-NET_CONNECT_TCP = 1 << 1
-SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
-SCOPE_SIGNAL = 1 << 1
+NET_BIND_TCP = _abi.LANDLOCK["ACCESS_NET_BIND_TCP"]
+NET_CONNECT_TCP = _abi.LANDLOCK["ACCESS_NET_CONNECT_TCP"]
+SCOPE_ABSTRACT_UNIX_SOCKET = _abi.LANDLOCK["SCOPE_ABSTRACT_UNIX_SOCKET"]
+SCOPE_SIGNAL = _abi.LANDLOCK["SCOPE_SIGNAL"]
 
 READ_ONLY = READ_FILE | READ_DIR
 #: The workspace: everything except creating FIFOs, sockets and device nodes, and executing.
@@ -105,7 +104,8 @@ def fs_rights_for_abi(abi: int) -> int:
     Returns:
         Bit mask of ``LANDLOCK_ACCESS_FS_*`` rights.
     """
-    rights = (1 << 13) - 1
+    rights = EXECUTE | WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE  # ABI 1
+    rights |= MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
     if abi >= 2:
         rights |= REFER
     if abi >= 3:
@@ -132,11 +132,12 @@ def landlock_abi() -> int:
     if _abi_cache:
         return _abi_cache[0]
     abi = 0
-    if sys.platform.startswith("linux"):
+    if sys.platform.startswith("linux") and _abi.canonical_machine() is not None:
+        create_ruleset = _abi.syscall_table()["landlock_create_ruleset"]
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.syscall.restype = ctypes.c_long
-            abi = max(0, int(libc.syscall(SYS_CREATE_RULESET, None, 0, CREATE_RULESET_VERSION)))
+            abi = max(0, int(libc.syscall(create_ruleset, None, 0, CREATE_RULESET_VERSION)))
         except (OSError, AttributeError):  # pragma: no cover - exotic libc
             abi = 0
     _abi_cache.append(abi)

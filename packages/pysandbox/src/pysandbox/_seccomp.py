@@ -18,6 +18,8 @@ import platform
 import struct
 from dataclasses import dataclass
 
+from pysandbox import _abi
+
 __all__ = [
     "PID_PLACEHOLDER",
     "SeccompProgram",
@@ -28,18 +30,18 @@ __all__ = [
 
 # --- BPF opcodes (linux/bpf_common.h) ---------------------------------------------------------
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
-_JEQ_K = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JEQ_K = _abi.SECCOMP["BPF_JMP_JEQ_K"]  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET_K = 0x06  # BPF_RET | BPF_K
 
-# --- seccomp return values (linux/seccomp.h) --------------------------------------------------
-RET_KILL_PROCESS = 0x80000000
-RET_ERRNO = 0x00050000
-RET_ALLOW = 0x7FFF0000
+# --- seccomp return values and architecture (linux/seccomp.h, linux/audit.h): see _abi ----
+RET_KILL_PROCESS = _abi.SECCOMP["RET_KILL_PROCESS"]
+RET_ERRNO = _abi.SECCOMP["RET_ERRNO"]
+RET_ALLOW = _abi.SECCOMP["RET_ALLOW"]
 
-AUDIT_ARCH_X86_64 = 0xC000003E
-X32_SYSCALL_BIT = 0x40000000
+AUDIT_ARCH_X86_64 = _abi.AUDIT_ARCH["x86_64"]
+X32_SYSCALL_BIT = _abi.SECCOMP["X32_SYSCALL_BIT"]
 
 #: Stand-in for the child's own pid; the child patches it in before loading (``os.getpid()``).
 PID_PLACEHOLDER = 0x7FFFFFFE  # above any pid_max (2**22); never -1
@@ -54,117 +56,8 @@ def _arg_lo(index: int) -> int:
     return 16 + 8 * index
 
 
-# x86-64 system-call numbers (arch/x86/entry/syscalls/syscall_64.tbl).
-NR: dict[str, int] = {
-    "ioctl": 16,
-    "fcntl": 72,
-    "chmod": 90,
-    "fchmod": 91,
-    "chown": 92,
-    "fchown": 93,
-    "lchown": 94,
-    "uselib": 134,
-    "inotify_add_watch": 254,
-    "vhangup": 153,
-    "adjtimex": 159,
-    "setrlimit": 160,
-    "settimeofday": 164,
-    "sethostname": 170,
-    "setdomainname": 171,
-    "setxattr": 188,
-    "lsetxattr": 189,
-    "fsetxattr": 190,
-    "removexattr": 197,
-    "lremovexattr": 198,
-    "fremovexattr": 199,
-    "lookup_dcookie": 212,
-    "clock_settime": 227,
-    "fchownat": 260,
-    "fchmodat": 268,
-    "fanotify_init": 300,
-    "fanotify_mark": 301,
-    "clock_adjtime": 305,
-    "prctl": 157,
-    "fchmodat2": 452,
-    "setxattrat": 463,
-    "removexattrat": 466,
-    "socket": 41,
-    "connect": 42,
-    "bind": 49,
-    "listen": 50,
-    "socketpair": 53,
-    "clone": 56,
-    "fork": 57,
-    "vfork": 58,
-    "execve": 59,
-    "kill": 62,
-    "ptrace": 101,
-    "syslog": 103,
-    "personality": 135,
-    "setpriority": 141,
-    "sched_setparam": 142,
-    "sched_setscheduler": 144,
-    "modify_ldt": 154,
-    "pivot_root": 155,
-    "chroot": 161,
-    "acct": 163,
-    "mount": 165,
-    "umount2": 166,
-    "swapon": 167,
-    "swapoff": 168,
-    "reboot": 169,
-    "iopl": 172,
-    "ioperm": 173,
-    "init_module": 175,
-    "delete_module": 176,
-    "quotactl": 179,
-    "tkill": 200,
-    "sched_setaffinity": 203,
-    "kexec_load": 246,
-    "add_key": 248,
-    "request_key": 249,
-    "keyctl": 250,
-    "ioprio_set": 251,
-    "migrate_pages": 256,
-    "unshare": 272,
-    "move_pages": 279,
-    "tgkill": 234,
-    "rt_sigqueueinfo": 129,
-    "rt_tgsigqueueinfo": 297,
-    "perf_event_open": 298,
-    "prlimit64": 302,
-    "name_to_handle_at": 303,
-    "open_by_handle_at": 304,
-    "setns": 308,
-    "process_vm_readv": 310,
-    "process_vm_writev": 311,
-    "kcmp": 312,
-    "finit_module": 313,
-    "sched_setattr": 314,
-    "kexec_file_load": 320,
-    "bpf": 321,
-    "execveat": 322,
-    "userfaultfd": 323,
-    "pidfd_send_signal": 424,
-    "io_uring_setup": 425,
-    "io_uring_enter": 426,
-    "io_uring_register": 427,
-    "open_tree": 428,
-    "move_mount": 429,
-    "fsopen": 430,
-    "fsconfig": 431,
-    "fsmount": 432,
-    "fspick": 433,
-    "pidfd_open": 434,
-    "clone3": 435,
-    "pidfd_getfd": 438,
-    "process_madvise": 440,
-    "mount_setattr": 442,
-    "quotactl_fd": 443,
-    "process_mrelease": 448,
-    "statmount": 457,
-    "listmount": 458,
-}
+#: x86-64 system-call numbers (the filters are assembled for x86-64 only, for now).
+NR = _abi.SYSCALLS["x86_64"]
 
 #: Denied outright with EPERM (kernel attack surface, namespaces, mounts, other processes).
 _DENY_ALWAYS: tuple[str, ...] = (
@@ -279,7 +172,7 @@ _IOCTL_DENIED = (
     0x40086602,  # FS_IOC_SETFLAGS
     0x401C5820,  # FS_IOC_FSSETXATTR
 )
-_PR_SET_MM = 35
+_PR_SET_MM = _abi.PRCTL["PR_SET_MM"]
 
 #: Allowed only when the given argument (a pid) is 0 or the caller's own pid.
 _SELF_ONLY: tuple[tuple[str, int], ...] = (
@@ -362,7 +255,7 @@ def machine_supported(machine: str | None = None) -> bool:
     Returns:
         True on x86-64.
     """
-    return (machine or platform.machine()).lower() in {"x86_64", "amd64"}
+    return _abi.canonical_machine(machine) == "x86_64"
 
 
 def _header(asm: _Asm) -> None:

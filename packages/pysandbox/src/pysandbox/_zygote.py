@@ -1,10 +1,11 @@
 """Warm execution: a fork server ("zygote") that forks one fully confined child per run.
 
-The zygote is its own process, started like a spawn-mode child (``python -I -S -X utf8 -c
-<stub>``, clean environment, new session, stdin/stdout/stderr on ``/dev/null``), never a fork
-of the (threaded) server. It stays single-threaded, pre-imports the allowed standard-library
-modules, loads the spawn-mode child bootstrap (:mod:`pysandbox._child`) and builds the
-Landlock ruleset once. The isolation layers are fixed by its start configuration.
+The zygote is its own process, started like a spawn-mode child (the same bootstrap stub,
+:mod:`pysandbox._bootstrap`, with ``_child`` and this module's code; clean environment, new
+session, stdin/stdout/stderr on ``/dev/null``), never a fork of the (threaded) server. It
+stays single-threaded, pre-imports the allowed standard-library modules, loads the child
+bootstrap (:mod:`pysandbox._child`) and builds the Landlock ruleset once. The isolation layers
+are fixed by its start configuration.
 
 Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
 server sends, over it, one message with three descriptors attached (``SCM_RIGHTS``): its end
@@ -40,28 +41,9 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
-__all__ = ["STUB", "WarmChild", "Zygote", "ZygoteError", "serve"]
-
-#: What the server passes with ``-c``: read ``(bootstrap code, zygote code, configuration)``
-#: from the descriptor in ``argv[1]``, run both modules' code, serve on the descriptor in
-#: ``argv[2]``.
-STUB = (
-    "import marshal,os,sys\n"
-    "f=int(sys.argv[1]);d=[]\n"
-    "while 1:\n"
-    " c=os.read(f,1048576)\n"
-    " if not c:break\n"
-    " d.append(c)\n"
-    "os.close(f);b,z,c=marshal.loads(b''.join(d));del d,f\n"
-    "g={'__name__':'pysandbox._child','__file__':b.co_filename,'__builtins__':__builtins__}\n"
-    "exec(b,g)\n"
-    "h={'__name__':'pysandbox._zygote','__file__':z.co_filename,'__builtins__':__builtins__}\n"
-    "exec(z,h);del b,z\n"
-    "sys.exit(h['serve'](g,c,int(sys.argv[2])))\n"
-)
+__all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
-_PR_SET_PDEATHSIG = 1
 _SIGKILL = 9
 
 
@@ -83,6 +65,11 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+    """What :data:`pysandbox._bootstrap.STUB` calls in the zygote: :func:`serve`."""
+    return serve(spaces[0], cfg, int(sys.argv[2]))
+
+
 def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     """The zygote's main loop: prepare once, then fork one child per request.
 
@@ -100,7 +87,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     import signal
 
     ctl = socket.socket(fileno=ctl_fd)
-    libc = child["Libc"]()
+    libc = child["Libc"](cfg["abi"])
     # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
     # that thread may end long before the server. The server's death closes the control
     # channel instead (only the server holds its end), and the loop below then kills and
@@ -251,7 +238,7 @@ def _child_main(
     """The forked child: detach from the zygote, apply every layer, run the code, exit."""
     status = int(child["EXIT_SETUP_FAILED"])
     try:
-        libc.prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
+        libc.prctl(libc.prctl_opt["PR_SET_PDEATHSIG"], _SIGKILL, 0, 0, 0)
         if os.getppid() != zygote_pid:
             os._exit(status)
         os.setsid()
@@ -429,18 +416,14 @@ class Zygote:
     Args:
         config: Fixed configuration (child configuration without code and limits, with
             ``env``, ``preimport`` and the Landlock plan and seccomp programs).
-        boot_code: The compiled :mod:`pysandbox._child` bootstrap.
         cwd: Working directory of the zygote (the workspace).
         env: The zygote's complete environment.
     """
 
-    def __init__(
-        self, config: dict[str, Any], boot_code: Any, cwd: str, env: dict[str, str]
-    ) -> None:
+    def __init__(self, config: dict[str, Any], cwd: str, env: dict[str, str]) -> None:
         import threading
 
         self._config = dict(config, server_pid=os.getpid())
-        self._boot = boot_code
         self._cwd = cwd
         self._env = env
         self._send_lock = threading.Lock()
@@ -464,21 +447,13 @@ class Zygote:
         """
         import subprocess
 
+        from pysandbox import _bootstrap  # server side only: the zygote never starts one
+
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         cfg_r, cfg_w = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-I",
-                    "-S",
-                    "-X",
-                    "utf8",
-                    "-c",
-                    STUB,
-                    str(cfg_r),
-                    str(theirs.fileno()),
-                ],
+                _bootstrap.argv(cfg_r, theirs.fileno()),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -495,7 +470,7 @@ class Zygote:
             theirs.close()
             os.close(cfg_r)
         try:
-            payload = marshal.dumps((self._boot, _zygote_code(), self._config))
+            payload = _bootstrap.payload(_bootstrap.ZYGOTE, self._config)
             with os.fdopen(cfg_w, "wb") as fh:
                 cfg_w = -1
                 fh.write(payload)
@@ -592,20 +567,3 @@ class Zygote:
 
 def _fd_array(*fds: int) -> bytes:
     return b"".join(int(fd).to_bytes(4, sys.byteorder, signed=True) for fd in fds)
-
-
-_code_cache: list[Any] = []
-
-
-def _zygote_code() -> Any:
-    """This module's code, compiled once per process (the zygote executes it)."""
-    if not _code_cache:
-        import __future__
-
-        path = os.path.realpath(__file__)
-        with open(path, encoding="utf-8") as fh:  # noqa: PTH123 - no pathlib in the zygote path
-            source = fh.read()
-        flags = __future__.annotations.compiler_flag
-        source = source.replace("from __future__ import annotations\n", "\n", 1)
-        _code_cache.append(compile(source, path, "exec", flags, dont_inherit=True))
-    return _code_cache[0]

@@ -1,0 +1,225 @@
+"""The child's configuration: one typed value, built once per sandbox by :func:`build`.
+
+Everything a confined child needs besides its code: the workspace and read-only roots, the
+rlimits, the Landlock plan and seccomp programs (or ``None`` when that layer is off), the
+run-time rules of the Python-level guards, the environment and the ABI data. The
+:class:`~pysandbox.Sandbox` builds it once; the capability probe builds its own through the
+same :func:`build`. :meth:`ChildConfig.wire` and :meth:`ChildConfig.run_request` turn it into
+the plain data (``marshal``-compatible) that crosses to the child or the zygote.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import CodeType, MappingProxyType
+from typing import Any
+
+from pysandbox import _abi, _child, _seccomp
+from pysandbox._gate import ModuleRules
+from pysandbox._landlock import LandlockPlan
+from pysandbox._limits import Limits
+
+__all__ = ["MARKER_NAME", "RUN_KEYS", "ChildConfig", "build", "compile_user_code", "rlimits"]
+
+#: Name of the environment variable that marks every process of a run (for the sweep).
+MARKER_NAME = "PYSANDBOX_RUN"
+#: Keys of a run's configuration that differ between runs; the zygote holds the others.
+RUN_KEYS = ("code", "code_object", "rlimits", "no_create")
+
+
+def rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
+    """The ``(resource, soft, hard)`` triples of ``limits``, in the order the child sets them.
+
+    Args:
+        limits: The sandbox's limits.
+
+    Returns:
+        CPU (hard one second above soft), data, address space (twice the data limit), file
+        size, open files and core size (0).
+    """
+    import resource  # POSIX only; run() refuses elsewhere before getting here
+
+    return (
+        (resource.RLIMIT_CPU, limits.cpu_time_s, limits.cpu_time_s + 1),
+        (resource.RLIMIT_DATA, limits.memory_bytes, limits.memory_bytes),
+        (resource.RLIMIT_AS, 2 * limits.memory_bytes, 2 * limits.memory_bytes),
+        (resource.RLIMIT_FSIZE, limits.file_size_bytes, limits.file_size_bytes),
+        (resource.RLIMIT_NOFILE, limits.open_files, limits.open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+    )
+
+
+def compile_user_code(code: str) -> CodeType | None:
+    """Compile the checked source as the child would, or ``None`` to let the child report."""
+    try:
+        return compile(code, _child.USER_FILENAME, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return None
+
+
+@dataclass(frozen=True)
+class ChildConfig:
+    """Everything a child needs except its code.
+
+    Attributes:
+        workspace: Real path of the workspace (the child's working directory).
+        read_roots: Real paths the child may read.
+        list_roots: Directories the child may list but not read (``sys.path`` entries).
+        sys_path: Entries appended to the child's ``sys.path``.
+        rlimits: ``(resource, soft, hard)`` triples.
+        landlock: The Landlock plan, or ``None`` when Landlock is off.
+        seccomp: The stacked seccomp programs, or ``None`` when seccomp is off.
+        rules: The run-time rules of the Python-level guards, or ``None``: guards off (the
+            capability probe only; every sandbox run has them).
+        env: The child's environment without its run marker.
+        abi: :func:`pysandbox._abi.child_abi` data for this machine.
+        no_create: Shrink-only: nothing may be created in the workspace.
+    """
+
+    workspace: str
+    read_roots: tuple[str, ...]
+    list_roots: tuple[str, ...]
+    sys_path: tuple[str, ...]
+    rlimits: tuple[tuple[int, int, int], ...]
+    landlock: LandlockPlan | None
+    seccomp: tuple[_seccomp.SeccompProgram, ...] | None
+    rules: ModuleRules | None
+    env: Mapping[str, str]
+    abi: Mapping[str, Any]
+    no_create: bool = False
+
+    @property
+    def python_guards(self) -> bool:
+        """Whether the Python-level guards are installed."""
+        return self.rules is not None
+
+    def layers(self, active: tuple[str, ...]) -> tuple[str, ...]:
+        """The names in ``active`` (the sandbox's active layers) that this configuration uses."""
+        off: set[str] = set()
+        if self.seccomp is None:
+            off.add("seccomp")
+        if self.landlock is None:
+            off.add("landlock")
+        if self.rules is None:
+            off.update({"open_guard", "audit_hook", "import_guard", "attribute_guard"})
+        return tuple(name for name in active if name not in off)
+
+    def shrink_only(self) -> ChildConfig:
+        """This configuration for a workspace already over its limits: the run may not grow it.
+
+        A run can overshoot the limits by what it writes within one poll interval; the runs
+        after it are shrink-only, so that overshoots cannot pile up run after run: no file may
+        grow (``RLIMIT_FSIZE`` 0) and, where Landlock is active, nothing may be created
+        (files, directories, links, renames into new names). Deleting still works.
+        """
+        import resource  # POSIX only, like rlimits()
+
+        limits = tuple(
+            (kind, 0, 0) if kind == resource.RLIMIT_FSIZE else (kind, soft, hard)
+            for kind, soft, hard in self.rlimits
+        )
+        return dataclasses.replace(self, rlimits=limits, no_create=True)
+
+    def wire(self, code: str, code_object: CodeType | None) -> dict[str, Any]:
+        """The whole configuration of one spawn-mode run as plain data for the child."""
+        cfg = dict(self._fixed)
+        cfg.update(self._run_part(code, code_object))
+        return cfg
+
+    def fixed_wire(self) -> dict[str, Any]:
+        """The part every run shares, as plain data (the zygote's start configuration).
+
+        Returns:
+            A new dict (the caller may add keys); its values are shared and must not change.
+        """
+        return dict(self._fixed)
+
+    @functools.cached_property
+    def _fixed(self) -> dict[str, Any]:
+        """The shared part, computed once per configuration (sorted lists, plans, programs)."""
+        rules = self.rules
+        cfg: dict[str, Any] = {
+            "workspace": self.workspace,
+            "read_roots": list(self.read_roots),
+            "list_roots": list(self.list_roots),
+            "sys_path": list(self.sys_path),
+            "landlock": self.landlock.to_wire() if self.landlock is not None else None,
+            "seccomp": [f.code for f in self.seccomp] if self.seccomp is not None else None,
+            "pid_placeholder": _seccomp.PID_PLACEHOLDER,
+            "allowed_modules": sorted(rules.allowed) if rules else [],
+            "denied_modules": sorted(rules.denied) if rules else [],
+            "allowed_dunders": sorted(rules.allowed_dunders) if rules else [],
+            "forbidden_attributes": sorted(rules.forbidden_attributes) if rules else [],
+            "module_forbidden": sorted(rules.module_forbidden) if rules else [],
+            "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
+            "python_guards": rules is not None,
+            "abi": {
+                key: dict(value) if isinstance(value, Mapping) else value
+                for key, value in self.abi.items()
+            },
+        }
+        return cfg
+
+    def run_request(self, code: str, code_object: CodeType | None, marker: str) -> dict[str, Any]:
+        """What the zygote receives for one run: the code, the limits and the run marker."""
+        request = self._run_part(code, code_object)
+        request["env"] = {MARKER_NAME: marker}
+        return request
+
+    def _run_part(self, code: str, code_object: CodeType | None) -> dict[str, Any]:
+        part: dict[str, Any] = {
+            "code": code,
+            "code_object": code_object,
+            "rlimits": list(self.rlimits),
+        }
+        if self.no_create:
+            part["no_create"] = True
+        return part
+
+
+def build(
+    *,
+    workspace: str,
+    read_roots: tuple[str, ...],
+    sys_path: tuple[str, ...] = (),
+    limits: Limits | None,
+    rules: ModuleRules | None,
+    landlock: LandlockPlan | None,
+    seccomp: tuple[_seccomp.SeccompProgram, ...] | None,
+    env: Mapping[str, str],
+) -> ChildConfig:
+    """Build a child configuration (the one builder: sandboxes and the capability probe).
+
+    Args:
+        workspace: Real path of the workspace.
+        read_roots: Real paths the child may read.
+        sys_path: ``sys.path`` entries of extra modules (also listable, not readable).
+        limits: The rlimits to apply, or ``None`` for none (the probe).
+        rules: The guards' run-time rules, or ``None`` for no Python-level guards (the probe).
+        landlock: The Landlock plan, or ``None`` for Landlock off.
+        seccomp: The seccomp programs, or ``None`` for seccomp off.
+        env: The child's environment without its run marker.
+
+    Returns:
+        The configuration.
+
+    Raises:
+        pysandbox._abi.UnsupportedMachineError: A kernel layer is on and this machine has no
+            system-call table.
+    """
+    kernel = landlock is not None or seccomp is not None
+    return ChildConfig(
+        workspace=workspace,
+        read_roots=tuple(read_roots),
+        list_roots=tuple(sys_path),
+        sys_path=tuple(sys_path),
+        rlimits=rlimits(limits) if limits is not None else (),
+        landlock=landlock,
+        seccomp=seccomp,
+        rules=rules,
+        env=MappingProxyType(dict(env)),
+        abi=MappingProxyType(_abi.child_abi(required=kernel)),
+    )

@@ -1,0 +1,282 @@
+"""Launchers: start one confined child and hand the supervisor a :class:`ChildHandle`.
+
+Two launchers, one handle shape:
+
+- :class:`SpawnLauncher`: a fresh ``python -I -S`` per run (``subprocess.Popen`` without
+  ``preexec_fn``, new session, stdin on ``/dev/null``, only the payload descriptor inherited);
+- :class:`ZygoteLauncher`: the run is forked by a warm zygote (:class:`pysandbox._zygote.Zygote`)
+  that holds the child unreaped until the supervisor reaps it through the handle.
+
+The supervisor (:class:`pysandbox._supervisor.Supervisor`) only reads the handle's pipes,
+waits on its exit notification, kills and reaps through it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import CodeType
+from typing import Any, Protocol
+
+from pysandbox import _bootstrap, _zygote
+from pysandbox._config import MARKER_NAME, ChildConfig
+from pysandbox._outcome import Stop
+
+__all__ = [
+    "ChildHandle",
+    "Launcher",
+    "Reaped",
+    "RunSpec",
+    "SpawnLauncher",
+    "ZygoteLauncher",
+]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run to launch.
+
+    Attributes:
+        config: The child configuration (possibly shrink-only).
+        code: The checked source.
+        code_object: The source compiled by the parent, or ``None`` (the child compiles it).
+        marker: The value of the run's marker variable (for the sweep).
+    """
+
+    config: ChildConfig
+    code: str
+    code_object: CodeType | None
+    marker: str
+
+
+@dataclass(frozen=True)
+class Reaped:
+    """What reaping a child gave.
+
+    Attributes:
+        wait_status: Raw ``wait4`` status (``SIGKILL`` when the child was lost).
+        cpu_time_s: User plus system CPU seconds.
+        maxrss_bytes: Peak resident set size, bytes.
+        lost: How the child was lost (no accounting then), or ``None``.
+    """
+
+    wait_status: int
+    cpu_time_s: float
+    maxrss_bytes: int
+    lost: Stop | None = None
+
+
+class ChildHandle(Protocol):
+    """A started child, as the supervisor sees it."""
+
+    pid: int
+    stdout_fd: int
+    stderr_fd: int
+
+    def exit_fd(self) -> int:
+        """Descriptor readable when the child exited, or -1: poll :meth:`has_exited`."""
+
+    def on_exit_fd(self) -> bool:
+        """Consume the exit descriptor's event; return whether the child exited."""
+
+    def has_exited(self) -> bool:
+        """Whether the child has exited (polling, without reaping)."""
+
+    def kill(self) -> None:
+        """SIGKILL the child's process group (the child is unreaped: its ids are its own)."""
+
+    def reap(self) -> Reaped:
+        """Reap the child (after :meth:`kill`)."""
+
+    def close(self) -> None:
+        """Release the handle's descriptors."""
+
+
+class Launcher(Protocol):
+    """Starts children."""
+
+    def launch(self, spec: RunSpec) -> ChildHandle:
+        """Start the run's child.
+
+        Raises:
+            OSError: It could not be started (:class:`pysandbox._zygote.ZygoteError` for a
+                zygote that did not take the run: the caller may retry on a new one).
+        """
+
+
+def _run_env(config: ChildConfig, marker: str) -> dict[str, str]:
+    return {**config.env, MARKER_NAME: marker}
+
+
+class _SpawnHandle:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None  # noqa: S101 - created with PIPE
+        assert proc.stderr is not None  # noqa: S101
+        self.proc = proc
+        self.pid = proc.pid
+        self.stdout_fd = proc.stdout.fileno()
+        self.stderr_fd = proc.stderr.fileno()
+        self._pidfd = -1
+        if hasattr(os, "pidfd_open"):
+            with contextlib.suppress(OSError):
+                self._pidfd = os.pidfd_open(proc.pid)
+
+    def exit_fd(self) -> int:
+        return self._pidfd
+
+    def on_exit_fd(self) -> bool:
+        return True
+
+    def has_exited(self) -> bool:
+        """Whether the child has exited, without reaping it (``waitid`` with ``WNOWAIT``)."""
+        try:
+            info: Any = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # pragma: no cover - already reaped
+            return True
+        return info is not None
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+    def reap(self) -> Reaped:
+        try:
+            _, status, usage = os.wait4(self.pid, 0)
+        except ChildProcessError:
+            # Someone else reaped it (a waitpid(-1) SIGCHLD handler in the host program):
+            # report a kill without accounting rather than inventing one.
+            self.proc.returncode = -signal.SIGKILL
+            return Reaped(int(signal.SIGKILL), 0.0, 0, Stop.REAPED_ELSEWHERE)
+        self.proc.returncode = (
+            -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        )
+        scale = 1 if sys.platform == "darwin" else 1024
+        return Reaped(status, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) * scale)
+
+    def close(self) -> None:
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+
+
+class SpawnLauncher:
+    """Starts each run as a fresh ``python -I -S`` running the bootstrap (spawn mode)."""
+
+    def launch(self, spec: RunSpec) -> ChildHandle:
+        """Start the child with its whole configuration on a sealed payload descriptor.
+
+        Raises:
+            OSError: The interpreter could not be started.
+        """
+        config = spec.config
+        data = _bootstrap.payload(_bootstrap.CHILD, config.wire(spec.code, spec.code_object))
+        cfg_fd = _payload_fd(data)
+        try:
+            proc = subprocess.Popen(
+                _bootstrap.argv(cfg_fd),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=config.workspace,
+                env=_run_env(config, spec.marker),
+                close_fds=True,
+                pass_fds=(cfg_fd,),
+                start_new_session=True,
+            )
+        finally:
+            os.close(cfg_fd)
+        return _SpawnHandle(proc)
+
+
+def _payload_fd(data: bytes) -> int:
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("pysandbox-config", os.MFD_CLOEXEC)
+    else:  # pragma: no cover - non-Linux
+        tmp = tempfile.TemporaryFile()  # noqa: SIM115 - the fd outlives the object
+        fd = os.dup(tmp.fileno())
+        tmp.close()
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+class _WarmHandle:
+    def __init__(self, child: _zygote.WarmChild, out_r: int, err_r: int) -> None:
+        self.child = child
+        self.pid = child.pid
+        self.stdout_fd = out_r
+        self.stderr_fd = err_r
+
+    def exit_fd(self) -> int:
+        return self.child.exit_fd()
+
+    def on_exit_fd(self) -> bool:
+        return self.child.on_readable()
+
+    def has_exited(self) -> bool:  # pragma: no cover - the exit descriptor always exists
+        return self.child.exited
+
+    def kill(self) -> None:
+        self.child.kill_group()
+
+    def reap(self) -> Reaped:
+        reaped = self.child.reap()
+        if reaped is None:
+            # The zygote died: PR_SET_PDEATHSIG killed the child; no accounting.
+            return Reaped(int(signal.SIGKILL), 0.0, 0, Stop.ZYGOTE_DIED)
+        status, cpu, rss = reaped
+        return Reaped(status, cpu, (rss // 1024) * 1024)
+
+    def close(self) -> None:
+        for fd in (self.stdout_fd, self.stderr_fd):
+            os.close(fd)
+
+
+class ZygoteLauncher:
+    """Forks each run's child from one running zygote (warm mode).
+
+    Args:
+        zygote: The zygote (started; its layers are fixed by its start configuration).
+    """
+
+    def __init__(self, zygote: _zygote.Zygote) -> None:
+        self.zygote = zygote
+
+    def launch(self, spec: RunSpec) -> ChildHandle:
+        """Send the run to the zygote with fresh stdout and stderr pipes.
+
+        Raises:
+            pysandbox._zygote.ZygoteError: The zygote is gone or did not take the run.
+        """
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        try:
+            request = spec.config.run_request(spec.code, spec.code_object, spec.marker)
+            child = self.zygote.launch(_marshal(request), out_w, err_w)
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        return _WarmHandle(child, out_r, err_r)
+
+
+def _marshal(request: Mapping[str, Any]) -> bytes:
+    import marshal
+
+    return marshal.dumps(dict(request))

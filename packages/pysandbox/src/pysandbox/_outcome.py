@@ -1,0 +1,172 @@
+"""From what the supervisor observed to the :class:`~pysandbox.RunResult`: a pure function.
+
+:class:`Stop` says why the parent ended a run (or how it lost the child); :class:`Observation`
+is everything the supervisor saw; :func:`decide` maps one to the result, without processes, so
+that every branch of the status table is a unit test.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import signal
+from dataclasses import dataclass
+
+from pysandbox._child import EXIT_MEMORY, EXIT_SETUP_FAILED
+from pysandbox._limits import Limits
+from pysandbox._result import RunResult, RunStatus
+from pysandbox.exceptions import SandboxSetupError
+
+__all__ = ["Observation", "Stop", "decide"]
+
+
+class Stop(enum.Enum):
+    """Why the parent stopped a run, or how it lost the child (``None``: the child exited)."""
+
+    #: The wall-clock deadline passed.
+    TIMEOUT = "timeout"
+    #: stdout or stderr passed its cap.
+    OUTPUT_LIMIT = "output_limit"
+    #: The workspace passed its byte or entry limit while the run went on.
+    DISK_LIMIT = "disk_limit"
+    #: :meth:`~pysandbox.Sandbox.close` or a cancelled ``arun`` killed the run.
+    CANCELLED = "cancelled"
+    #: The child exited but something else still held its pipes (stray processes killed).
+    LEFTOVER = "leftover"
+    #: The warm zygote died during the run (the child died with it; no accounting).
+    ZYGOTE_DIED = "zygote_died"
+    #: Another part of this process reaped the child (``waitpid(-1)``; no accounting).
+    REAPED_ELSEWHERE = "reaped_elsewhere"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the parent observed about one child.
+
+    Attributes:
+        stop: Why the parent stopped the run, or ``None``.
+        wait_status: Raw status from ``wait4``.
+        cpu_time_s: User plus system CPU seconds of the child.
+        maxrss_bytes: Peak resident set size of the child, bytes.
+        stdout: Captured bytes (at most the cap).
+        stderr: Captured bytes (at most the cap).
+        stdout_truncated: More than the cap was written to stdout.
+        stderr_truncated: More than the cap was written to stderr.
+        duration_s: Wall-clock seconds from start to exit.
+        swept: Number of stray processes killed by the sweep.
+        workspace_allowance: ``(bytes, entries)`` the run could use before ``disk_limit``:
+            the limits, or what the workspace already held at the start if that was more.
+        end_usage: ``(bytes, entries)`` of the workspace measured after the child exited on
+            its own (``None`` when it did not, or was stopped).
+    """
+
+    stop: Stop | None
+    wait_status: int
+    cpu_time_s: float
+    maxrss_bytes: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_s: float = 0.0
+    swept: int = 0
+    workspace_allowance: tuple[int, int] = (0, 0)
+    end_usage: tuple[int, int] | None = None
+
+
+_STOPS: dict[Stop, RunStatus] = {
+    Stop.OUTPUT_LIMIT: RunStatus.OUTPUT_LIMIT,
+    Stop.DISK_LIMIT: RunStatus.DISK_LIMIT,
+    Stop.TIMEOUT: RunStatus.TIMEOUT,
+    Stop.CANCELLED: RunStatus.KILLED,
+    Stop.ZYGOTE_DIED: RunStatus.KILLED,
+    Stop.REAPED_ELSEWHERE: RunStatus.KILLED,
+}
+
+
+def decide(
+    o: Observation, limits: Limits, layers: tuple[str, ...], *, shrink_only: bool = False
+) -> RunResult:
+    """The result of a run from what was observed (no I/O).
+
+    Args:
+        o: The supervisor's observation.
+        limits: The sandbox's limits (for the details).
+        layers: Names of the layers that were active for this run.
+        shrink_only: The run started with the workspace over its limits (said in the detail).
+
+    Returns:
+        The run's result.
+
+    Raises:
+        SandboxSetupError: The child reported that it could not apply a layer (its exit
+            status :data:`pysandbox._child.EXIT_SETUP_FAILED`); its stderr is the detail.
+    """
+    status_raw = o.wait_status
+    exit_code = os.WEXITSTATUS(status_raw) if os.WIFEXITED(status_raw) else None
+    sig = os.WTERMSIG(status_raw) if os.WIFSIGNALED(status_raw) else None
+    stderr = o.stderr.decode("utf-8", "backslashreplace")
+    disk = f"workspace passed {limits.workspace_bytes} bytes or {limits.workspace_files} entries"
+    details = {
+        Stop.OUTPUT_LIMIT: f"output passed {limits.output_bytes} bytes",
+        Stop.DISK_LIMIT: disk,
+        Stop.TIMEOUT: "wall-clock deadline reached",
+        Stop.CANCELLED: "run cancelled",
+        Stop.ZYGOTE_DIED: "the warm zygote died during the run",
+        Stop.REAPED_ELSEWHERE: (
+            "the child was reaped by another part of this process (waitpid(-1))"
+        ),
+    }
+    detail = ""
+    if o.stop in _STOPS:
+        status, detail = _STOPS[o.stop], details[o.stop]
+    elif sig is not None:
+        if sig == signal.SIGXCPU or (
+            sig == signal.SIGKILL and o.cpu_time_s >= limits.cpu_time_s - 0.05
+        ):
+            status, detail = RunStatus.TIMEOUT, f"CPU time limit ({limits.cpu_time_s} s) reached"
+        elif sig == signal.SIGKILL and o.maxrss_bytes >= 0.9 * limits.memory_bytes:
+            status, detail = RunStatus.MEMORY_LIMIT, "killed at the memory limit"
+        else:
+            status = RunStatus.KILLED
+            detail = f"killed by signal {signal.Signals(sig).name}"
+            if sig == signal.SIGSYS:
+                detail += " (seccomp)"
+    elif exit_code == EXIT_SETUP_FAILED:
+        raise SandboxSetupError(stderr.strip() or "no detail")
+    elif exit_code == EXIT_MEMORY:
+        status, detail = RunStatus.MEMORY_LIMIT, "MemoryError under the memory limit"
+    else:
+        max_bytes, max_files = o.workspace_allowance
+        size, count = o.end_usage if o.end_usage is not None else (0, 0)
+        if size > max_bytes or count > max_files:
+            status, detail = RunStatus.DISK_LIMIT, disk
+        else:
+            status = RunStatus.OK if exit_code == 0 else RunStatus.ERROR
+    if o.stop is Stop.LEFTOVER:
+        detail = (detail + "; " if detail else "") + "stray processes killed after exit"
+    result = RunResult(
+        status=status,
+        exit_code=exit_code,
+        signal=sig,
+        stdout=o.stdout.decode("utf-8", "backslashreplace"),
+        stderr=stderr,
+        stdout_truncated=o.stdout_truncated,
+        stderr_truncated=o.stderr_truncated,
+        duration_ms=round(o.duration_s * 1000.0, 3),
+        cpu_time_ms=round(o.cpu_time_s * 1000.0, 3),
+        peak_memory_bytes=o.maxrss_bytes,
+        layers=layers,
+        detail=detail,
+    )
+    if shrink_only:
+        note = (
+            f"the workspace was over its limit of {limits.workspace_bytes} bytes or "
+            f"{limits.workspace_files} entries when the run started, so it could not grow "
+            "(no file could be written or created): remove files to get back under it"
+        )
+        result = dataclasses.replace(
+            result, detail=f"{result.detail}; {note}" if result.detail else note
+        )
+    return result

@@ -1,0 +1,151 @@
+"""decide(): every branch of the status table from synthetic observations (no processes)."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from pysandbox import Limits, RunStatus, SandboxSetupError
+from pysandbox._child import EXIT_MEMORY, EXIT_SETUP_FAILED
+from pysandbox._outcome import Observation, Stop, decide
+
+LIMITS = Limits(cpu_time_s=5, memory_bytes=256 * 1024 * 1024)
+LAYERS = ("ast_gate", "rlimits")
+
+
+def exited(code: int) -> int:
+    """A raw wait status for a normal exit with ``code``."""
+    return (code & 0xFF) << 8
+
+
+def killed(sig: int) -> int:
+    """A raw wait status for a death by ``sig``."""
+    return sig
+
+
+def observe(status: int, **kwargs: object) -> Observation:
+    values: dict[str, object] = {
+        "stop": None,
+        "wait_status": status,
+        "cpu_time_s": 0.01,
+        "maxrss_bytes": 10 << 20,
+        "workspace_allowance": (LIMITS.workspace_bytes, LIMITS.workspace_files),
+        "end_usage": (0, 0),
+    }
+    values.update(kwargs)
+    return Observation(**values)  # type: ignore[arg-type]
+
+
+def test_clean_exit_is_ok_with_the_observed_values() -> None:
+    result = decide(
+        observe(exited(0), stdout=b"hi\n", stderr=b"", duration_s=0.0123, cpu_time_s=0.004),
+        LIMITS,
+        LAYERS,
+    )
+    assert result.status is RunStatus.OK
+    assert result.exit_code == 0
+    assert result.signal is None
+    assert result.stdout == "hi\n"
+    assert result.duration_ms == 12.3
+    assert result.cpu_time_ms == 4.0
+    assert result.peak_memory_bytes == 10 << 20
+    assert result.layers == LAYERS
+    assert result.detail == ""
+
+
+def test_non_zero_exit_is_error() -> None:
+    result = decide(observe(exited(1), stderr=b"Traceback\xff"), LIMITS, LAYERS)
+    assert result.status is RunStatus.ERROR
+    assert result.exit_code == 1
+    assert result.stderr == "Traceback\\xff"
+
+
+@pytest.mark.parametrize(
+    ("stop", "status", "detail"),
+    [
+        (Stop.TIMEOUT, RunStatus.TIMEOUT, "wall-clock deadline reached"),
+        (Stop.OUTPUT_LIMIT, RunStatus.OUTPUT_LIMIT, f"output passed {LIMITS.output_bytes} bytes"),
+        (
+            Stop.DISK_LIMIT,
+            RunStatus.DISK_LIMIT,
+            f"workspace passed {LIMITS.workspace_bytes} bytes or {LIMITS.workspace_files} entries",
+        ),
+        (Stop.CANCELLED, RunStatus.KILLED, "run cancelled"),
+        (Stop.ZYGOTE_DIED, RunStatus.KILLED, "the warm zygote died during the run"),
+        (
+            Stop.REAPED_ELSEWHERE,
+            RunStatus.KILLED,
+            "the child was reaped by another part of this process (waitpid(-1))",
+        ),
+    ],
+)
+def test_a_stop_of_the_parent_decides(stop: Stop, status: RunStatus, detail: str) -> None:
+    result = decide(observe(killed(signal.SIGKILL), stop=stop, end_usage=None), LIMITS, LAYERS)
+    assert result.status is status
+    assert result.detail == detail
+    assert result.signal == signal.SIGKILL
+
+
+def test_sigxcpu_is_the_cpu_limit() -> None:
+    result = decide(observe(killed(signal.SIGXCPU)), LIMITS, LAYERS)
+    assert result.status is RunStatus.TIMEOUT
+    assert result.detail == "CPU time limit (5 s) reached"
+
+
+def test_sigkill_after_the_cpu_limit_is_the_cpu_limit() -> None:
+    result = decide(observe(killed(signal.SIGKILL), cpu_time_s=4.96), LIMITS, LAYERS)
+    assert result.status is RunStatus.TIMEOUT
+
+
+def test_sigkill_near_the_memory_limit_is_memory() -> None:
+    rss = int(0.95 * LIMITS.memory_bytes)
+    result = decide(observe(killed(signal.SIGKILL), maxrss_bytes=rss), LIMITS, LAYERS)
+    assert result.status is RunStatus.MEMORY_LIMIT
+    assert result.detail == "killed at the memory limit"
+
+
+def test_sigsys_is_named_as_seccomp() -> None:
+    result = decide(observe(killed(signal.SIGSYS)), LIMITS, LAYERS)
+    assert result.status is RunStatus.KILLED
+    assert result.detail == "killed by signal SIGSYS (seccomp)"
+
+
+def test_other_signals_are_killed() -> None:
+    result = decide(observe(killed(signal.SIGSEGV)), LIMITS, LAYERS)
+    assert result.status is RunStatus.KILLED
+    assert result.detail == "killed by signal SIGSEGV"
+
+
+def test_memory_exit_code() -> None:
+    result = decide(observe(exited(EXIT_MEMORY)), LIMITS, LAYERS)
+    assert result.status is RunStatus.MEMORY_LIMIT
+    assert result.detail == "MemoryError under the memory limit"
+
+
+def test_setup_failure_raises_with_the_childs_text() -> None:
+    with pytest.raises(SandboxSetupError) as info:
+        decide(observe(exited(EXIT_SETUP_FAILED), stderr=b"landlock: EPERM\n"), LIMITS, LAYERS)
+    assert info.value.detail == "landlock: EPERM"
+
+
+def test_workspace_over_its_allowance_at_the_end_is_disk_limit() -> None:
+    over = (LIMITS.workspace_bytes + 1, 3)
+    result = decide(observe(exited(0), end_usage=over), LIMITS, LAYERS)
+    assert result.status is RunStatus.DISK_LIMIT
+    at_allowance = (LIMITS.workspace_bytes, LIMITS.workspace_files)
+    assert decide(observe(exited(0), end_usage=at_allowance), LIMITS, LAYERS).ok
+
+
+def test_leftover_processes_are_noted() -> None:
+    result = decide(observe(exited(0), stop=Stop.LEFTOVER), LIMITS, LAYERS)
+    assert result.status is RunStatus.OK
+    assert result.detail == "stray processes killed after exit"
+
+
+def test_shrink_only_runs_say_so() -> None:
+    result = decide(observe(exited(1)), LIMITS, LAYERS, shrink_only=True)
+    assert result.status is RunStatus.ERROR
+    assert result.detail.startswith("the workspace was over its limit of ")
+    timed_out = decide(observe(killed(9), stop=Stop.TIMEOUT), LIMITS, LAYERS, shrink_only=True)
+    assert timed_out.detail.startswith("wall-clock deadline reached; the workspace was over")

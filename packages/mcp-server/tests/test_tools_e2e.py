@@ -272,11 +272,12 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
     async def scenario(s: ClientSession) -> None:
         await call(s, "run_sandbox_code", code="print(1)")
         await call(s, "run_sandbox_code", code="1/0")
-        await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=-1)
+        await call_error(s, "read_workspace_file", path="missing.txt")
         metrics = await call(s, "get_sandbox_metrics")
         run = metrics["tools"]["run_sandbox_code"]
-        assert run["calls"] == 3
-        assert run["errors"] == 1
+        assert run["calls"] == 2
+        assert run["errors"] == 0
+        assert metrics["tools"]["read_workspace_file"]["errors"] == 1
         assert run["p95_ms"] >= run["p50_ms"] > 0
         assert metrics["runs_by_status"] == {"error": 1, "ok": 1}
         assert metrics["peak_child_memory_bytes"] > 0
@@ -293,8 +294,9 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         assert status["settings"]["execution"] == "warm"
         assert status["snapshot_count"] == 0
         logs = await read_json(s, "sandbox://logs")
-        assert [t["tool"] for t in logs["traces"]] == ["run_sandbox_code"] * 3 + [
-            "get_sandbox_metrics"
+        assert [t["tool"] for t in logs["traces"]] == ["run_sandbox_code"] * 2 + [
+            "read_workspace_file",
+            "get_sandbox_metrics",
         ]
         assert logs["traces"][2]["level"] == "WARNING"
         schemas = await read_json(s, "sandbox://schemas")

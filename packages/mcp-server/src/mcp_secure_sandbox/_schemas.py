@@ -47,7 +47,6 @@ class RunOutput(TypedDict):
     cpu_time_ms: float
     peak_memory_bytes: int
     violations: list[Violation]
-    layers: list[str]
     detail: str
 
 

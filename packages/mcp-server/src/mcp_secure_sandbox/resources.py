@@ -13,8 +13,9 @@ from mcp.server.mcpserver.exceptions import ResourceError
 from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools.snapshots import EXPORT_MAX_BYTES
+from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
 __all__ = ["DISTRIBUTIONS", "register", "status_document"]
@@ -29,6 +30,7 @@ DISTRIBUTIONS = (
 )
 """Distributions whose versions ``sandbox://status`` reports, by distribution name."""
 STATUS_WALK_ENTRIES = 100_000
+_NARROW = "this server's state is unusually large: report it"
 
 
 def _dump(data: Any) -> str:
@@ -99,7 +101,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def status() -> str:
-        return _dump(await anyio.to_thread.run_sync(lambda: status_document(state)))
+        document = await anyio.to_thread.run_sync(lambda: status_document(state))
+        return budget.resource_text(_dump(document), "sandbox://status", _NARROW)
 
     @app.resource(
         "sandbox://logs",
@@ -108,7 +111,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     def logs() -> str:
-        return _dump({"traces": state.traces.entries()})
+        return budget.resource_text(
+            _dump({"traces": state.traces.entries()}), "sandbox://logs", _NARROW
+        )
 
     @app.resource(
         "sandbox://schemas",
@@ -117,7 +122,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     def schemas() -> str:
-        return _dump({"schemas": [info.to_dict() for info in state.registry.list()]})
+        listing = {"schemas": [info.to_dict() for info in state.registry.list()]}
+        return budget.resource_text(_dump(listing), "sandbox://schemas", _NARROW)
 
     @app.resource(
         "sandbox://schemas/{name}",
@@ -127,9 +133,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     def schema(name: str) -> str:
         try:
-            return _dump(state.registry.get(name))
+            text = _dump(state.registry.get(name))
         except UnknownSchemaError as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        return budget.resource_text(text, f"sandbox://schemas/{name}", _NARROW)
 
     @app.resource(
         "sandbox://snapshots/{snapshot_id}",
@@ -139,7 +146,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def snapshot(snapshot_id: str) -> str:
         snap = await _from_store(lambda: state.store.get(snapshot_id))
-        return _dump(snap.to_dict())
+        uri = f"sandbox://snapshots/{snapshot_id}"
+        hint = "compare snapshots with diff_state_snapshots instead"
+        return budget.resource_text(_dump(snap.to_dict()), uri, hint)
 
     @app.resource(
         "sandbox://exports/{snapshot_id}",
@@ -150,9 +159,4 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def export(snapshot_id: str) -> str:
         record = await _from_store(lambda: state.store.export(snapshot_id))
         text = json.dumps(record, separators=(",", ":"))
-        if len(text) > EXPORT_MAX_BYTES:
-            raise ResourceError(
-                f"the export of {snapshot_id} is {len(text)} bytes, more than the "
-                f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
-            )
-        return text
+        return budget.resource_text(text, f"sandbox://exports/{snapshot_id}", EXPORT_HINT)

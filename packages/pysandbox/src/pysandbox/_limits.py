@@ -32,8 +32,9 @@ class Limits:
         workspace_files: Number of entries (files, directories, links) in the workspace,
             watched by the parent (default 10 000).
         open_files: File descriptors of the child (``RLIMIT_NOFILE``; default 64).
-        output_bytes: Cap of stdout and of stderr, each, in bytes (default 1 MiB). Passing it
-            stops the run with status ``output_limit``.
+        output_bytes: Cap of stdout and of stderr, each, in bytes (default 8 MiB). Passing it
+            stops the run with status ``output_limit``. It bounds the work a run can do; what a
+            caller passes on (an MCP response, a log) is the caller's own, smaller, cut.
         source_bytes: Largest accepted source, in UTF-8 bytes (default 256 KiB).
     """
 
@@ -44,7 +45,7 @@ class Limits:
     workspace_bytes: int = 256 * MiB
     workspace_files: int = 10_000
     open_files: int = 64
-    output_bytes: int = 1 * MiB
+    output_bytes: int = 8 * MiB
     source_bytes: int = 256 * 1024
 
     def __post_init__(self) -> None:

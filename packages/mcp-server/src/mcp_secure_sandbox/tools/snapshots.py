@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import DeleteOutput, ExportOutput, SnapshotListOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
@@ -23,13 +24,12 @@ from wsnapshot import (
     SnapshotNotFound,
 )
 
-__all__ = ["EXPORT_INLINE_BYTES", "EXPORT_MAX_BYTES", "register"]
+__all__ = ["EXPORT_HINT", "EXPORT_INLINE_BYTES", "register"]
 
-EXPORT_INLINE_BYTES = 256 * 1024
+EXPORT_INLINE_BYTES = 128 * 1024
 """An export larger than this many bytes of JSON is returned as a resource link."""
-EXPORT_MAX_BYTES = 16 * 1024 * 1024
-"""The largest export served over MCP at all, in bytes of JSON; larger ones are refused (use
-the ``wsnapshot export`` command on the host), since one MCP message of that size stalls clients."""
+EXPORT_HINT = "run `wsnapshot export` on the host for an export this large"
+"""What to do when an export does not fit the response budget."""
 
 MAX_DESCRIPTION_CHARS = 1000
 
@@ -186,31 +186,42 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def export_state_snapshot(snapshot_id: str) -> ExportOutput:
+    async def export_state_snapshot(
+        snapshot_id: str,
+    ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 
-        Text files are inline as UTF-8, binary files as Base64. A record larger than 256 KiB is
-        not inlined: `resource_uri` names the sandbox://exports/{snapshot_id} resource to read.
+        Text files are inline as UTF-8, binary files as Base64. A record larger than 128 KiB, or
+        one whose answer would not fit the response budget (512 KiB), is not inlined:
+        `resource_uri` names the sandbox://exports/{snapshot_id} resource to read. A record
+        that does not fit one resource read either is refused: export it on the host.
         """
         async with state.instrument("export_state_snapshot"):
             record = await _call("snapshot_id", lambda: store.export(snapshot_id))
-            size = len(json.dumps(record, separators=(",", ":")).encode())
-            if size > EXPORT_MAX_BYTES:
-                raise ToolError(
-                    f"snapshot_id {snapshot_id}: the export is {size} bytes, more than the "
-                    f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
-                )
-            if size > EXPORT_INLINE_BYTES:
-                uri = f"sandbox://exports/{snapshot_id.lower()}"
-                return {
+            text = json.dumps(record, separators=(",", ":"))
+            size = len(text.encode())
+            if size <= EXPORT_INLINE_BYTES:
+                inline: ExportOutput = {
                     "snapshot_id": snapshot_id,
                     "size_bytes": size,
-                    "record": None,
-                    "resource_uri": uri,
+                    "record": record,
+                    "resource_uri": None,
                 }
-            return {
+                try:
+                    return budget.tool_result(inline)
+                except ToolError:
+                    pass  # escaping made it larger than an answer: link it instead
+            uri = f"sandbox://exports/{snapshot_id.lower()}"
+            if budget.resource_bytes(text, uri) > budget.RESPONSE_BUDGET_BYTES:
+                raise ToolError(
+                    f"snapshot_id {snapshot_id}: the export is {size:,} bytes, more than "
+                    f"the server's response budget of {budget.RESPONSE_BUDGET_BYTES:,} "
+                    f"bytes; {EXPORT_HINT}"
+                )
+            linked: ExportOutput = {
                 "snapshot_id": snapshot_id,
                 "size_bytes": size,
-                "record": record,
-                "resource_uri": None,
+                "record": None,
+                "resource_uri": uri,
             }
+            return budget.tool_result(linked)

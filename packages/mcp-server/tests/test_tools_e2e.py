@@ -433,11 +433,14 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
         ]
 
     errors = with_session(*dirs, scenario)
-    assert all(text.startswith("Error executing tool run_sandbox_code") for text in errors)
-    assert "timeout_sec" in errors[0] and "valid number" in errors[0]
-    assert "timeout_sec" in errors[1]
-    assert "code" in errors[2] and "valid string" in errors[2]
-    assert "code" in errors[3] and "required" in errors[3]
+    assert errors == [
+        "run_sandbox_code: argument timeout_sec: expected number (more than 0, at most 60.0) "
+        "or null, got boolean true",
+        "run_sandbox_code: argument timeout_sec: expected number (more than 0, at most 60.0) "
+        "or null, got array [1]",
+        "run_sandbox_code: argument code: expected string, got integer 5",
+        "run_sandbox_code: missing argument 'code' (run_sandbox_code takes code, timeout_sec)",
+    ]
 
 
 def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:

@@ -12,8 +12,9 @@ Library items inside them keep the library's type (``astguard.Violation``, ``Jso
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from astguard import Violation
@@ -26,11 +27,23 @@ __all__ = [
     "JsonReportOutput",
     "MetricsOutput",
     "RunOutput",
+    "SnapshotId",
     "SnapshotListOutput",
     "WorkspaceListOutput",
+    "WorkspacePath",
     "WorkspaceReadOutput",
     "WorkspaceWriteOutput",
 ]
+
+SnapshotId = Annotated[
+    str, Field(description="A snapshot's id (a UUID), as list_state_snapshots gives it.")
+]
+"""A ``snapshot_id`` argument, described in the input schema."""
+WorkspacePath = Annotated[
+    str,
+    Field(description='A path relative to the workspace, e.g. "results/summary.txt".'),
+]
+"""A workspace ``path`` argument, described in the input schema."""
 
 
 class RunOutput(TypedDict):

@@ -27,6 +27,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         float | None,
         Field(
             strict=True,
+            gt=0,
+            le=state.settings.max_timeout_s,
             description=(
                 f"Wall-clock limit in seconds; default {state.settings.default_timeout_s:g}, "
                 f"at most {state.settings.max_timeout_s:g}."
@@ -46,7 +48,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def run_sandbox_code(
-        code: Annotated[str, Field(description="The Python source to run.")],
+        code: Annotated[str, Field(description="The Python source, at most 256 KiB.")],
         ctx: Context,
         timeout_sec: float | None = None,
     ) -> Annotated[CallToolResult, RunOutput]:

@@ -10,9 +10,15 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
 from mcp_secure_sandbox import budget
-from mcp_secure_sandbox._schemas import DeleteOutput, ExportOutput, SnapshotListOutput
+from mcp_secure_sandbox._schemas import (
+    DeleteOutput,
+    ExportOutput,
+    SnapshotId,
+    SnapshotListOutput,
+)
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import (
@@ -59,7 +65,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def create_state_snapshot(description: str = "") -> SnapshotInfo:
+    async def create_state_snapshot(
+        description: Annotated[
+            str,
+            Field(
+                max_length=MAX_DESCRIPTION_CHARS,
+                description="What the snapshot is for, at most 1000 characters.",
+            ),
+        ] = "",
+    ) -> SnapshotInfo:
         """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
 
         Identical content is stored once (content-addressed), so snapshots of a mostly unchanged
@@ -87,7 +101,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def restore_state_snapshot(snapshot_id: str) -> RestoreReport:
+    async def restore_state_snapshot(snapshot_id: SnapshotId) -> RestoreReport:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
         Files not in the snapshot are deleted, files whose content differs are rewritten,
@@ -125,7 +139,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def delete_state_snapshot(snapshot_id: str) -> DeleteOutput:
+    async def delete_state_snapshot(snapshot_id: SnapshotId) -> DeleteOutput:
         """Delete a snapshot permanently; content no other snapshot uses is freed.
 
         The workspace itself is not touched. Returns the deleted id, its description and
@@ -157,12 +171,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> Diff:
-        """Compare a snapshot with another one, or with the current workspace.
-
-        Args:
-            snapshot_id: The older side.
-            other_id: The newer side; omit it to compare with the workspace as it is now.
+    async def diff_state_snapshots(
+        snapshot_id: SnapshotId,
+        other_id: Annotated[
+            str,
+            Field(description="The newer snapshot's id; omit it to compare with the workspace."),
+        ] = "",
+    ) -> Diff:
+        """Compare a snapshot (the older side) with another one, or with the current workspace.
 
         Returns the paths added, removed, modified (content, link target or kind) and
         metadata_changed (same content, different mtime or mode).
@@ -187,7 +203,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def export_state_snapshot(
-        snapshot_id: str,
+        snapshot_id: SnapshotId,
     ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 from mcp_secure_sandbox._schemas import (
     WorkspaceListOutput,
+    WorkspacePath,
     WorkspaceReadOutput,
     WorkspaceWriteOutput,
 )
@@ -97,7 +99,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             title="Read a workspace file", read_only_hint=True, open_world_hint=False
         ),
     )
-    async def read_workspace_file(path: str) -> WorkspaceReadOutput:
+    async def read_workspace_file(path: WorkspacePath) -> WorkspaceReadOutput:
         """Read one regular file of the workspace (at most 1 MiB).
 
         `path` is relative to the workspace, e.g. "results/summary.txt". Symlinks are refused.
@@ -132,7 +134,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def write_workspace_file(
-        path: str, content: str, encoding: Literal["utf-8", "base64"] = "utf-8"
+        path: WorkspacePath,
+        content: Annotated[str, Field(description="The text, or Base64; at most 8 MiB.")],
+        encoding: Annotated[
+            Literal["utf-8", "base64"], Field(description="How content is encoded.")
+        ] = "utf-8",
     ) -> WorkspaceWriteOutput:
         """Write one file of the workspace atomically (at most 8 MiB), creating parent folders.
 

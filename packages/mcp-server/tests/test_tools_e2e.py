@@ -325,10 +325,11 @@ def test_prompts_use_the_live_policy(dirs: tuple[Path, Path]) -> None:
             "diagnose_validation_error", {"data_json": "{}", "schema": "user"}
         )
         assert "named user" in named.messages[0].content.text  # type: ignore[union-attr]
-        with pytest.raises(Exception, match="not valid JSON"):
-            await s.get_prompt(
-                "diagnose_validation_error", {"data_json": "{oops", "schema": "user"}
-            )
+        # Text that does not parse is diagnosed, not refused.
+        broken = await s.get_prompt(
+            "diagnose_validation_error", {"data_json": "{oops", "schema": "user"}
+        )
+        assert "not valid JSON" in broken.messages[0].content.text  # type: ignore[union-attr]
 
     with_session(*dirs, scenario)
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from datavalidate import validate_json
@@ -28,6 +29,8 @@ __all__ = ["StrictArguments", "check_arguments", "describe_schema", "json_type"]
 
 log = logging.getLogger("mcp_secure_sandbox")
 
+INVALID_PARAMS = -32602
+"""JSON-RPC 2.0 error code for invalid method parameters."""
 _TYPE_KEYWORDS = frozenset({"type", "anyOf", "oneOf", "enum", "const"})
 _SHOWN_CHARS = 60
 
@@ -184,7 +187,13 @@ class StrictArguments:
     async def __call__(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
     ) -> HandlerResult:
-        """Answer a malformed ``tools/call`` with a tool error; pass everything else on."""
+        """Answer a malformed ``tools/call`` with a tool error; pass everything else on.
+
+        A ``prompts/get`` that fails is answered with an invalid-params error whose message is
+        the failure's, logged as one line (the SDK would log a traceback).
+        """
+        if ctx.method == "prompts/get":
+            return await self._prompt(ctx, call_next)
         params = ctx.params
         if ctx.method == "tools/call" and isinstance(params, Mapping):
             name = params.get("name")
@@ -198,3 +207,18 @@ class StrictArguments:
                         content=[TextContent(type="text", text=problem)], is_error=True
                     )
         return await call_next(ctx)
+
+    async def _prompt(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        params = ctx.params or {}
+        name = params.get("name")
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            log.warning("prompt %r: %s", name, str(exc)[:300])
+            raise
+        except Exception as exc:  # every failure becomes one invalid-params line
+            message = str(exc) or type(exc).__name__
+            log.warning("prompt %r: %s", name, message[:300])
+            raise MCPError(code=INVALID_PARAMS, message=message) from None

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT
+from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT, LIST_HINT
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
 __all__ = ["DISTRIBUTIONS", "register", "status_document"]
@@ -86,7 +86,7 @@ async def _from_store(read: Callable[[], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(read)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
-        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        raise MCPError(code=INVALID_PARAMS, message=f"{exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ResourceError(str(exc)) from None
 

@@ -30,7 +30,7 @@ from wsnapshot import (
     SnapshotNotFound,
 )
 
-__all__ = ["EXPORT_HINT", "EXPORT_INLINE_BYTES", "register"]
+__all__ = ["EXPORT_HINT", "EXPORT_INLINE_BYTES", "LIST_HINT", "register"]
 
 EXPORT_INLINE_BYTES = 128 * 1024
 """An export larger than this many bytes of JSON is returned as a resource link."""
@@ -38,6 +38,8 @@ EXPORT_HINT = "run `wsnapshot export` on the host for an export this large"
 """What to do when an export does not fit the response budget."""
 
 MAX_DESCRIPTION_CHARS = 1000
+LIST_HINT = "list_state_snapshots gives the ids of the snapshots there are"
+"""What to do about an unknown or malformed snapshot id."""
 
 T = TypeVar("T")
 
@@ -47,7 +49,7 @@ async def _call(argument: str, fn: Callable[[], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(fn)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
-        raise ToolError(f"{argument}: {exc}") from None
+        raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ToolError(str(exc)) from None
 

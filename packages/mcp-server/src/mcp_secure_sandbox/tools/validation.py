@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from decimal import Decimal
 from typing import Annotated, Any
@@ -24,6 +24,7 @@ from wsnapshot import WorkspaceError
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "explain_csv",
     "is_json_text",
     "parse_json_strict",
     "register",
@@ -328,7 +329,48 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             except (ValueError, DataValidateError) as exc:
                 raise ToolError(str(exc)) from None
             outcome["status"] = "valid" if report.valid else "invalid"
-            return report
+            return explain_csv(report, required_headers or (), delimiter_given=bool(delimiter))
+
+
+_DELIMITERS = {";": ("semicolon", ";"), "\t": ("tab", "\\t"), "|": ("pipe", "|")}
+"""Delimiters a one-column header may betray: the name and how to pass it as JSON text."""
+
+
+def explain_csv(
+    report: CsvReport, required_headers: Sequence[str], *, delimiter_given: bool
+) -> CsvReport:
+    """Make the missing-header findings of ``report`` say what was really wrong.
+
+    A column that has constraints but was not asked for as a required header is reported as
+    absent from the header (datavalidate says "required column"), and when the header was read
+    as one column containing ``;``, a tab or ``|`` with the default delimiter, each such
+    finding suggests the ``delimiter`` option.
+    """
+    header = [c.name for c in report.columns]
+    hint = ""
+    if not delimiter_given and len(header) == 1:
+        found = [spec for char, spec in _DELIMITERS.items() if char in header[0]]
+        if found:
+            name, literal = found[0]
+            hint = (
+                f" (the header was read as the single column {header[0]!r} with the default "
+                f'delimiter ","; if the file is {name}-separated, pass delimiter "{literal}" '
+                'or "sniff")'
+            )
+    required = set(required_headers)
+    errors = []
+    for error in report.errors:
+        if error.code == "missing-header" and error.column is not None:
+            message = error.message
+            if error.column not in required and message.startswith("required column"):
+                message = (
+                    f"column {error.column!r} has constraints but is not in the header "
+                    f"(the header has: {', '.join(header) or 'no columns'})"
+                )
+            errors.append(replace(error, message=message + hint))
+        else:
+            errors.append(error)
+    return replace(report, errors=type(report.errors)(errors))
 
 
 def _validate_workspace_csv(state: ServerState, path: str, kwargs: dict[str, Any]) -> CsvReport:

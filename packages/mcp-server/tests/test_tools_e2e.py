@@ -52,6 +52,7 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
             "sandbox://schemas/{name}",
             "sandbox://snapshots/{snapshot_id}",
             "sandbox://exports/{snapshot_id}",
+            "sandbox://workspace/{+path}{?offset,length}",
         }
         prompts = {p.name: p for p in (await s.list_prompts()).prompts}
         assert set(prompts) == {"generate_secure_script", "diagnose_validation_error"}
@@ -234,7 +235,15 @@ def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
         written = await call(s, "write_workspace_file", path="data/in.txt", content="héllo")
         assert written == {"path": "data/in.txt", "bytes_written": 6}
         read = await call(s, "read_workspace_file", path="data/in.txt")
-        assert read == {"path": "data/in.txt", "size": 6, "encoding": "utf-8", "content": "héllo"}
+        assert read == {
+        "path": "data/in.txt",
+        "size": 6,
+        "offset": 0,
+        "length": 6,
+        "next_offset": None,
+        "encoding": "utf-8",
+        "content": "héllo",
+    }
         raw = bytes(range(256))
         await call(
             s,
@@ -489,4 +498,4 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     assert set(big["violations"][0]) == {"rule_id", "message", "line", "col", "end_line", "end_col"}
     assert big["violations"][0]["line"] == 1
     assert [f["path"] for f in out["files"]["files"]] == ["a.txt"]
-    assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mtime_ns", "mode"}
+    assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mode", "mtime"}

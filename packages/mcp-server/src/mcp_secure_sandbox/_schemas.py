@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 
 from astguard import Violation
 from datavalidate import JsonError
-from wsnapshot import FileEntry, SnapshotInfo
+from wsnapshot import SnapshotInfo
 
 __all__ = [
     "DeleteOutput",
@@ -29,6 +29,7 @@ __all__ = [
     "RunOutput",
     "SnapshotId",
     "SnapshotListOutput",
+    "WorkspaceEntryOutput",
     "WorkspaceListOutput",
     "WorkspacePath",
     "WorkspaceReadOutput",
@@ -111,19 +112,35 @@ class MetricsOutput(TypedDict):
     max_concurrent_runs: int
 
 
-class WorkspaceListOutput(TypedDict):
-    """A bounded listing of the workspace."""
+class WorkspaceEntryOutput(TypedDict):
+    """One entry of a workspace listing (wsnapshot ``FileEntry``, mode and time made readable)."""
 
-    files: list[FileEntry]
+    path: str
+    kind: str
+    size: int
+    mode: str
+    mtime: str
+
+
+class WorkspaceListOutput(TypedDict):
+    """A bounded listing of the workspace, one page of it when it does not fit one answer."""
+
+    files: list[WorkspaceEntryOutput]
     file_count: int
     total_bytes: int
+    entry_count: int
+    offset: int
+    next_offset: int | None
 
 
 class WorkspaceReadOutput(TypedDict):
-    """The content of one workspace file, as UTF-8 text or Base64."""
+    """A byte range of one workspace file, as UTF-8 text or Base64."""
 
     path: str
     size: int
+    offset: int
+    length: int
+    next_offset: int | None
     encoding: str
     content: str
 

@@ -29,6 +29,7 @@ from pydantic import BaseModel
 
 __all__ = [
     "ENVELOPE_BYTES",
+    "READ_CHUNK_BYTES",
     "RESPONSE_BUDGET_BYTES",
     "STREAM_RETURN_BYTES",
     "cut_marker",
@@ -44,6 +45,8 @@ RESPONSE_BUDGET_BYTES = 512 * 1024
 """Largest encoded JSON-RPC message the server sends as one answer, in bytes."""
 STREAM_RETURN_BYTES = 64 * 1024
 """Largest part of one output stream a run result carries (head, tail and marker), in bytes."""
+READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
+"""Largest byte range of a file one read returns: Base64 and the text mirror fit the budget."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
 _MIN_STREAM_BYTES = 256

@@ -19,8 +19,9 @@ from mcp.types import (
     ResourceTemplateReference,
 )
 
+from mcp_secure_sandbox.resources import WORKSPACE_TEMPLATE
 from mcp_secure_sandbox.state import ServerState
-from wsnapshot import SnapshotError
+from wsnapshot import SnapshotError, WorkspaceError
 
 __all__ = ["MAX_VALUES", "complete", "register"]
 
@@ -53,11 +54,19 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     def schema_names() -> list[str]:
         return list(state.registry.names())
 
+    def file_paths() -> list[str]:
+        try:
+            entries = state.workspace.list_files(max_entries=10_000)
+        except WorkspaceError:
+            return []
+        return [e.path for e in entries if e.kind == "file"]
+
     sources: dict[tuple[str, str], Callable[[], list[str]]] = {
         ("sandbox://snapshots/{snapshot_id}", "snapshot_id"): snapshot_ids,
         ("sandbox://exports/{snapshot_id}", "snapshot_id"): snapshot_ids,
         ("sandbox://schemas/{name}", "name"): schema_names,
         ("diagnose_validation_error", "schema"): schema_names,
+        (WORKSPACE_TEMPLATE, "path"): file_paths,
     }
 
     # MCPServer.completion() carries no annotations in the SDK (2.x); the handler is typed.

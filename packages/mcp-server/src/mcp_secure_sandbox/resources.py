@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from importlib import metadata
@@ -9,16 +10,17 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT, LIST_HINT
+from mcp_secure_sandbox.tools.workspace import read_range
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
-__all__ = ["DISTRIBUTIONS", "register", "status_document"]
+__all__ = ["DISTRIBUTIONS", "WORKSPACE_TEMPLATE", "register", "status_document"]
 
 DISTRIBUTIONS = (
     "astguard",
@@ -30,6 +32,9 @@ DISTRIBUTIONS = (
 )
 """Distributions whose versions ``sandbox://status`` reports, by distribution name."""
 STATUS_WALK_ENTRIES = 100_000
+WORKSPACE_TEMPLATE = "sandbox://workspace/{+path}{?offset,length}"
+"""The workspace file resource: the path (slashes kept) and the byte range in the query."""
+_SHORTER = "read a shorter range (length)"
 _NARROW = "this server's state is unusually large: report it"
 
 
@@ -160,3 +165,36 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         record = await _from_store(lambda: state.store.export(snapshot_id))
         text = json.dumps(record, separators=(",", ":"))
         return budget.resource_text(text, f"sandbox://exports/{snapshot_id}", EXPORT_HINT)
+
+    @app.resource(
+        WORKSPACE_TEMPLATE,
+        name="workspace-file",
+        description=(
+            "A byte range of a workspace file: offset (default 0) and length (default and at "
+            f"most {budget.READ_CHUNK_BYTES}) in the query, e.g. "
+            "sandbox://workspace/results/out.csv?offset=0&length=4096. UTF-8 text, else bytes."
+        ),
+        mime_type="application/octet-stream",
+    )
+    async def workspace_file(path: str, offset: str = "0", length: str = "") -> str | bytes:
+        start = _count("offset", offset, 0, None)
+        size = _count("length", length or str(budget.READ_CHUNK_BYTES), 1, budget.READ_CHUNK_BYTES)
+        uri = f"sandbox://workspace/{path}"
+        try:
+            chunk = await read_range(state, path, start, size)
+        except ToolError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        if chunk.text is not None:
+            return budget.resource_text(chunk.text, uri, _SHORTER)
+        budget.resource_text(base64.b64encode(chunk.data).decode("ascii"), uri, _SHORTER)
+        return chunk.data
+
+
+def _count(name: str, text: str, low: int, high: int | None) -> int:
+    """A whole number from a URI query; invalid params unless ``low <= n <= high``."""
+    if not text.isdigit() or not (low <= int(text) <= (high if high is not None else int(text))):
+        bound = f"from {low}" + (f" to {high}" if high is not None else "")
+        raise MCPError(
+            code=INVALID_PARAMS, message=f"{name} must be a whole number {bound}, got {text!r}"
+        )
+    return int(text)

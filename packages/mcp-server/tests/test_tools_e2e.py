@@ -236,14 +236,14 @@ def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
         assert written == {"path": "data/in.txt", "bytes_written": 6}
         read = await call(s, "read_workspace_file", path="data/in.txt")
         assert read == {
-        "path": "data/in.txt",
-        "size": 6,
-        "offset": 0,
-        "length": 6,
-        "next_offset": None,
-        "encoding": "utf-8",
-        "content": "héllo",
-    }
+            "path": "data/in.txt",
+            "size": 6,
+            "offset": 0,
+            "length": 6,
+            "next_offset": None,
+            "encoding": "utf-8",
+            "content": "héllo",
+        }
         raw = bytes(range(256))
         await call(
             s,

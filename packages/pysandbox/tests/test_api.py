@@ -46,7 +46,7 @@ def test_limits_defaults_and_validation() -> None:
     lim = Limits()
     assert lim.timeout_s == 10.0
     assert lim.memory_bytes == 512 * 1024 * 1024
-    assert lim.output_bytes == 1024 * 1024
+    assert lim.output_bytes == 8 * 1024 * 1024
     assert lim.to_dict()["workspace_files"] == 10_000
     with pytest.raises(ValueError, match="timeout_s"):
         Limits(timeout_s=0)

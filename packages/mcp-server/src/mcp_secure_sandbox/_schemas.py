@@ -12,13 +12,14 @@ Library items inside them keep the library's type (``astguard.Violation``, ``Jso
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from typing_extensions import TypedDict
 
 from astguard import Violation
 from datavalidate import JsonError
-from wsnapshot import FileEntry, SnapshotInfo
+from wsnapshot import SnapshotInfo
 
 __all__ = [
     "DeleteOutput",
@@ -26,11 +27,24 @@ __all__ = [
     "JsonReportOutput",
     "MetricsOutput",
     "RunOutput",
+    "SnapshotId",
     "SnapshotListOutput",
+    "WorkspaceEntryOutput",
     "WorkspaceListOutput",
+    "WorkspacePath",
     "WorkspaceReadOutput",
     "WorkspaceWriteOutput",
 ]
+
+SnapshotId = Annotated[
+    str, Field(description="A snapshot's id (a UUID), as list_state_snapshots gives it.")
+]
+"""A ``snapshot_id`` argument, described in the input schema."""
+WorkspacePath = Annotated[
+    str,
+    Field(description='A path relative to the workspace, e.g. "results/summary.txt".'),
+]
+"""A workspace ``path`` argument, described in the input schema."""
 
 
 class RunOutput(TypedDict):
@@ -47,7 +61,6 @@ class RunOutput(TypedDict):
     cpu_time_ms: float
     peak_memory_bytes: int
     violations: list[Violation]
-    layers: list[str]
     detail: str
 
 
@@ -99,19 +112,35 @@ class MetricsOutput(TypedDict):
     max_concurrent_runs: int
 
 
-class WorkspaceListOutput(TypedDict):
-    """A bounded listing of the workspace."""
+class WorkspaceEntryOutput(TypedDict):
+    """One entry of a workspace listing (wsnapshot ``FileEntry``, mode and time made readable)."""
 
-    files: list[FileEntry]
+    path: str
+    kind: str
+    size: int
+    mode: str
+    mtime: str
+
+
+class WorkspaceListOutput(TypedDict):
+    """A bounded listing of the workspace, one page of it when it does not fit one answer."""
+
+    files: list[WorkspaceEntryOutput]
     file_count: int
     total_bytes: int
+    entry_count: int
+    offset: int
+    next_offset: int | None
 
 
 class WorkspaceReadOutput(TypedDict):
-    """The content of one workspace file, as UTF-8 text or Base64."""
+    """A byte range of one workspace file, as UTF-8 text or Base64."""
 
     path: str
     size: int
+    offset: int
+    length: int
+    next_offset: int | None
     encoding: str
     content: str
 

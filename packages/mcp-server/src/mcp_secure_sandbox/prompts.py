@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
 from datavalidate import DataValidateError, validate_json
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.validation import parse_json_strict
 
@@ -36,7 +38,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         title="Write a script that passes the sandbox policy",
         description="Ask for a Python script for a task, within the live sandbox policy.",
     )
-    def generate_secure_script(task: str) -> str:
+    def generate_secure_script(
+        task: Annotated[str, Field(description="What the script should do, in plain words.")],
+    ) -> str:
         modules = ", ".join(sorted(state.policy.allowed_modules))
         limits = state.limits
         return (
@@ -50,7 +54,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             "no frame or code-object introspection.\n"
             f"- Limits: {state.settings.default_timeout_s:g} s wall clock by default (at most "
             f"{state.settings.max_timeout_s:g} s), {_mib(limits.memory_bytes)} of memory, "
-            f"{_mib(limits.output_bytes)} of output per stream.\n"
+            f"{_mib(limits.output_bytes)} of output per stream (the answer shows the first and "
+            f"last {budget.STREAM_RETURN_BYTES // 1024} KiB of each).\n"
             "Print the results to stdout. Return only the script in one ```python block."
         )
 
@@ -58,17 +63,34 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         title="Diagnose a JSON Schema validation error",
         description="Validate a JSON payload and ask for a corrected one, error by error.",
     )
-    def diagnose_validation_error(data_json: str, schema: str) -> str:
+    def diagnose_validation_error(
+        data_json: Annotated[str, Field(description="The JSON payload, as text.")],
+        schema: Annotated[
+            str,
+            Field(description="A registered schema name (config, user, dataset) or JSON text."),
+        ],
+    ) -> str:
         try:
             instance = parse_json_strict(data_json)
         except ToolError as exc:
-            raise _invalid(str(exc)) from None
+            # Text that does not parse is the first thing to diagnose, not a wrong call.
+            return (
+                f"This payload was meant to be JSON, but it does not parse: {exc}.\n\n"
+                f"Payload:\n```\n{data_json}\n```\n\nExplain what makes it invalid JSON, "
+                "then give the corrected payload in one ```json block, changing as little as "
+                "possible."
+            )
         schema_arg: Any = schema
-        if schema.lstrip().startswith(("{", "true", "false")):
+        if schema.lstrip().startswith(("{", "[", "true", "false")):
             try:
-                schema_arg = parse_json_strict(schema)
+                schema_arg = parse_json_strict(schema, "schema")
             except ToolError as exc:
-                raise _invalid(str(exc).replace("data_json", "schema")) from None
+                raise _invalid(
+                    f"{exc}; give a registered schema name or a schema as JSON text"
+                ) from None
+        elif schema not in state.registry:
+            names = ", ".join(state.registry.names())
+            raise _invalid(f"schema: no schema is registered as {schema!r}; registered: {names}")
         try:
             report = validate_json(instance, schema_arg, registry=state.registry)
         except DataValidateError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from importlib import metadata
@@ -9,16 +10,18 @@ from typing import Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.http_transport import http_warnings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools.snapshots import EXPORT_MAX_BYTES
+from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT, LIST_HINT
+from mcp_secure_sandbox.tools.workspace import read_range
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
-__all__ = ["DISTRIBUTIONS", "register", "status_document"]
+__all__ = ["DISTRIBUTIONS", "WORKSPACE_TEMPLATE", "register", "status_document"]
 
 DISTRIBUTIONS = (
     "astguard",
@@ -30,6 +33,10 @@ DISTRIBUTIONS = (
 )
 """Distributions whose versions ``sandbox://status`` reports, by distribution name."""
 STATUS_WALK_ENTRIES = 100_000
+WORKSPACE_TEMPLATE = "sandbox://workspace/{+path}{?offset,length}"
+"""The workspace file resource: the path (slashes kept) and the byte range in the query."""
+_SHORTER = "read a shorter range (length)"
+_NARROW = "this server's state is unusually large: report it"
 
 
 def _dump(data: Any) -> str:
@@ -87,7 +94,7 @@ async def _from_store(read: Callable[[], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(read)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
-        raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        raise MCPError(code=INVALID_PARAMS, message=f"{exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ResourceError(str(exc)) from None
 
@@ -102,7 +109,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def status() -> str:
-        return _dump(await anyio.to_thread.run_sync(lambda: status_document(state)))
+        document = await anyio.to_thread.run_sync(lambda: status_document(state))
+        return budget.resource_text(_dump(document), "sandbox://status", _NARROW)
 
     @app.resource(
         "sandbox://logs",
@@ -111,7 +119,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     def logs() -> str:
-        return _dump({"traces": state.traces.entries()})
+        return budget.resource_text(
+            _dump({"traces": state.traces.entries()}), "sandbox://logs", _NARROW
+        )
 
     @app.resource(
         "sandbox://schemas",
@@ -120,7 +130,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     def schemas() -> str:
-        return _dump({"schemas": [info.to_dict() for info in state.registry.list()]})
+        listing = {"schemas": [info.to_dict() for info in state.registry.list()]}
+        return budget.resource_text(_dump(listing), "sandbox://schemas", _NARROW)
 
     @app.resource(
         "sandbox://schemas/{name}",
@@ -130,9 +141,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     def schema(name: str) -> str:
         try:
-            return _dump(state.registry.get(name))
+            text = _dump(state.registry.get(name))
         except UnknownSchemaError as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        return budget.resource_text(text, f"sandbox://schemas/{name}", _NARROW)
 
     @app.resource(
         "sandbox://snapshots/{snapshot_id}",
@@ -142,7 +154,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def snapshot(snapshot_id: str) -> str:
         snap = await _from_store(lambda: state.store.get(snapshot_id))
-        return _dump(snap.to_dict())
+        uri = f"sandbox://snapshots/{snapshot_id}"
+        hint = "compare snapshots with diff_state_snapshots instead"
+        return budget.resource_text(_dump(snap.to_dict()), uri, hint)
 
     @app.resource(
         "sandbox://exports/{snapshot_id}",
@@ -153,9 +167,37 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def export(snapshot_id: str) -> str:
         record = await _from_store(lambda: state.store.export(snapshot_id))
         text = json.dumps(record, separators=(",", ":"))
-        if len(text) > EXPORT_MAX_BYTES:
-            raise ResourceError(
-                f"the export of {snapshot_id} is {len(text)} bytes, more than the "
-                f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
-            )
-        return text
+        return budget.resource_text(text, f"sandbox://exports/{snapshot_id}", EXPORT_HINT)
+
+    @app.resource(
+        WORKSPACE_TEMPLATE,
+        name="workspace-file",
+        description=(
+            "A byte range of a workspace file: offset (default 0) and length (default and at "
+            f"most {budget.READ_CHUNK_BYTES}) in the query, e.g. "
+            "sandbox://workspace/results/out.csv?offset=0&length=4096. UTF-8 text, else bytes."
+        ),
+        mime_type="application/octet-stream",
+    )
+    async def workspace_file(path: str, offset: str = "0", length: str = "") -> str | bytes:
+        start = _count("offset", offset, 0, None)
+        size = _count("length", length or str(budget.READ_CHUNK_BYTES), 1, budget.READ_CHUNK_BYTES)
+        uri = f"sandbox://workspace/{path}"
+        try:
+            chunk = await read_range(state, path, start, size)
+        except ToolError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        if chunk.text is not None:
+            return budget.resource_text(chunk.text, uri, _SHORTER)
+        budget.resource_text(base64.b64encode(chunk.data).decode("ascii"), uri, _SHORTER)
+        return chunk.data
+
+
+def _count(name: str, text: str, low: int, high: int | None) -> int:
+    """A whole number from a URI query; invalid params unless ``low <= n <= high``."""
+    if not text.isdigit() or not (low <= int(text) <= (high if high is not None else int(text))):
+        bound = f"from {low}" + (f" to {high}" if high is not None else "")
+        raise MCPError(
+            code=INVALID_PARAMS, message=f"{name} must be a whole number {bound}, got {text!r}"
+        )
+    return int(text)

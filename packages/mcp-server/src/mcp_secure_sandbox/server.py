@@ -13,8 +13,9 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from mcp_secure_sandbox import prompts, resources
+from mcp_secure_sandbox import completions, prompts, resources
 from mcp_secure_sandbox.__about__ import __version__
+from mcp_secure_sandbox.arguments import StrictArguments
 from mcp_secure_sandbox.settings import ConfigError, Settings, check_importable_overlap
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools import register_all
@@ -79,4 +80,6 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
     register_all(app, state)
     resources.register(app, state)
     prompts.register(app, state)
+    completions.register(app, state)
+    app.middleware.append(StrictArguments(app))
     return app, state

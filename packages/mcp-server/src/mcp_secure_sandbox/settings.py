@@ -54,7 +54,8 @@ class Settings:
         max_timeout_s: Largest time-out a call may ask for, in seconds; also the CPU-time limit
             (rounded up) of every run.
         memory_bytes: Address-space limit of one run (``RLIMIT_AS``), in bytes.
-        output_bytes: Cap on each of stdout and stderr of one run, in bytes.
+        output_bytes: Kill cap on each of stdout and stderr of one run, in bytes (pysandbox's
+            ``Limits.output_bytes``); what an answer carries is :mod:`mcp_secure_sandbox.budget`'s.
         file_size_bytes: Largest file a run may write (``RLIMIT_FSIZE``), in bytes.
         workspace_bytes: Largest total size of the workspace, in bytes.
         workspace_files: Largest number of files in the workspace.
@@ -85,7 +86,7 @@ class Settings:
     default_timeout_s: float = 10.0
     max_timeout_s: float = 60.0
     memory_bytes: int = 512 * 1024 * 1024
-    output_bytes: int = 1024 * 1024
+    output_bytes: int = 8 * 1024 * 1024
     file_size_bytes: int = 64 * 1024 * 1024
     workspace_bytes: int = 1024 * 1024 * 1024
     workspace_files: int = 10_000
@@ -221,8 +222,9 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--output-limit",
         "OUTPUT_LIMIT",
-        "1M",
-        "cap on each of stdout and stderr of a run, in bytes",
+        "8M",
+        "cap on each of stdout and stderr of a run in bytes; passing it stops the run (status "
+        "output_limit); an answer keeps 64 KiB of each stream (head and tail)",
         _size,
         field="output_bytes",
     ),

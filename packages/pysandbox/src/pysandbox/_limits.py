@@ -32,8 +32,9 @@ class Limits:
         workspace_files: Number of entries (files, directories, links) in the workspace,
             watched by the parent (default 10 000).
         open_files: File descriptors of the child (``RLIMIT_NOFILE``; default 64).
-        output_bytes: Cap of stdout and of stderr, each, in bytes (default 1 MiB). Passing it
-            stops the run with status ``output_limit``.
+        output_bytes: Cap of stdout and of stderr, each, in bytes (default 8 MiB). Passing it
+            stops the run with status ``output_limit``. It bounds the work a run can do; what a
+            caller passes on (an MCP response, a log) is the caller's own, smaller, cut.
 
     The largest accepted source is not here: it is the policy's ``max_source_bytes``
     (astguard's one source-size limit, 200,000 bytes of UTF-8 by default), refused with rule
@@ -47,7 +48,7 @@ class Limits:
     workspace_bytes: int = 256 * MiB
     workspace_files: int = 10_000
     open_files: int = 64
-    output_bytes: int = 1 * MiB
+    output_bytes: int = 8 * MiB
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

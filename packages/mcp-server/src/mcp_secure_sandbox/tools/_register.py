@@ -1,23 +1,73 @@
-"""Registering a tool with its docstring, dedented, as the description the model reads."""
+"""Registering a tool: its docstring as the description, its result within the response budget.
+
+A tool function returns its structured result typed (a ``TypedDict`` of ``_schemas`` or a
+library dataclass), or a ready :class:`~mcp.types.CallToolResult` (``run_sandbox_code`` fits its
+streams itself). The wrapper registered with the SDK turns a typed result into a
+``CallToolResult`` whose text mirror is the compact JSON of the structured content, once, and
+which fits the response budget (:mod:`mcp_secure_sandbox.budget`). The return annotation the SDK
+sees is ``Annotated[CallToolResult, <the type>]``: the SDK still derives the output schema from
+the type and validates every structured result against it.
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, TypeVar, get_args, get_origin
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
+from pydantic import TypeAdapter
+
+from mcp_secure_sandbox import budget
 
 __all__ = ["tool"]
 
-F = TypeVar("F", bound=Callable[..., Any])
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
-def tool(app: MCPServer[Any], **options: Any) -> Callable[[F], F]:
-    """Like ``@app.tool(**options)``, with the docstring cleaned (``inspect.cleandoc``) first."""
+def tool(
+    app: MCPServer[Any], *, params: Mapping[str, Any] | None = None, **options: Any
+) -> Callable[[F], F]:
+    """Like ``@app.tool(**options)``, with the cleaned docstring and the budgeted result.
+
+    Args:
+        app: The server to register on.
+        params: Annotations that replace those of the named parameters (bounds known only at
+            registration, e.g. ``timeout_sec``'s maximum from the settings).
+        **options: Passed to :meth:`MCPServer.add_tool` (``annotations``, ``title``...).
+
+    Returns:
+        A decorator that registers an ``async`` tool function and returns it unchanged.
+    """
 
     def decorator(fn: F) -> F:
-        app.add_tool(fn, description=inspect.cleandoc(fn.__doc__ or ""), **options)
+        sig = inspect.signature(fn, eval_str=True)
+        if params:
+            sig = sig.replace(
+                parameters=[
+                    p.replace(annotation=params[p.name]) if p.name in params else p
+                    for p in sig.parameters.values()
+                ]
+            )
+        out_type = sig.return_annotation
+        if get_origin(out_type) is Annotated and get_args(out_type)[0] is CallToolResult:
+            out_type = get_args(out_type)[1]  # the tool builds its CallToolResult itself
+        adapter: TypeAdapter[Any] = TypeAdapter(out_type)
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+            result = await fn(*args, **kwargs)
+            if isinstance(result, CallToolResult):
+                return result
+            return budget.tool_result(adapter.dump_python(result, mode="json", by_alias=True))
+
+        wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            return_annotation=Annotated[CallToolResult, out_type]
+        )
+        description = inspect.cleandoc(fn.__doc__ or "")
+        app.add_tool(wrapper, name=fn.__name__, description=description, **options)
         return fn
 
     return decorator

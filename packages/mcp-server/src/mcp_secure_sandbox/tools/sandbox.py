@@ -6,16 +6,14 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, TypeAdapter
 
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from pysandbox import RunResult
-
-#: A number of seconds; strict, so that ``true`` is not taken for 1 s.
-_StrictSeconds = Annotated[float | None, Field(strict=True)]
 
 __all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
 
@@ -25,9 +23,22 @@ PROGRESS_EVERY_S = 2.0
 
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register ``run_sandbox_code`` on ``app``."""
+    seconds = Annotated[
+        float | None,
+        Field(
+            strict=True,
+            gt=0,
+            le=state.settings.max_timeout_s,
+            description=(
+                f"Wall-clock limit in seconds; default {state.settings.default_timeout_s:g}, "
+                f"at most {state.settings.max_timeout_s:g}."
+            ),
+        ),
+    ]
 
     @tool(
         app,
+        params={"timeout_sec": seconds},
         annotations=ToolAnnotations(
             title="Run Python in the sandbox",
             read_only_hint=False,
@@ -36,27 +47,28 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def run_sandbox_code(  # noqa: D417 - ctx is supplied by the SDK, not by the model
-        code: str, ctx: Context, timeout_sec: _StrictSeconds = None
-    ) -> RunOutput:
+    async def run_sandbox_code(
+        code: Annotated[str, Field(description="The Python source, at most 256 KiB.")],
+        ctx: Context,
+        timeout_sec: float | None = None,
+    ) -> Annotated[CallToolResult, RunOutput]:
         """Run a Python script in the sandbox and return its outcome.
 
         The script runs in a fresh interpreter whose current directory is the workspace, so
         `open("data.csv")` reads a workspace file and files you write stay for later runs. Only
         allowed standard-library modules can be imported (see the generate_secure_script prompt
         for the list); the network, other processes and files outside the workspace are out of
-        reach. Print what you want to see: stdout and stderr come back, each capped in size.
-
-        Args:
-            code: The Python source, e.g. `import statistics; print(statistics.mean([1, 2, 3]))`.
-            timeout_sec: Wall-clock limit in seconds (the server default when omitted; above the
-                server's maximum the call is refused).
+        reach. Print what you want to see: of each of stdout and stderr the answer keeps the
+        head and the tail (64 KiB in all, a marker says how many bytes were cut, and
+        stdout_truncated / stderr_truncated are true); a run printing more than 8 MiB to a
+        stream is stopped (status output_limit). Example: code="print(sum(range(10)))".
 
         Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
-        killed), exit_code or signal, stdout, stderr, truncation flags, duration_ms,
-        cpu_time_ms, peak_memory_bytes, the checker's violations when rejected, the isolation
-        layers that were active, and a detail line naming the limit that stopped the run. A
-        rejection, an exception or a time-out is a normal result: fix the code and run again.
+        killed), exit_code or signal, stdout, stderr, the truncation flags, duration_ms,
+        cpu_time_ms, peak_memory_bytes, the checker's violations when rejected, and a detail
+        line naming the limit that stopped the run and how to raise it. A rejection, an
+        exception or a time-out is a normal result: fix the code and run again. The isolation
+        layers in force are in the sandbox://status resource.
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
@@ -67,14 +79,33 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
-            return _run_output(result)
+            output = _run_output(result)
+            output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
+            return budget.fit_streams(output, ("stdout", "stderr"))
 
 
-def _run_output(result: RunResult) -> RunOutput:
+def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout: float) -> str:
+    """The run's detail, with what to do when the time-out stopped it."""
+    if result.status.value != "timeout":
+        return result.detail
+    maximum = state.settings.max_timeout_s
+    if default and timeout < maximum:
+        return (
+            f"stopped after {timeout:g} s, the default; pass timeout_sec up to {maximum:g} "
+            "for a longer run"
+        )
+    return (
+        f"stopped after {timeout:g} s, the time-out asked for (the server's maximum is "
+        f"{maximum:g} s)"
+    )
+
+
+def _run_output(result: RunResult) -> dict[str, Any]:
     """The server's view of a run: ``RunResult``'s fields, the status as its value.
 
     A violation is astguard's ``Violation`` or, for pysandbox's own source-size rule, a dict of
-    the same keys; the SDK validates both against ``Violation``'s schema.
+    the same keys; it is dumped to JSON here, and the SDK validates it against ``Violation``'s
+    schema. The isolation layers are in ``sandbox://status``, not in every result.
     """
     return {
         "status": result.status.value,
@@ -87,10 +118,16 @@ def _run_output(result: RunResult) -> RunOutput:
         "duration_ms": result.duration_ms,
         "cpu_time_ms": result.cpu_time_ms,
         "peak_memory_bytes": result.peak_memory_bytes,
-        "violations": list(result.violations),
-        "layers": list(result.layers),
+        "violations": [_plain(v) for v in result.violations],
         "detail": result.detail,
     }
+
+
+def _plain(violation: Any) -> dict[str, Any]:
+    """A violation as JSON-compatible data (astguard's dataclass or pysandbox's dict)."""
+    if isinstance(violation, dict):
+        return dict(violation)
+    return dict(TypeAdapter(type(violation)).dump_python(violation, mode="json"))
 
 
 async def _report_progress(ctx: Context, timeout: float) -> None:

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
-from mcp_secure_sandbox._schemas import DeleteOutput, ExportOutput, SnapshotListOutput
+from mcp_secure_sandbox import budget
+from mcp_secure_sandbox._schemas import (
+    DeleteOutput,
+    ExportOutput,
+    SnapshotId,
+    SnapshotListOutput,
+)
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import (
@@ -23,15 +30,16 @@ from wsnapshot import (
     SnapshotNotFound,
 )
 
-__all__ = ["EXPORT_INLINE_BYTES", "EXPORT_MAX_BYTES", "register"]
+__all__ = ["EXPORT_HINT", "EXPORT_INLINE_BYTES", "LIST_HINT", "register"]
 
-EXPORT_INLINE_BYTES = 256 * 1024
+EXPORT_INLINE_BYTES = 128 * 1024
 """An export larger than this many bytes of JSON is returned as a resource link."""
-EXPORT_MAX_BYTES = 16 * 1024 * 1024
-"""The largest export served over MCP at all, in bytes of JSON; larger ones are refused (use
-the ``wsnapshot export`` command on the host), since one MCP message of that size stalls clients."""
+EXPORT_HINT = "run `wsnapshot export` on the host for an export this large"
+"""What to do when an export does not fit the response budget."""
 
 MAX_DESCRIPTION_CHARS = 1000
+LIST_HINT = "list_state_snapshots gives the ids of the snapshots there are"
+"""What to do about an unknown or malformed snapshot id."""
 
 T = TypeVar("T")
 
@@ -41,7 +49,7 @@ async def _call(argument: str, fn: Callable[[], T]) -> T:
     try:
         return await anyio.to_thread.run_sync(fn)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
-        raise ToolError(f"{argument}: {exc}") from None
+        raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ToolError(str(exc)) from None
 
@@ -59,7 +67,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def create_state_snapshot(description: str = "") -> SnapshotInfo:
+    async def create_state_snapshot(
+        description: Annotated[
+            str,
+            Field(
+                max_length=MAX_DESCRIPTION_CHARS,
+                description="What the snapshot is for, at most 1000 characters.",
+            ),
+        ] = "",
+    ) -> SnapshotInfo:
         """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
 
         Identical content is stored once (content-addressed), so snapshots of a mostly unchanged
@@ -87,7 +103,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def restore_state_snapshot(snapshot_id: str) -> RestoreReport:
+    async def restore_state_snapshot(snapshot_id: SnapshotId) -> RestoreReport:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
         Files not in the snapshot are deleted, files whose content differs are rewritten,
@@ -125,7 +141,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def delete_state_snapshot(snapshot_id: str) -> DeleteOutput:
+    async def delete_state_snapshot(snapshot_id: SnapshotId) -> DeleteOutput:
         """Delete a snapshot permanently; content no other snapshot uses is freed.
 
         The workspace itself is not touched. Returns the deleted id, its description and
@@ -157,12 +173,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def diff_state_snapshots(snapshot_id: str, other_id: str = "") -> Diff:
-        """Compare a snapshot with another one, or with the current workspace.
-
-        Args:
-            snapshot_id: The older side.
-            other_id: The newer side; omit it to compare with the workspace as it is now.
+    async def diff_state_snapshots(
+        snapshot_id: SnapshotId,
+        other_id: Annotated[
+            str,
+            Field(description="The newer snapshot's id; omit it to compare with the workspace."),
+        ] = "",
+    ) -> Diff:
+        """Compare a snapshot (the older side) with another one, or with the current workspace.
 
         Returns the paths added, removed, modified (content, link target or kind) and
         metadata_changed (same content, different mtime or mode).
@@ -186,31 +204,42 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def export_state_snapshot(snapshot_id: str) -> ExportOutput:
+    async def export_state_snapshot(
+        snapshot_id: SnapshotId,
+    ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 
-        Text files are inline as UTF-8, binary files as Base64. A record larger than 256 KiB is
-        not inlined: `resource_uri` names the sandbox://exports/{snapshot_id} resource to read.
+        Text files are inline as UTF-8, binary files as Base64. A record larger than 128 KiB, or
+        one whose answer would not fit the response budget (512 KiB), is not inlined:
+        `resource_uri` names the sandbox://exports/{snapshot_id} resource to read. A record
+        that does not fit one resource read either is refused: export it on the host.
         """
         async with state.instrument("export_state_snapshot"):
             record = await _call("snapshot_id", lambda: store.export(snapshot_id))
-            size = len(json.dumps(record, separators=(",", ":")).encode())
-            if size > EXPORT_MAX_BYTES:
-                raise ToolError(
-                    f"snapshot_id {snapshot_id}: the export is {size} bytes, more than the "
-                    f"{EXPORT_MAX_BYTES} served over MCP; run `wsnapshot export` on the host"
-                )
-            if size > EXPORT_INLINE_BYTES:
-                uri = f"sandbox://exports/{snapshot_id.lower()}"
-                return {
+            text = json.dumps(record, separators=(",", ":"))
+            size = len(text.encode())
+            if size <= EXPORT_INLINE_BYTES:
+                inline: ExportOutput = {
                     "snapshot_id": snapshot_id,
                     "size_bytes": size,
-                    "record": None,
-                    "resource_uri": uri,
+                    "record": record,
+                    "resource_uri": None,
                 }
-            return {
+                try:
+                    return budget.tool_result(inline)
+                except ToolError:
+                    pass  # escaping made it larger than an answer: link it instead
+            uri = f"sandbox://exports/{snapshot_id.lower()}"
+            if budget.resource_bytes(text, uri) > budget.RESPONSE_BUDGET_BYTES:
+                raise ToolError(
+                    f"snapshot_id {snapshot_id}: the export is {size:,} bytes, more than "
+                    f"the server's response budget of {budget.RESPONSE_BUDGET_BYTES:,} "
+                    f"bytes; {EXPORT_HINT}"
+                )
+            linked: ExportOutput = {
                 "snapshot_id": snapshot_id,
                 "size_bytes": size,
-                "record": record,
-                "resource_uri": None,
+                "record": None,
+                "resource_uri": uri,
             }
+            return budget.tool_result(linked)

@@ -5,22 +5,31 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
-from datavalidate import CsvReport, DataValidateError, validate_csv, validate_json
+from datavalidate import CsvReport, DataValidateError, JsonError, validate_csv, validate_json
 from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import WorkspaceError
 
-__all__ = ["MAX_INPUT_BYTES", "parse_json_strict", "register"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "explain_csv",
+    "is_json_text",
+    "parse_json_strict",
+    "register",
+    "schema_argument",
+]
 
 MAX_INPUT_BYTES = 16 * 1024 * 1024
 """Largest JSON document or workspace JSON file accepted, in bytes."""
@@ -56,18 +65,23 @@ def _max_int_digits() -> int:
     return int(getter()) if getter is not None else 4300
 
 
-def parse_json_strict(text: str) -> Any:
+def parse_json_strict(text: str, argument: str = "data_json") -> Any:
     """Parse JSON text strictly: duplicate keys and NaN/Infinity are errors, numbers exact.
 
     Integers keep every digit (Python ``int``); a decimal number that a binary double cannot
     represent exactly is kept as a :class:`decimal.Decimal`, which JSON Schema's numeric
     keywords compare exactly.
 
+    Args:
+        text: The JSON text.
+        argument: What the text was given as, for the messages (``data_json``, ``data_path
+            <path>``, ``schema``).
+
     Raises:
-        ToolError: The text is not valid JSON, naming the line and column.
+        ToolError: The text is not valid JSON, naming the argument, the line and the column.
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
-        raise ToolError(f"data_json is larger than {MAX_INPUT_BYTES} bytes")
+        raise ToolError(f"{argument} is larger than {MAX_INPUT_BYTES} bytes")
     try:
         return json.loads(
             text,
@@ -77,17 +91,59 @@ def parse_json_strict(text: str) -> Any:
         )
     except json.JSONDecodeError as exc:
         raise ToolError(
-            f"data_json is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            f"{argument} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except ValueError as exc:
         if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
             raise ToolError(
-                f"data_json holds an integer of more than {_max_int_digits()} digits; "
+                f"{argument} holds an integer of more than {_max_int_digits()} digits; "
                 "such numbers are refused (they cost quadratic time to convert)"
             ) from None
-        raise ToolError(f"data_json is not valid JSON: {exc}") from None
+        raise ToolError(f"{argument} is not valid JSON: {exc}") from None
     except RecursionError:
-        raise ToolError("data_json is nested too deeply") from None
+        raise ToolError(f"{argument} is nested too deeply") from None
+
+
+def is_json_text(value: object) -> bool:
+    """True when ``value`` is a string that parses as a JSON object, array or boolean."""
+    if not isinstance(value, str) or not value.lstrip().startswith(("{", "[", "t", "f")):
+        return False
+    try:
+        return isinstance(json.loads(value), dict | list | bool)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _suggest_data_json(error: JsonError) -> JsonError:
+    if error.keyword != "type" or error.instance_location != "":
+        return error
+    hint = " (data is a string holding JSON text: did you mean data_json?)"
+    return replace(error, message=error.message + hint)
+
+
+def schema_argument(
+    state: ServerState, schema: object, argument: str = "schema_name_or_dict"
+) -> Any:
+    """The schema argument as sent: an object or boolean, or a string naming a registered schema.
+
+    Raises:
+        ToolError: A string that is not a registered name; when it holds JSON text (parsing or
+            not), the message says to pass the schema as an object.
+    """
+    if not isinstance(schema, str) or schema in state.registry:
+        return schema
+    names = ", ".join(state.registry.names())
+    if schema.lstrip().startswith(("{", "[")) or is_json_text(schema):
+        try:
+            parse_json_strict(schema, argument)
+            problem = "holds JSON text"
+        except ToolError as exc:
+            problem = f"looks like JSON text, which does not parse ({exc})"
+        raise ToolError(
+            f"{argument}: a string is the name of a registered schema ({names}); this one "
+            f"{problem}: pass the schema as an object, not as a string"
+        )
+    raise ToolError(f"{argument}: no schema is registered as {schema!r}; registered: {names}")
 
 
 def _given_arguments(ctx: Context) -> Mapping[str, Any]:
@@ -125,21 +181,32 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def validate_json_data(
-        schema_name_or_dict: str | dict[str, Any] | bool,
+        schema_name_or_dict: Annotated[
+            str | dict[str, Any] | bool,
+            Field(description="A registered schema name (config, user, dataset) or a schema."),
+        ],
         ctx: Context,
-        data: Any = None,
-        data_json: str = "",
-        data_path: str = "",
+        data: Annotated[
+            Any, Field(description="The JSON value to validate; a string is a string.")
+        ] = None,
+        data_json: Annotated[
+            str, Field(description="The document as JSON text, at most 16 MiB.")
+        ] = "",
+        data_path: Annotated[
+            str, Field(description="A JSON file in the workspace, at most 16 MiB.")
+        ] = "",
     ) -> JsonReportOutput:
         """Validate a JSON value against a JSON Schema and report every error with its location.
 
-        Give exactly one source of data: `data` (any JSON value, null included), `data_json`
-        (the document as JSON text, parsed strictly: duplicate keys and NaN/Infinity are errors
-        and big numbers stay exact), or `data_path` (a JSON file in the workspace, at most
-        16 MiB). The schema is a registered name (`config`, `user`, `dataset`; see the
-        sandbox://schemas resource) or a schema object; its draft comes from `$schema`
-        (default 2020-12; drafts 4, 6, 7, 2019-09 and 2020-12). Formats are asserted. Remote
-        `$ref` is never fetched.
+        Give exactly one source of data: `data` (any JSON value, null included; a string is
+        validated as a string, never parsed), `data_json` (the document as JSON text, parsed
+        strictly: duplicate keys and NaN/Infinity are errors and big numbers stay exact), or
+        `data_path` (a JSON file in the workspace, at most 16 MiB). The schema is a registered
+        name (`config`, `user`, `dataset`; see the sandbox://schemas resource) or a schema
+        object; its draft comes from `$schema`
+        (default 2020-12; drafts 4, 6, 7, 2019-09 and 2020-12); a schema given as a string of
+        JSON text is refused (pass the object). Formats are asserted. Remote `$ref` is never
+        fetched. Unknown argument names are refused.
 
         Example: schema_name_or_dict={"type": "object", "required": ["id"]}, data={"name": "x"}
         gives valid=false with an error at instance_location "" for keyword "required".
@@ -160,22 +227,27 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     raise ToolError(
                         f"data_path {data_path}: not UTF-8 ({exc.reason} at byte {exc.start})"
                     ) from None
-                instance = parse_json_strict(text)
+                instance = parse_json_strict(text, f"data_path {data_path}")
             else:
-                instance = data
+                # As sent: the SDK's argument model would have parsed a JSON-looking string.
+                instance = _given_arguments(ctx)["data"]
+            schema = schema_argument(state, _given_arguments(ctx).get("schema_name_or_dict"))
             try:
                 report = await anyio.to_thread.run_sync(
-                    lambda: validate_json(instance, schema_name_or_dict, registry=state.registry)
+                    lambda: validate_json(instance, schema, registry=state.registry)
                 )
             except DataValidateError as exc:
                 raise ToolError(f"schema_name_or_dict: {exc}") from None
             outcome["status"] = "valid" if report.valid else "invalid"
+            errors = list(report.errors)
+            if source == "data" and is_json_text(instance):
+                errors = [_suggest_data_json(e) for e in errors]
             return {
                 "valid": report.valid,
                 "draft": report.draft,
                 "error_count": report.error_count,
                 "truncated": report.truncated,
-                "errors": list(report.errors),
+                "errors": errors,
             }
 
     @tool(
@@ -190,12 +262,23 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def validate_csv_data(
         ctx: Context,
         *,
-        csv_content: str = "",
-        required_headers: list[str] | None = None,
-        type_constraints: dict[str, Any] | None = None,
-        table_schema: dict[str, Any] | None = None,
-        delimiter: str = "",
-        csv_path: str = "",
+        csv_content: Annotated[str, Field(description="The CSV text.")] = "",
+        required_headers: Annotated[
+            list[str] | None, Field(description="Column names the header must contain.")
+        ] = None,
+        type_constraints: Annotated[
+            dict[str, Any] | None,
+            Field(description='Per column: a type, or {"type": ..., constraint: value}.'),
+        ] = None,
+        table_schema: Annotated[
+            dict[str, Any] | None, Field(description="A Frictionless Table Schema.")
+        ] = None,
+        delimiter: Annotated[
+            str, Field(description='One character, or "sniff"; default ",".')
+        ] = "",
+        csv_path: Annotated[
+            str, Field(description="A CSV file in the workspace (streamed, at most 1 GiB).")
+        ] = "",
     ) -> CsvReport:
         r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
@@ -246,7 +329,48 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             except (ValueError, DataValidateError) as exc:
                 raise ToolError(str(exc)) from None
             outcome["status"] = "valid" if report.valid else "invalid"
-            return report
+            return explain_csv(report, required_headers or (), delimiter_given=bool(delimiter))
+
+
+_DELIMITERS = {";": ("semicolon", ";"), "\t": ("tab", "\\t"), "|": ("pipe", "|")}
+"""Delimiters a one-column header may betray: the name and how to pass it as JSON text."""
+
+
+def explain_csv(
+    report: CsvReport, required_headers: Sequence[str], *, delimiter_given: bool
+) -> CsvReport:
+    """Make the missing-header findings of ``report`` say what was really wrong.
+
+    A column that has constraints but was not asked for as a required header is reported as
+    absent from the header (datavalidate says "required column"), and when the header was read
+    as one column containing ``;``, a tab or ``|`` with the default delimiter, each such
+    finding suggests the ``delimiter`` option.
+    """
+    header = [c.name for c in report.columns]
+    hint = ""
+    if not delimiter_given and len(header) == 1:
+        found = [spec for char, spec in _DELIMITERS.items() if char in header[0]]
+        if found:
+            name, literal = found[0]
+            hint = (
+                f" (the header was read as the single column {header[0]!r} with the default "
+                f'delimiter ","; if the file is {name}-separated, pass delimiter "{literal}" '
+                'or "sniff")'
+            )
+    required = set(required_headers)
+    errors = []
+    for error in report.errors:
+        if error.code == "missing-header" and error.column is not None:
+            message = error.message
+            if error.column not in required and message.startswith("required column"):
+                message = (
+                    f"column {error.column!r} has constraints but is not in the header "
+                    f"(the header has: {', '.join(header) or 'no columns'})"
+                )
+            errors.append(replace(error, message=message + hint))
+        else:
+            errors.append(error)
+    return replace(report, errors=type(report.errors)(errors))
 
 
 def _validate_workspace_csv(state: ServerState, path: str, kwargs: dict[str, Any]) -> CsvReport:

@@ -4,25 +4,40 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+import os
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
 
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import (
+    WorkspaceEntryOutput,
     WorkspaceListOutput,
+    WorkspacePath,
     WorkspaceReadOutput,
     WorkspaceWriteOutput,
 )
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from wsnapshot import WorkspaceError
+from wsnapshot import FileEntry, WorkspaceError
 
-__all__ = ["MAX_LIST_ENTRIES", "MAX_READ_BYTES", "MAX_WRITE_BYTES", "register"]
+__all__ = [
+    "MAX_LIST_ENTRIES",
+    "MAX_RANGE_FILE_BYTES",
+    "MAX_WRITE_BYTES",
+    "Chunk",
+    "read_range",
+    "register",
+]
 
-MAX_READ_BYTES = 1024 * 1024
+MAX_RANGE_FILE_BYTES = 1 << 40
+"""Largest file read in ranges (a sanity bound: the workspace quota is far smaller)."""
 MAX_WRITE_BYTES = 8 * 1024 * 1024
 MAX_LIST_ENTRIES = 10_000
 
@@ -62,6 +77,103 @@ def _write_within_quota(state: ServerState, path: str, data: bytes) -> int:
     return ws.write_bytes(path, data)
 
 
+def _entry(entry: FileEntry) -> WorkspaceEntryOutput:
+    """A listing entry with its mode in octal and its time in ISO 8601 (UTC, microseconds)."""
+    seconds, nanos = divmod(entry.mtime_ns, 1_000_000_000)
+    when = datetime.fromtimestamp(seconds, tz=timezone.utc).replace(microsecond=nanos // 1000)
+    return {
+        "path": entry.path,
+        "kind": entry.kind,
+        "size": entry.size,
+        "mode": f"{entry.mode:04o}",
+        "mtime": when.isoformat().replace("+00:00", "Z"),
+    }
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A byte range read from a workspace file.
+
+    Attributes:
+        path: The path asked for.
+        size: The whole file's size, in bytes.
+        offset: Where the range starts.
+        data: The bytes of the range (for text, without a character split at its end).
+        text: The range decoded as UTF-8, or ``None`` when it is not UTF-8.
+    """
+
+    path: str
+    size: int
+    offset: int
+    data: bytes
+    text: str | None
+
+    def output(self) -> WorkspaceReadOutput:
+        """The tool's structured result for this range."""
+        end = self.offset + len(self.data)
+        return {
+            "path": self.path,
+            "size": self.size,
+            "offset": self.offset,
+            "length": len(self.data),
+            "next_offset": end if end < self.size else None,
+            "encoding": "utf-8" if self.text is not None else "base64",
+            "content": self.text
+            if self.text is not None
+            else base64.b64encode(self.data).decode("ascii"),
+        }
+
+
+def _decode(data: bytes, at_end: bool) -> tuple[bytes, str | None]:
+    """Decode ``data`` as UTF-8, leaving out a character the range end split (up to 3 bytes)."""
+    for trim in range(4 if not at_end else 1):
+        if trim > len(data):
+            break
+        try:
+            kept = data[: len(data) - trim]
+            return kept, kept.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return data, None
+
+
+async def read_range(state: ServerState, path: str, offset: int, length: int) -> Chunk:
+    """Read ``length`` bytes of a workspace file from ``offset``, through SafeWorkspace.
+
+    The file is opened with wsnapshot's ``SafeWorkspace.open_read`` (beneath the workspace, no
+    symlink, a regular file) and the range read with ``pread`` on that descriptor.
+
+    Args:
+        state: The server's state (its workspace).
+        path: Relative path.
+        offset: First byte, at most the file's size.
+        length: Most bytes to read (at least 1).
+
+    Raises:
+        ToolError: The path is unsafe, missing or not a regular file, or ``offset`` is past
+            the end of the file.
+    """
+
+    def read() -> Chunk:
+        try:
+            with state.workspace.open_read(path, max_bytes=MAX_RANGE_FILE_BYTES) as stream:
+                size = os.fstat(stream.fileno()).st_size
+                if offset > size:
+                    raise ToolError(
+                        f"offset {offset} is past the end of {path} ({size} bytes); "
+                        "read from 0 to the size"
+                    )
+                data = os.pread(stream.fileno(), length, offset)
+        except (WorkspaceError, OSError) as exc:
+            raise _explain(path, exc) from None
+        kept, text = _decode(data, offset + len(data) >= size)
+        if text is not None and not kept and data:
+            kept, text = data, None  # a lone fragment: Base64 rather than an empty range
+        return Chunk(path=path, size=size, offset=offset, data=kept, text=text)
+
+    return await anyio.to_thread.run_sync(read)
+
+
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the workspace file tools on ``app``."""
     ws = state.workspace
@@ -72,10 +184,16 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             title="List workspace files", read_only_hint=True, open_world_hint=False
         ),
     )
-    async def list_workspace_files() -> WorkspaceListOutput:
-        """List the workspace recursively: path, kind (file, dir, symlink, other), size, mtime.
+    async def list_workspace_files(
+        offset: Annotated[
+            int, Field(ge=0, description="Skip this many entries (from next_offset).")
+        ] = 0,
+    ) -> Annotated[CallToolResult, WorkspaceListOutput]:
+        """List the workspace recursively: path, kind (file, dir, symlink, other), size, mode, time.
 
-        Symlinks are listed, never followed. At most 10,000 entries.
+        `mode` is the permission bits in octal ("0644"), `mtime` an ISO 8601 UTC time. Symlinks
+        are listed, never followed. At most 10,000 entries; when they do not fit one answer,
+        `next_offset` is the `offset` to pass for the next page (null on the last page).
         """
         async with state.instrument("list_workspace_files"):
             try:
@@ -85,11 +203,23 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             except WorkspaceError as exc:
                 raise ToolError(str(exc)) from None
             files = [e for e in entries if e.kind == "file"]
-            return {
-                "files": list(entries),
-                "file_count": len(files),
-                "total_bytes": sum(e.size for e in files),
-            }
+            page = [_entry(e) for e in entries[offset:]]
+            while True:
+                end = offset + len(page)
+                listing: WorkspaceListOutput = {
+                    "files": page,
+                    "file_count": len(files),
+                    "total_bytes": sum(e.size for e in files),
+                    "entry_count": len(entries),
+                    "offset": offset,
+                    "next_offset": end if end < len(entries) else None,
+                }
+                try:
+                    return budget.tool_result(listing)
+                except ToolError:
+                    if len(page) <= 1:
+                        raise
+                    page = page[: len(page) // 2]
 
     @tool(
         app,
@@ -97,30 +227,37 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             title="Read a workspace file", read_only_hint=True, open_world_hint=False
         ),
     )
-    async def read_workspace_file(path: str) -> WorkspaceReadOutput:
-        """Read one regular file of the workspace (at most 1 MiB).
+    async def read_workspace_file(
+        path: WorkspacePath,
+        offset: Annotated[int, Field(ge=0, description="First byte to read; default 0.")] = 0,
+        length: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=budget.READ_CHUNK_BYTES,
+                description=f"Bytes to read; default and at most {budget.READ_CHUNK_BYTES}.",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, WorkspaceReadOutput]:
+        """Read a byte range of one regular file of the workspace (128 KiB per call at most).
 
         `path` is relative to the workspace, e.g. "results/summary.txt". Symlinks are refused.
-        Returns the content as UTF-8 text when it decodes (encoding "utf-8"), otherwise Base64
-        (encoding "base64").
+        Returns the file's size, the range read (offset, length) and next_offset (where the
+        next range starts; null at the end of the file), and the content as UTF-8 text when it
+        decodes (encoding "utf-8"; a character split by the range end is left for the next
+        range), otherwise Base64 (encoding "base64"). Any file size can be read in ranges.
+        The same ranges are readable as the resource sandbox://workspace/{+path}{?offset,length}.
         """
         async with state.instrument("read_workspace_file"):
-            try:
-                data = await anyio.to_thread.run_sync(
-                    lambda: ws.read_bytes(path, max_bytes=MAX_READ_BYTES)
-                )
-            except (WorkspaceError, OSError) as exc:
-                raise _explain(path, exc) from None
-            try:
-                return {
-                    "path": path,
-                    "size": len(data),
-                    "encoding": "utf-8",
-                    "content": data.decode("utf-8"),
-                }
-            except UnicodeDecodeError:
-                content = base64.b64encode(data).decode("ascii")
-                return {"path": path, "size": len(data), "encoding": "base64", "content": content}
+            want = length or budget.READ_CHUNK_BYTES
+            while True:
+                chunk = await read_range(state, path, offset, want)
+                try:
+                    return budget.tool_result(chunk.output())
+                except ToolError:
+                    if want <= 1024:
+                        raise
+                    want //= 2  # escaped text did not fit the budget: a shorter range
 
     @tool(
         app,
@@ -132,7 +269,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def write_workspace_file(
-        path: str, content: str, encoding: Literal["utf-8", "base64"] = "utf-8"
+        path: WorkspacePath,
+        content: Annotated[str, Field(description="The text, or Base64; at most 8 MiB.")],
+        encoding: Annotated[
+            Literal["utf-8", "base64"], Field(description="How content is encoded.")
+        ] = "utf-8",
     ) -> WorkspaceWriteOutput:
         """Write one file of the workspace atomically (at most 8 MiB), creating parent folders.
 

@@ -1,0 +1,186 @@
+"""The response budget: how many bytes one answer of the server may take, and how content fits.
+
+One home for the size of what the server sends back. Every tool result and resource read is one
+JSON-RPC message; its encoded size (UTF-8 bytes of the message, plus an allowance for the
+envelope and the transport's framing) stays within :data:`RESPONSE_BUDGET_BYTES`. Clients cap
+messages too (the Python SDK's streamable-HTTP client refuses a server-sent event over 1 MiB),
+and a model's context pays for every byte.
+
+Two output caps have two owners. pysandbox's kill cap (``Limits.output_bytes``, 8 MiB per stream
+by default) bounds the work of a run and stops it (status ``output_limit``). The server's return
+cap here keeps the head and the tail of each stream, :data:`STREAM_RETURN_BYTES` in total per
+stream (head, tail and marker together), says how many bytes it cut, and never stops a run; when
+a result would still pass the budget (escaped control characters, two streams), the cap shrinks
+until it fits.
+
+The text mirror of a structured result (the MCP specification's backwards-compatibility
+recommendation) is its compact JSON, once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+__all__ = [
+    "ENVELOPE_BYTES",
+    "READ_CHUNK_BYTES",
+    "RESPONSE_BUDGET_BYTES",
+    "STREAM_RETURN_BYTES",
+    "cut_marker",
+    "fit_streams",
+    "head_tail",
+    "message_bytes",
+    "resource_bytes",
+    "resource_text",
+    "tool_result",
+]
+
+RESPONSE_BUDGET_BYTES = 512 * 1024
+"""Largest encoded JSON-RPC message the server sends as one answer, in bytes."""
+STREAM_RETURN_BYTES = 64 * 1024
+"""Largest part of one output stream a run result carries (head, tail and marker), in bytes."""
+READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
+"""Largest byte range of a file one read returns: Base64 and the text mirror fit the budget."""
+ENVELOPE_BYTES = 1024
+"""Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
+_MIN_STREAM_BYTES = 256
+
+
+def cut_marker(cut: int) -> str:
+    """The line put where ``cut`` bytes of a stream were left out."""
+    return f"\n[... {cut:,} bytes cut by the server: the head and tail are shown ...]\n"
+
+
+def head_tail(text: str, max_bytes: int) -> tuple[str, int]:
+    """Keep the head and tail of ``text`` within ``max_bytes`` UTF-8 bytes, marker included.
+
+    Args:
+        text: The whole stream.
+        max_bytes: Most UTF-8 bytes the result may take (head, marker and tail together).
+
+    Returns:
+        ``(text, 0)`` when it fits, else ``(head + marker + tail, bytes_cut)``; the cut never
+        splits a character, the head takes about two thirds of the room.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= max_bytes:
+        return text, 0
+    room = max(0, max_bytes - len(cut_marker(len(data)).encode()))
+    head_len = room * 2 // 3
+    tail_len = room - head_len
+    head = data[:head_len].decode("utf-8", "ignore")
+    tail = data[len(data) - tail_len :].decode("utf-8", "ignore") if tail_len else ""
+    cut = len(data) - len(head.encode("utf-8", "surrogatepass")) - len(tail.encode())
+    return head + cut_marker(cut) + tail, cut
+
+
+def message_bytes(result: BaseModel) -> int:
+    """The encoded size of ``result`` as a JSON-RPC response, in bytes (envelope allowed for)."""
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode()) + ENVELOPE_BYTES
+
+
+def _compact(structured: Mapping[str, Any]) -> str:
+    return json.dumps(structured, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _build(structured: Mapping[str, Any]) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=_compact(structured))],
+        structured_content=dict(structured),
+    )
+
+
+def tool_result(
+    structured: Mapping[str, Any], *, budget: int = RESPONSE_BUDGET_BYTES
+) -> CallToolResult:
+    """Build a tool result: ``structured`` as the structured content, its compact JSON as text.
+
+    Args:
+        structured: The JSON-compatible structured result (the tool's output schema).
+        budget: Largest encoded message, in bytes.
+
+    Raises:
+        ToolError: The message would pass ``budget``; the text says by how much and what to do.
+    """
+    result = _build(structured)
+    size = message_bytes(result)
+    if size > budget:
+        raise ToolError(
+            f"the answer would be {size:,} bytes, more than the server's response budget of "
+            f"{budget:,} bytes; ask for less (a smaller file range, a narrower listing)"
+        )
+    return result
+
+
+def fit_streams(
+    structured: Mapping[str, Any],
+    streams: Sequence[str],
+    *,
+    stream_bytes: int = STREAM_RETURN_BYTES,
+    budget: int = RESPONSE_BUDGET_BYTES,
+) -> CallToolResult:
+    """Build a tool result whose text fields ``streams`` are cut to head and tail to fit.
+
+    Each stream starts with ``stream_bytes`` of room; while the message passes ``budget`` the
+    room halves. A cut stream gets a marker naming the bytes cut and ``<name>_truncated`` is set
+    true (it stays true when it already was, e.g. pysandbox's kill cap stopped the run).
+
+    Args:
+        structured: The structured result; each of ``streams`` names a ``str`` field, and a
+            ``<name>_truncated`` boolean field exists for each.
+        streams: The names of the fields to cut, e.g. ``("stdout", "stderr")``.
+        stream_bytes: Room of each stream at first, in UTF-8 bytes (marker included).
+        budget: Largest encoded message, in bytes.
+
+    Returns:
+        The result, within ``budget`` whenever the other fields leave room for markers.
+
+    Raises:
+        ToolError: Even with every stream cut to its marker the message passes ``budget``.
+    """
+    room = stream_bytes
+    while True:
+        shaped = dict(structured)
+        for name in streams:
+            text, cut = head_tail(str(structured[name]), room)
+            shaped[name] = text
+            shaped[f"{name}_truncated"] = bool(structured[f"{name}_truncated"]) or cut > 0
+        result = _build(shaped)
+        if message_bytes(result) <= budget:
+            return result
+        if room <= _MIN_STREAM_BYTES:
+            return tool_result(shaped, budget=budget)
+        room = max(_MIN_STREAM_BYTES, room // 2)
+
+
+def resource_bytes(text: str, uri: str) -> int:
+    """The encoded size of a resource read answering ``text`` for ``uri``, in bytes."""
+    escaped = json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return len(escaped) + 2 * len(uri.encode()) + ENVELOPE_BYTES
+
+
+def resource_text(text: str, uri: str, hint: str, *, budget: int = RESPONSE_BUDGET_BYTES) -> str:
+    """Return ``text`` when a resource read of it fits ``budget``.
+
+    Args:
+        text: The resource's content.
+        uri: The URI read.
+        hint: What to do instead, e.g. "run `wsnapshot export` on the host".
+        budget: Largest encoded message, in bytes.
+
+    Raises:
+        ResourceError: The read would pass ``budget``; the message names the sizes and ``hint``.
+    """
+    size = resource_bytes(text, uri)
+    if size > budget:
+        raise ResourceError(
+            f"{uri} would be {size:,} bytes, more than the server's response budget of "
+            f"{budget:,} bytes; {hint}"
+        )
+    return text

@@ -1,0 +1,85 @@
+"""Honest errors over stdio: each names what was wrong and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import ClientSession, stdio_client
+from mcp.shared.exceptions import MCPError
+
+from _client import call, call_error, server_params
+
+MISSING_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+
+    async def scenario(s: ClientSession) -> None:
+        await call(s, "write_workspace_file", path="bad.json", content='{"a": 1,}')
+        text = await call_error(
+            s, "validate_json_data", schema_name_or_dict=True, data_path="bad.json"
+        )
+        assert text.startswith("Error executing tool validate_json_data: data_path bad.json is")
+        assert "not valid JSON" in text and "data_json" not in text
+        # The limit that stopped a run, and how to raise it.
+        run = await call(s, "run_sandbox_code", code="while True: pass")
+        assert run["status"] == "timeout"
+        assert run["detail"] == (
+            "stopped after 1 s, the default; pass timeout_sec up to 3 for a longer run"
+        )
+        # An unknown snapshot id points to list_state_snapshots, as a tool and as a resource.
+        text = await call_error(s, "restore_state_snapshot", snapshot_id=MISSING_ID)
+        assert "list_state_snapshots" in text
+        with pytest.raises(MCPError, match="list_state_snapshots"):
+            await s.read_resource(f"sandbox://snapshots/{MISSING_ID}")
+        # CSV: a constrained column absent from the header says exactly that.
+        report = await call(
+            s, "validate_csv_data", csv_content="a,b\n1,2\n", type_constraints={"c": "integer"}
+        )
+        assert report["errors"][0]["message"] == (
+            "column 'c' has constraints but is not in the header (the header has: a, b)"
+        )
+        # A ;-separated file read with the default delimiter suggests the option.
+        report = await call(
+            s, "validate_csv_data", csv_content="a;b\n1;2\n", required_headers=["a", "b"]
+        )
+        assert len(report["errors"]) == 2
+        for error in report["errors"]:
+            assert error["message"].startswith("required column")
+            assert 'semicolon-separated, pass delimiter ";" or "sniff"' in error["message"]
+        report = await call(
+            s, "validate_csv_data", csv_content="a\tb\n1\t2\n", required_headers=["b"]
+        )
+        assert 'pass delimiter "\\t"' in report["errors"][0]["message"]
+        # The diagnosis prompt diagnoses text that does not parse.
+        prompt = await s.get_prompt(
+            "diagnose_validation_error", {"data_json": "{not json", "schema": "user"}
+        )
+        body = prompt.messages[0].content.text  # type: ignore[union-attr]
+        assert "does not parse" in body and "{not json" in body
+        # Prompt arguments are described.
+        prompts = {p.name: p for p in (await s.list_prompts()).prompts}
+        for p in prompts.values():
+            assert all(a.description for a in p.arguments or []), p.name
+        # A bad prompts/get is an invalid-params error, logged as one line.
+        with pytest.raises(MCPError) as info:
+            await s.get_prompt("diagnose_validation_error", {"data_json": "{}"})
+        assert info.value.code == -32602
+        assert "schema" in str(info.value)
+        with pytest.raises(MCPError, match="no schema is registered as 'nope'"):
+            await s.get_prompt("diagnose_validation_error", {"data_json": "{}", "schema": "nope"})
+
+    async def main() -> None:
+        params = server_params(*dirs, "--default-timeout", "1", "--max-timeout", "3")
+        with log.open("w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                await scenario(s)
+
+    anyio.run(main)
+    text = log.read_text()
+    assert "Traceback" not in text
+    assert "prompt 'diagnose_validation_error'" in text

@@ -7,6 +7,11 @@ verifying every blob while it reads it. Import is two steps so that nothing is w
 the whole record is known to be good: :meth:`Records.parse` validates it completely (no lock, no
 store access) and :meth:`Records.store_locked` writes its new blobs and its manifest (the caller
 holds the store's lock).
+
+The streamed export (:meth:`Records.chunks`) is the same record, compact, with every content in
+Base64: its exact size is then known from the manifest alone (:meth:`Records.size`), before a
+single blob is read, and it is produced a bounded piece at a time (memory does not grow with
+the snapshot).
 """
 
 from __future__ import annotations
@@ -15,17 +20,40 @@ import base64
 import binascii
 import contextlib
 import hashlib
+import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from wsnapshot._blobs import BlobStore
 from wsnapshot._manifest import EXPORT_KIND, FORMAT, Manifest, parse_entries, parse_header
 from wsnapshot._storedir import StoreDir
-from wsnapshot.exceptions import InvalidRecord, SnapshotError, SnapshotExists, SnapshotTooLarge
+from wsnapshot.exceptions import (
+    ExportTooLarge,
+    InvalidRecord,
+    SnapshotError,
+    SnapshotExists,
+    SnapshotTooLarge,
+)
 from wsnapshot.snapshot import FileRecord, SnapshotInfo
 
-__all__ = ["ParsedRecord", "Records"]
+__all__ = ["EXPORT_PIECE", "ParsedRecord", "Records"]
+
+#: The streamed export yields pieces of about this many bytes (small entries are coalesced).
+EXPORT_PIECE = 256 * 1024
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _b64_len(size: int) -> int:
+    return 4 * ((size + 2) // 3)
+
+
+#: A piece of the streamed record: literal bytes, or a blob to insert Base64-encoded.
+_Piece = bytes | tuple[str, int]
 
 
 @dataclass
@@ -59,14 +87,109 @@ class Records:
         self._files = files
         self._blobs = blobs
 
-    def export(self, sid: str) -> dict[str, Any]:
+    # -- the streamed export ----------------------------------------------------------------------
+
+    @staticmethod
+    def _pieces(m: Manifest) -> Iterator[_Piece]:
+        head = {
+            "format": FORMAT,
+            "kind": EXPORT_KIND,
+            "id": m.id,
+            "created_at": m.created_at,
+            "description": m.description,
+        }
+        yield _dumps(head)[:-1] + b',"files":{'
+        for i, path in enumerate(sorted(m.entries)):
+            e = m.entries[path]
+            d = e.to_dict()
+            del d["path"]
+            sep = b"," if i else b""
+            if e.kind != "file":
+                yield sep + _dumps(path) + b":" + _dumps(d)
+                continue
+            assert e.sha256 is not None  # noqa: S101 - validated manifest
+            d["encoding"] = "base64"
+            yield sep + _dumps(path) + b":" + _dumps(d)[:-1] + b',"content":"'
+            yield (e.sha256, e.size)
+            yield b'"}'
+        yield b"}}"
+
+    def size(self, sid: str) -> int:
+        """Exact byte size of :meth:`chunks`'s record for ``sid``, from the manifest only.
+
+        Raises:
+            SnapshotNotFound: No such snapshot.
+            CorruptSnapshot: The manifest fails validation.
+        """
+        return self._size(self._files.load(sid))
+
+    @classmethod
+    def _size(cls, m: Manifest) -> int:
+        return sum(len(p) if isinstance(p, bytes) else _b64_len(p[1]) for p in cls._pieces(m))
+
+    def chunks(self, sid: str) -> Iterator[bytes]:
+        """The record of ``sid`` as compact UTF-8 JSON, in pieces of about ``EXPORT_PIECE`` bytes.
+
+        Every content is Base64; every blob is verified as it is read.
+
+        Raises:
+            SnapshotNotFound: No such snapshot (before anything is yielded).
+            CorruptSnapshot: The manifest fails (before anything is yielded) or a blob does
+                (midway: what was yielded is then not a valid record).
+        """
+        m = self._files.load(sid)
+        return self._stream(m)
+
+    def _stream(self, m: Manifest) -> Iterator[bytes]:
+        buf = bytearray()
+        for piece in self._pieces(m):
+            if isinstance(piece, bytes):
+                buf += piece
+            else:
+                carry = b""
+                for got in self._blobs.chunks(piece[0], piece[1], m.id):
+                    data = carry + got
+                    cut = len(data) - len(data) % 3
+                    buf += base64.b64encode(data[:cut])
+                    carry = data[cut:]
+                    if len(buf) >= EXPORT_PIECE:
+                        yield bytes(buf)
+                        buf.clear()
+                buf += base64.b64encode(carry)
+            if len(buf) >= EXPORT_PIECE:
+                yield bytes(buf)
+                buf.clear()
+        if buf:
+            yield bytes(buf)
+
+    def write_to(self, sid: str, out: BinaryIO) -> int:
+        """Write :meth:`chunks`'s record to the binary file object ``out``; returns its size."""
+        total = 0
+        for piece in self.chunks(sid):
+            out.write(piece)
+            total += len(piece)
+        return total
+
+    # -- the record as a dict ---------------------------------------------------------------------
+
+    def export(self, sid: str, max_size: int | None = None) -> dict[str, Any]:
         """The record of snapshot ``sid`` (a validated id), every blob verified while read.
+
+        Args:
+            sid: The snapshot.
+            max_size: Refuse, before any blob is read, when the streamed record
+                (:meth:`size`) is larger than this many bytes; ``None``: no check.
 
         Raises:
             SnapshotNotFound: No such snapshot.
             CorruptSnapshot: The manifest or a blob fails validation.
+            ExportTooLarge: Past ``max_size``.
         """
         m = self._files.load(sid)
+        if max_size is not None:
+            size = self._size(m)
+            if size > max_size:
+                raise ExportTooLarge(sid, size, max_size)
         files: dict[str, Any] = {}
         for path in sorted(m.entries):
             e = m.entries[path]

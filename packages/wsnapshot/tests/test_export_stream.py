@@ -9,13 +9,22 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from _helpers import build_tree, tree_state
-from wsnapshot import CorruptSnapshot, ExportTooLarge, SnapshotStore, _storedir
+from wsnapshot import (
+    CorruptSnapshot,
+    ExportTooLarge,
+    InvalidRecord,
+    SnapshotExists,
+    SnapshotStore,
+    SnapshotTooLarge,
+    _storedir,
+)
 
 TREES: dict[str, dict[str, Any]] = {
     "text": {"a.txt": b"hello", "d/b.txt": "caf\u00e9 \u2603\n".encode()},
@@ -127,3 +136,150 @@ def test_export_of_a_large_snapshot_keeps_memory_flat(tmp_path: Path) -> None:
     got = json.loads(done.stdout)
     assert got["written"] == got["size"] > 4 * (204 << 20) // 3
     assert got["grew_kib"] * 1024 < 64 << 20, got
+
+
+# -- streaming import ---------------------------------------------------------------------------
+
+
+def _source(tmp_path: Path, tree: dict[str, Any]) -> tuple[SnapshotStore, str, Path]:
+    ws = tmp_path / "src"
+    ws.mkdir()
+    build_tree(ws, tree)
+    store = SnapshotStore(ws, tmp_path / "src-store", workers=1)
+    return store, store.create("d\u00e9sc \U0001f600").id, ws
+
+
+def _target(tmp_path: Path, **limits: int) -> tuple[SnapshotStore, Path, Path]:
+    ws = tmp_path / "dst"
+    ws.mkdir(exist_ok=True)
+    store_dir = tmp_path / "dst-store"
+    return SnapshotStore(ws, store_dir, workers=1, **limits), ws, store_dir
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+@pytest.mark.parametrize("form", ["streamed", "dict-ascii", "dict-indented"])
+def test_import_from_round_trip(
+    tmp_path: Path, name: str, form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_storedir, "CHUNK", 4096)  # Base64 decoded across several reads
+    tree = dict(TREES[name])
+    if name == "names":
+        tree["x"] = b"target"
+    tree["emoji.txt"] = "\U0001f600 \u2028 \x01".encode()
+    source, sid, src_ws = _source(tmp_path, tree)
+    if form == "streamed":
+        data = b"".join(source.export_chunks(sid))
+    else:
+        record = source.export(sid)
+        # content before encoding in every entry: the order of keys is free in JSON
+        for entry in record["files"].values():
+            if "content" in entry:
+                entry["encoding"] = entry.pop("encoding")
+        if form == "dict-ascii":
+            data = json.dumps(record).encode()  # \uXXXX escapes, surrogate pairs
+        else:
+            data = json.dumps(record, ensure_ascii=False, indent=2).encode()
+    store, ws, store_dir = _target(tmp_path)
+    info = store.import_from(io.BytesIO(data))
+    assert info.id == sid
+    store.restore(sid)
+    assert tree_state(ws) == tree_state(src_ws)
+    assert list((store_dir / "tmp").iterdir()) == []
+
+
+def _good_record(tmp_path: Path) -> tuple[bytes, SnapshotStore]:
+    source, sid, _ws = _source(tmp_path, {"a.bin": b"a" * 3000, "t.txt": b"text"})
+    return b"".join(source.export_chunks(sid)), source
+
+
+BAD: dict[str, Callable[[bytes], bytes]] = {
+    "truncated": lambda d: d[: len(d) // 2],
+    "trailing-data": lambda d: d + b" {}",
+    "not-json": lambda _d: b"{nope",
+    "bad-escape": lambda d: d.replace(b'"t.txt"', b'"t\\q.txt"', 1),
+    "control-char": lambda d: d.replace(b'"t.txt"', b'"t\x01.txt"', 1),
+    "duplicate-key": lambda d: d.replace(b'{"format":1,', b'{"format":1,"format":1,', 1),
+    "padding-midway": lambda d: d.replace(b'"content":"YWFh', b'"content":"YQ==YWFh', 1),
+    "not-base64": lambda d: d.replace(b'"content":"YWFh', b'"content":"Y!Fh', 1),
+    "wrong-size": lambda d: d.replace(b'"size":3000', b'"size":3001', 1),
+    "invalid-utf8": lambda d: d.replace(b'"t.txt"', b'"t\xff.txt"', 1),
+    "deep-value": lambda d: d.replace(
+        b'"description":"', b'"x":' + b"[" * 40 + b"]" * 40 + b',"description":"', 1
+    ),
+}
+
+
+@pytest.mark.parametrize("how", sorted(BAD))
+def test_import_from_refuses_malformed_records_and_leaves_nothing(tmp_path: Path, how: str) -> None:
+    data, _source_store = _good_record(tmp_path)
+    bad = BAD[how](data)
+    assert bad != data
+    store, _ws, store_dir = _target(tmp_path)
+    with pytest.raises(InvalidRecord):
+        store.import_from(io.BytesIO(bad))
+    assert store.list() == []
+    assert list((store_dir / "tmp").iterdir()) == []
+    assert list((store_dir / "blobs").iterdir()) == []
+
+
+def test_import_from_stops_at_max_bytes_while_reading(tmp_path: Path) -> None:
+    data, _source_store = _good_record(tmp_path)
+    store, _ws, store_dir = _target(tmp_path, max_bytes=1000)
+    with pytest.raises(SnapshotTooLarge):
+        store.import_from(io.BytesIO(data))
+    assert list((store_dir / "tmp").iterdir()) == []
+    assert store.list() == []
+
+
+def test_import_from_an_existing_id_leaves_nothing(tmp_path: Path) -> None:
+    data, _source_store = _good_record(tmp_path)
+    store, _ws, store_dir = _target(tmp_path)
+    store.import_from(io.BytesIO(data))
+    with pytest.raises(SnapshotExists):
+        store.import_from(io.BytesIO(data))
+    assert list((store_dir / "tmp").iterdir()) == []
+
+
+_IMPORT_RSS_SCRIPT = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from wsnapshot import SnapshotStore
+    src, dst, record = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(os.path.join(src, "ws", "big.bin"), "wb") as fh:
+        fh.write(os.urandom(48 << 20))
+    source = SnapshotStore(os.path.join(src, "ws"), os.path.join(src, "store"), workers=1)
+    sid = source.create().id
+    with open(record, "wb") as out:
+        source.export_to(sid, out)
+    target = SnapshotStore(os.path.join(dst, "ws"), os.path.join(dst, "store"), workers=1)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with open(record, "rb") as fh:
+        info = target.import_from(fh)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"bytes": info.total_bytes, "grew_kib": after - before}))
+    """
+)
+
+
+def test_import_of_a_large_record_keeps_memory_flat(tmp_path: Path) -> None:
+    """A memory bound, not a timing test: a 64 MB record imports with far less memory."""
+    for side in ("src", "dst"):
+        (tmp_path / side / "ws").mkdir(parents=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _IMPORT_RSS_SCRIPT,
+            str(tmp_path / "src"),
+            str(tmp_path / "dst"),
+            str(tmp_path / "record.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+    )
+    shutil.rmtree(tmp_path)
+    got = json.loads(done.stdout)
+    assert got["bytes"] == 48 << 20
+    assert got["grew_kib"] * 1024 < 32 << 20, got

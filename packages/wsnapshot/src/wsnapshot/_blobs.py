@@ -175,6 +175,10 @@ class BlobStore:
         while view:
             view = view[self._files.ops.write(fd, view) :]
 
+    def close_fd(self, fd: int) -> None:
+        """Close a staging file's descriptor."""
+        self._files.ops.close(fd)
+
     def stage_bytes(self, data: bytes) -> str:
         """Write ``data`` to a new staging file (not yet durable); returns its path."""
         tmp, fd = self.new_tmp()

@@ -125,6 +125,8 @@ class Restorer:
         """
         path = os.path.join(self._files.path, INCONSISTENT)
         try:
+            if not os.path.lexists(path):  # (no system call of the store's on the sound path)
+                raise FileNotFoundError(path)
             raw = self._files.read_file(path, 64 * 1024)
         except FileNotFoundError:
             if self._unrecorded is not None:

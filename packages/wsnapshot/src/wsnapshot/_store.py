@@ -490,6 +490,35 @@ class SnapshotStore:
         """
         return self._records.export(check_id(snapshot_id), max_size)
 
+    def import_from(self, fileobj: BinaryIO) -> SnapshotInfo:
+        """Store a record read from a binary file (as written by :meth:`export_to`), streaming.
+
+        Memory holds the record's entries, never a content: each content string is decoded to
+        a staging file as it is read and checked against its size and SHA-256; the record is
+        validated completely (as :meth:`import_` does) before a blob or manifest is stored.
+        The writers' lock is held while the file is read.
+
+        Args:
+            fileobj: Anything with ``read(n) -> bytes``; UTF-8 JSON.
+
+        Returns:
+            The new snapshot's info.
+
+        Raises:
+            InvalidRecord: Malformed JSON (the byte offset is named) or record.
+            SnapshotExists: Its id is already stored.
+            SnapshotTooLarge: Past ``max_files`` or ``max_bytes`` (found while reading).
+            QuotaExceeded: Its new blobs would pass ``store_max_bytes``.
+        """
+        with self._locked():
+            self._recover()
+            rec = self._records.parse_stream(fileobj)
+            try:
+                return self._records.store_locked(rec)
+            finally:
+                for tmp, _size in rec.staged.values():  # left only when not stored
+                    self._files.unlink(tmp)
+
     def import_(self, record: object) -> SnapshotInfo:
         """Store a record made by :meth:`export` (possibly by another store) as a snapshot.
 

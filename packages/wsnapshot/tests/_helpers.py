@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -115,6 +116,7 @@ for _name in (
     "futimens",
     "lutimens",
     "fchmod",
+    "chmod_opath",
 ):
     setattr(FaultyOps, _name, _wrap(_name))
 
@@ -123,3 +125,79 @@ def use_ops(store: SnapshotStore, ops: _fsio.Ops) -> None:
     """Make one store (and its workspace accessor) use ``ops``."""
     store._ops = ops
     store.workspace._ops = ops
+
+
+def make_deep(parent: Path, name: str, depth: int, *, leaf: bytes | None = b"leaf") -> None:
+    """``parent/name/name/...`` ``depth`` directories deep (built by descriptor: no PATH_MAX)."""
+    fd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            nfd = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nfd
+        if leaf is not None:
+            wfd = os.open("f", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+            os.write(wfd, leaf)
+            os.close(wfd)
+    finally:
+        os.close(fd)
+
+
+def as_unprivileged(body: Callable[[Path], None]) -> None:
+    """Run ``body(base)`` in a forked child without root's permission bypass.
+
+    As root the child drops to ``nobody`` (65534) and ``base`` (a fresh directory) is given to
+    it; otherwise the child keeps the current (already unprivileged) user. The child's failure
+    (its traceback) fails the caller.
+    """
+    import importlib
+    import shutil
+    import tempfile
+    import traceback
+    import warnings
+
+    importlib.import_module("_strptime")  # strptime imports it lazily: nobody cannot read pyenv's
+
+    base = Path(tempfile.mkdtemp(prefix="wsnapshot-unpriv-"))
+    drop = os.geteuid() == 0
+    if drop:
+        os.chown(base, 65534, 65534)
+    r, w = os.pipe()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork of a threaded pytest
+            pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports through the pipe
+            code = 1
+            try:
+                os.close(r)
+                if drop:
+                    os.setgroups([])
+                    os.setresgid(65534, 65534, 65534)
+                    os.setresuid(65534, 65534, 65534)
+                body(base)
+                code = 0
+            except BaseException:
+                os.write(w, traceback.format_exc()[-16000:].encode())
+            finally:
+                os._exit(code)
+        os.close(w)
+        w = -1
+        chunks = []
+        while chunk := os.read(r, 65536):
+            chunks.append(chunk)
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+        if drop:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            for dirpath, dirnames, _files in os.walk(base):
+                for d in dirnames:
+                    with contextlib.suppress(OSError):
+                        (Path(dirpath) / d).chmod(0o700)
+            shutil.rmtree(base, ignore_errors=True)

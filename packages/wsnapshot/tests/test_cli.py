@@ -48,9 +48,32 @@ def test_cli_end_to_end(
     assert (ws / "a.txt").read_text() == "one"
     out_file = tmp_path / "export.json"
     code, exported = run(capsys, ws, store_dir, "export", sid, "-o", str(out_file))
-    assert exported == {"exported": sid, "file": str(out_file)}
+    size = out_file.stat().st_size
+    assert exported == {"exported": sid, "file": str(out_file), "bytes": size}
     code, record = run(capsys, ws, store_dir, "export", sid)
     assert record == json.loads(out_file.read_text())
+    assert isinstance(record, dict) and record["files"]["a.txt"]["encoding"] == "base64"
+    code, sized = run(capsys, ws, store_dir, "export-size", sid)
+    assert sized == {"id": sid, "bytes": size}
+    code, state = run(capsys, ws, store_dir, "state")
+    assert state == {"inconsistent": None, "cleared": False}
+    marker = {
+        "format": 1,
+        "kind": "wsnapshot-inconsistent",
+        "snapshot_id": sid,
+        "error": "EIO: Input/output error",
+        "at": "2026-12-01T00:00:00.000000Z",
+        "journal": "restore.journal",
+    }
+    (store_dir / "inconsistent.json").write_text(json.dumps(marker))
+    code, err = run(capsys, ws, store_dir, "create")
+    assert code == 1 and isinstance(err, dict)
+    assert err["error"]["type"] == "WorkspaceInconsistent"
+    assert sid in err["error"]["message"] and "wsnapshot restore" in err["error"]["message"]
+    code, state = run(capsys, ws, store_dir, "state")
+    assert isinstance(state, dict) and sid in state["inconsistent"]
+    code, state = run(capsys, ws, store_dir, "state", "--clear")
+    assert state == {"inconsistent": None, "cleared": True}
     code, gone = run(capsys, ws, store_dir, "delete", sid)
     assert gone == {"deleted": sid}
     code, imported = run(capsys, ws, store_dir, "import", str(out_file))

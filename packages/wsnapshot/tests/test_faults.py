@@ -9,13 +9,14 @@ staging file, journal or marker; the workspace is exactly the old or the new sta
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from _helpers import Crash, FaultyOps, State, build_tree, tree_state, use_ops
+from _helpers import Crash, FaultyOps, State, as_unprivileged, build_tree, tree_state, use_ops
 from wsnapshot import SnapshotError, SnapshotStore, _blobs, _fsio, _storedir
 
 
@@ -253,3 +254,101 @@ def test_import_faults(tmp_path: Path, crash: bool) -> None:
 
     steps = sweep(tmp_path, setup, lambda s, _c: s.import_(record), check, crash=crash)
     assert steps > 10
+
+
+class FailingFrom(FaultyOps):
+    """Every call from number ``fail_at`` on fails with ``EIO`` (a disk gone bad; no crash)."""
+
+    def step(self, name: str) -> None:
+        self.count += 1
+        if self.count >= self.fail_at:
+            raise OSError(errno.EIO, f"injected failure at step {self.count} ({name})")
+
+
+def _open_with(ops: _fsio.Ops, ws: Path, store_dir: Path) -> SnapshotStore | None:
+    real = _fsio._OPS
+    _fsio._OPS = ops
+    try:
+        return SnapshotStore(ws, store_dir, workers=1)
+    except Crash:
+        return None  # the process died while opening
+    finally:
+        _fsio._OPS = real
+
+
+def _restore_next_open_sweep(base: Path, mutate_more: Callable[[Path], None], stride: int) -> int:
+    """Crash a restore at step k, then fail the next open at every step j; a third open serves."""
+    covered = 0
+
+    def setup(where: Path) -> tuple[Path, Path, str, State]:
+        ws, store_dir = where / "ws", where / "store"
+        ws.mkdir(parents=True)
+        build_tree(ws, BASE)
+        store = SnapshotStore(ws, store_dir, workers=1)
+        a = store.create("A").id
+        state_a = tree_state(ws)
+        mutate(ws)
+        mutate_more(ws)
+        return ws, store_dir, a, state_a
+
+    def crashed(where: Path, k: int) -> tuple[Path, Path, str, State, FaultyOps]:
+        ws, store_dir, a, state_a = setup(where)
+        store = SnapshotStore(ws, store_dir, workers=1)
+        ops = FaultyOps(k)
+        use_ops(store, ops)
+        with contextlib.suppress(Crash):
+            store.restore(a)
+        return ws, store_dir, a, state_a, ops
+
+    k = 0
+    while True:
+        k += stride
+        _ws, store_dir, _a, _s, ops = crashed(base / f"k{k}", k)
+        if ops.count < k:
+            return covered  # the restore finished before step k
+        if not (store_dir / "restore.journal").exists():
+            continue
+        for fail_from in (True, False):
+            j = 0
+            while True:
+                j += 1
+                ws2, store2, a, state_a, _ops = crashed(base / f"k{k}-j{j}-{fail_from}", k)
+                bad: FaultyOps = FailingFrom(j) if fail_from else FaultyOps(j)
+                opened = _open_with(bad, ws2, store2)  # never raises OSError nor SnapshotError
+                if opened is not None and fail_from:
+                    journal_gone = not (store2 / "restore.journal").exists()
+                    assert opened.inconsistent is not None or journal_gone
+                healthy = SnapshotStore(ws2, store2, workers=1)
+                if healthy.inconsistent is not None:
+                    healthy.restore(a)  # the remedy
+                assert healthy.inconsistent is None
+                assert tree_state(ws2) == state_a
+                assert not (store2 / "restore.journal").exists()
+                covered += 1
+                if bad.count < j:
+                    break
+                assert j < 2000, "runaway"
+
+
+def _locked(ws: Path) -> None:
+    """What a run can leave that only a non-root server cannot read (F08)."""
+    (ws / "d").mkdir()
+    (ws / "d" / "f").write_bytes(b"x")
+    (ws / "d" / "z").mkdir(mode=0o000)
+    (ws / "d").chmod(0o300)
+    (ws / "dir" / "inner.txt").chmod(0o000)
+
+
+@pytest.mark.parametrize("locked", [False, True], ids=["plain", "unreadable-dirs-unprivileged"])
+def test_restore_and_next_open_faults(tmp_path: Path, locked: bool) -> None:
+    """A crash at every 30th step of a restore, then a failure at every step of the next open
+    (a crash, or ``EIO`` from that step on): the store opens (or the process died), and a
+    healthy open then serves and completes (or is marked inconsistent and a restore repairs)."""
+    if not locked:
+        assert _restore_next_open_sweep(tmp_path, lambda _ws: None, stride=30) > 100
+        return
+
+    def body(base: Path) -> None:
+        assert _restore_next_open_sweep(base, _locked, stride=30) > 100
+
+    as_unprivileged(body)

@@ -16,6 +16,7 @@ from wsnapshot._store import (
 )
 from wsnapshot.exceptions import (
     CorruptSnapshot,
+    ExportTooLarge,
     InvalidRecord,
     InvalidSnapshotId,
     QuotaExceeded,
@@ -26,6 +27,7 @@ from wsnapshot.exceptions import (
     StoreConfigError,
     UnsafePathError,
     WorkspaceError,
+    WorkspaceInconsistent,
     WorkspaceLimitError,
 )
 from wsnapshot.snapshot import (
@@ -44,6 +46,7 @@ __all__ = [
     "DEFAULT_STORE_MAX_BYTES",
     "CorruptSnapshot",
     "Diff",
+    "ExportTooLarge",
     "FileEntry",
     "FileRecord",
     "InvalidRecord",
@@ -62,6 +65,7 @@ __all__ = [
     "StoreConfigError",
     "UnsafePathError",
     "WorkspaceError",
+    "WorkspaceInconsistent",
     "WorkspaceLimitError",
     "__version__",
     "split_relpath",

@@ -1,7 +1,9 @@
 """Command line: ``wsnapshot --workspace W --store S COMMAND``, JSON on stdout.
 
 Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID``, ``delete ID``,
-``diff A [B]``, ``export ID [-o FILE]``, ``import FILE`` (``-`` reads standard input).
+``diff A [B]``, ``export ID [-o FILE]`` (streamed: the compact record itself, not wrapped),
+``export-size ID``, ``import FILE`` (``-`` reads standard input; streamed), ``state [--clear]`` (the
+inconsistent state a failed restore leaves; ``--clear`` after a repair by hand).
 Errors are printed to standard error as ``{"error": {"type", "message"}}``; the exit status is
 0 on success, 1 on an error, 2 on a usage error.
 """
@@ -22,11 +24,9 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
-from wsnapshot.exceptions import InvalidRecord, SnapshotError
+from wsnapshot.exceptions import SnapshotError
 
 __all__ = ["main"]
-
-_MAX_RECORD_BYTES = 4 * DEFAULT_MAX_BYTES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -55,26 +55,21 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diff", help="compare two snapshots, or one with the workspace")
     d.add_argument("a")
     d.add_argument("b", nargs="?")
-    e = sub.add_parser("export", help="print a self-contained JSON record")
+    e = sub.add_parser("export", help="stream a self-contained JSON record (contents in Base64)")
     e.add_argument("id")
     e.add_argument("-o", "--output", help="write to this file instead of standard output")
-    i = sub.add_parser("import", help="store a record made by export")
+    sub.add_parser("export-size", help="bytes of the export record (manifest only)").add_argument(
+        "id"
+    )
+    st = sub.add_parser("state", help="whether a failed restore left the workspace inconsistent")
+    st.add_argument("--clear", action="store_true", help="forget it (after a repair by hand)")
+    i = sub.add_parser("import", help="store a record made by export (streamed)")
     i.add_argument("file", help="the record (- for standard input)")
     return p
 
 
-def _read_record(name: str) -> object:
-    if name == "-":
-        raw = sys.stdin.buffer.read(_MAX_RECORD_BYTES + 1)
-    else:
-        with Path(name).open("rb") as fh:
-            raw = fh.read(_MAX_RECORD_BYTES + 1)
-    if len(raw) > _MAX_RECORD_BYTES:
-        raise InvalidRecord("", f"record is larger than {_MAX_RECORD_BYTES} bytes")
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRecord("", f"not valid JSON: {exc}") from None
+class _Streamed:
+    """A result already written to standard output."""
 
 
 def _run(args: argparse.Namespace) -> Any:
@@ -100,12 +95,23 @@ def _run(args: argparse.Namespace) -> Any:
     if cmd == "diff":
         return store.diff(args.a, args.b).to_dict()
     if cmd == "export":
-        record = store.export(args.id)
         if args.output:
-            Path(args.output).write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
-            return {"exported": record["id"], "file": args.output}
-        return record
-    return store.import_(_read_record(args.file)).to_dict()
+            with Path(args.output).open("wb") as fh:
+                size = store.export_to(args.id, fh)
+            return {"exported": args.id, "file": args.output, "bytes": size}
+        store.export_to(args.id, sys.stdout.buffer)
+        sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+        return _Streamed()
+    if cmd == "export-size":
+        return {"id": args.id, "bytes": store.export_size(args.id)}
+    if cmd == "state":
+        cleared = store.clear_inconsistent() if args.clear else False
+        return {"inconsistent": store.inconsistent, "cleared": cleared}
+    if args.file == "-":
+        return store.import_from(sys.stdin.buffer).to_dict()
+    with Path(args.file).open("rb") as fh:
+        return store.import_from(fh).to_dict()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -124,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         err = {"error": {"type": type(exc).__name__, "message": str(exc)}}
         sys.stderr.write(json.dumps(err) + "\n")
         return 1
-    sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+    if not isinstance(result, _Streamed):
+        sys.stdout.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
     return 0
 
 

@@ -130,6 +130,33 @@ class BlobStore:
         if total != size or h.hexdigest() != sha:
             raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
 
+    def chunks(self, sha: str, size: int, sid: str | None) -> Iterator[bytes]:
+        """Yield blob ``sha`` in chunks of at most ``CHUNK`` bytes, checking it at the end.
+
+        Raises:
+            CorruptSnapshot: The blob is missing or does not match (after the chunks read so
+                far were yielded: they are then not to be trusted).
+        """
+        ops = self._files.ops
+        path = self.path(sha)
+        try:
+            fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
+        except FileNotFoundError:
+            raise CorruptSnapshot(sid, path, "blob is missing") from None
+        h = hashlib.sha256()
+        total = 0
+        try:
+            while b := ops.read(fd, _storedir.CHUNK):
+                total += len(b)
+                if total > size:
+                    break
+                h.update(b)
+                yield b
+        finally:
+            ops.close(fd)
+        if total != size or h.hexdigest() != sha:
+            raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
+
     def copier(self, sha: str, size: int, sid: str) -> Callable[[Callable[[Any], None]], None]:
         """Return a producer that streams blob ``sha`` into the ``write`` it is given."""
         return lambda write: self.stream(sha, size, sid, write)
@@ -147,6 +174,10 @@ class BlobStore:
         view = memoryview(data)
         while view:
             view = view[self._files.ops.write(fd, view) :]
+
+    def close_fd(self, fd: int) -> None:
+        """Close a staging file's descriptor."""
+        self._files.ops.close(fd)
 
     def stage_bytes(self, data: bytes) -> str:
         """Write ``data`` to a new staging file (not yet durable); returns its path."""

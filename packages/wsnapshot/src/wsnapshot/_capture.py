@@ -6,23 +6,32 @@ snapshot is read once, in ``workers`` threads, hashed and staged as a blob when 
 it (:mod:`wsnapshot._blobs`), and finally the manifest is saved. The stat keys of the newest
 snapshot (the hash cache) also let restore's plan and ``diff`` know a file's SHA-256 without
 reading it (:meth:`Capture.known_hashes`, :meth:`Capture.current_sha`).
+
+Entries the server owns but cannot read (a directory made ``0o300`` or ``0o000``, a file created
+``0o000``) are opened up for the snapshot (:mod:`wsnapshot._repair`): each original mode is
+recorded, the snapshot keeps it exactly, and it is put back on the entry afterwards (deepest
+first), whether the snapshot succeeded or not.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from wsnapshot import _storedir
 from wsnapshot._blobs import BlobStore
+from wsnapshot._fsio import Ops
 from wsnapshot._manifest import Manifest, now_iso, symlink_problem
+from wsnapshot._repair import loosen, set_mode, walk_tree
 from wsnapshot._storedir import RESERVED_PREFIX, Key, StoreDir, parts, shown, stat_key
 from wsnapshot.exceptions import (
     SnapshotError,
@@ -31,9 +40,18 @@ from wsnapshot.exceptions import (
     WorkspaceLimitError,
 )
 from wsnapshot.snapshot import FileRecord, SkippedEntry, SnapshotInfo
-from wsnapshot.workspace import KIND_DIR, KIND_FILE, KIND_SYMLINK, SafeWorkspace, WalkEntry
+from wsnapshot.workspace import (
+    KIND_DIR,
+    KIND_FILE,
+    KIND_SYMLINK,
+    MAX_DEPTH,
+    SafeWorkspace,
+    WalkEntry,
+)
 
-__all__ = ["Capture"]
+__all__ = ["Capture", "ModeGuard"]
+
+log = logging.getLogger("wsnapshot")
 
 #: A file whose ctime is this close to "now" may still change without its stat key changing
 #: (timestamps have a granularity); its hash is not remembered for incremental snapshots.
@@ -52,6 +70,52 @@ def _utf8(path: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+class ModeGuard:
+    """The original modes of the entries opened up for a snapshot, to record and put back.
+
+    Thread-safe (files are opened up from the hashing threads).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._modes: dict[str, tuple[int, tuple[int, int], bool]] = {}
+
+    def add(self, path: str, mode: int, ident: tuple[int, int], *, directory: bool) -> None:
+        """Remember ``path``'s original ``mode`` (the first one seen wins)."""
+        with self._lock:
+            self._modes.setdefault(path, (mode, ident, directory))
+
+    def add_dir(self, path: str, mode: int, ident: tuple[int, int]) -> None:
+        """:meth:`add` for a directory (a :data:`wsnapshot._repair.Repaired` callback)."""
+        self.add(path, mode, ident, directory=True)
+
+    def mode(self, path: str, current: int) -> int:
+        """The mode to record for ``path``: its original one if it was changed, else ``current``."""
+        with self._lock:
+            got = self._modes.get(path)
+        return current if got is None else got[0]
+
+    def changed(self, path: str) -> bool:
+        """Whether ``path``'s mode was changed (its stat key is then not cached)."""
+        with self._lock:
+            return path in self._modes
+
+    def put_back(self, ws: SafeWorkspace, root_fd: int, ops: Ops) -> None:
+        """Set every original mode back, deepest first (best effort: failures are logged)."""
+        for path in sorted(self._modes, key=lambda p: (-p.count("/"), p)):
+            mode, ident, directory = self._modes[path]
+            names = parts(path)
+            try:
+                dfd = ws.open_dir(root_fd, names[:-1])
+                try:
+                    set_mode(ops, dfd, names[-1], mode, ident, directory=directory)
+                finally:
+                    ops.close(dfd)
+            except (OSError, SnapshotError) as exc:
+                log.warning("could not put back the mode %o of %s: %s", mode, shown(path), exc)
+        self._modes.clear()
 
 
 @dataclass
@@ -140,8 +204,15 @@ class Capture:
 
     # -- the scan ---------------------------------------------------------------------------------
 
-    def scan(self, root_fd: int) -> tuple[list[WalkEntry], list[SkippedEntry]]:
+    def scan(
+        self, root_fd: int, denied: list[str] | None = None
+    ) -> tuple[list[WalkEntry], list[SkippedEntry]]:
         """Walk the workspace for ``create``: the entries to keep and those skipped, with why.
+
+        Args:
+            root_fd: The workspace's descriptor.
+            denied: If given, filled with the directories that could not be walked for lack of
+                permission.
 
         Raises:
             SnapshotTooLarge: More than ``max_files`` entries or ``max_bytes`` bytes.
@@ -154,7 +225,10 @@ class Capture:
 
         try:
             walked = self._ws.walk(
-                root_fd, max_entries=limits.max_files + 10_000, on_problem=problem
+                root_fd,
+                max_entries=limits.max_files + 10_000,
+                on_problem=problem,
+                on_denied=None if denied is None else denied.append,
             )
         except WorkspaceLimitError:
             raise SnapshotTooLarge(
@@ -204,8 +278,13 @@ class Capture:
         """
         files, blobs, ops = self._files, self._blobs, self._files.ops
         root_fd = self._ws.open_root()
+        guard = ModeGuard()
         try:
-            entries, skipped = self.scan(root_fd)
+            denied: list[str] = []
+            entries, skipped = self.scan(root_fd, denied)
+            if denied:
+                self._open_up(root_fd, denied, guard)
+                entries, skipped = self.scan(root_fd)
             cache = self.hash_cache()
             records: dict[str, FileRecord] = {}
             keys: dict[str, Key] = {}
@@ -222,7 +301,7 @@ class Capture:
                     else:
                         todo.append(e)
                 elif e.kind == KIND_DIR:
-                    mode = stat.S_IMODE(st.st_mode) & 0o777
+                    mode = guard.mode(e.path, stat.S_IMODE(st.st_mode) & 0o777)
                     records[e.path] = FileRecord(e.path, "dir", st.st_mtime_ns, mode=mode)
                 else:
                     records[e.path] = FileRecord(e.path, "symlink", st.st_mtime_ns, target=e.target)
@@ -231,7 +310,7 @@ class Capture:
             m_id = str(uuid.uuid4())
             try:
                 budget = files.limits.max_bytes - sum(r.size for r in records.values())
-                results = self._ingest_all(root_fd, todo, budget, staged)
+                results = self._ingest_all(root_fd, todo, budget, staged, guard)
                 now = time.time_ns()
                 for e in todo:
                     got = results.get(e.path)
@@ -244,11 +323,11 @@ class Capture:
                         e.path,
                         "file",
                         got.st.st_mtime_ns,
-                        mode=stat.S_IMODE(got.st.st_mode) & 0o777,
+                        mode=guard.mode(e.path, stat.S_IMODE(got.st.st_mode) & 0o777),
                         size=got.size,
                         sha256=got.sha,
                     )
-                    if got.stable and not _racy(got.st, now):
+                    if got.stable and not _racy(got.st, now) and not guard.changed(e.path):
                         keys[e.path] = stat_key(got.st)
                 self._drop_orphan_records(records)
                 blobs.commit(staged, new_shas)
@@ -271,11 +350,60 @@ class Capture:
             if new_shas:
                 blobs.clear_gc_mark()
         finally:
-            ops.close(root_fd)
+            try:
+                guard.put_back(self._ws, root_fd, ops)
+            finally:
+                ops.close(root_fd)
         self._cache = (m.id, {p: (k, records[p]) for p, k in keys.items()})
         if new_shas:
             blobs.usage_grew(m.new_bytes)
         return m.info()
+
+    def _open_up(self, root_fd: int, denied: list[str], guard: ModeGuard) -> None:
+        """Give the owner's ``rwx`` to each directory of ``denied`` and below, recording modes."""
+        for path in sorted(denied, key=lambda p: (p.count("/"), p)):
+            names = parts(path)
+            try:
+                dfd = self._ws.open_dir(root_fd, names[:-1])
+                try:
+                    walk_tree(
+                        self._files.ops,
+                        dfd,
+                        names[-1],
+                        path,
+                        on_entry=None,
+                        on_leave=None,
+                        repaired=guard.add_dir,
+                        max_depth=MAX_DEPTH - path.count("/"),
+                    )
+                finally:
+                    self._files.ops.close(dfd)
+            except (PermissionError, FileNotFoundError, SnapshotError) as exc:
+                log.warning("cannot open up %s for the snapshot: %s", shown(path), exc)
+
+    def _ingest_locked_file(
+        self,
+        root_fd: int,
+        e: WalkEntry,
+        guard: ModeGuard,
+        exc: PermissionError,
+        read: Callable[[], _Ingested],
+    ) -> _Ingested | str:
+        """Give the owner's ``r`` to unreadable file ``e`` (recording its mode), then read it."""
+        names = parts(e.path)
+        ops = self._files.ops
+        try:
+            dfd = self._ws.open_dir(root_fd, names[:-1])
+            try:
+                got = loosen(ops, dfd, names[-1], e.path, directory=False)
+            finally:
+                ops.close(dfd)
+        except (PermissionError, UnsafePathError) as exc2:
+            return f"cannot read: {exc2}"
+        if got is None:
+            return f"cannot read: {exc.strerror}"
+        guard.add(e.path, got[0], got[1], directory=False)
+        return read()
 
     @staticmethod
     def _drop_orphan_records(records: dict[str, FileRecord]) -> None:
@@ -291,6 +419,7 @@ class Capture:
         todo: list[WalkEntry],
         budget: int,
         staged: dict[str, tuple[str, int]],
+        guard: ModeGuard,
     ) -> dict[str, _Ingested | str | None]:
         """Read and hash every file of ``todo`` once (in ``workers`` threads), staging new blobs.
 
@@ -304,8 +433,15 @@ class Capture:
 
         def one(e: WalkEntry) -> None:
             got: _Ingested | str | None
+
+            def read() -> _Ingested:
+                return self._ingest(root_fd, e=e, lock=lock, left=left, staged=staged)
+
             try:
-                got = self._ingest(root_fd, e=e, lock=lock, left=left, staged=staged)
+                try:
+                    got = read()
+                except PermissionError as exc:
+                    got = self._ingest_locked_file(root_fd, e, guard, exc, read)
             except UnsafePathError as exc:
                 got = f"changed while being read: {exc.reason}"
             except FileNotFoundError:

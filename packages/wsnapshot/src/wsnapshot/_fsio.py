@@ -20,6 +20,7 @@ import threading
 __all__ = [
     "O_DIRFLAGS",
     "O_FILEFLAGS",
+    "O_PATHFLAGS",
     "RESOLVE_BENEATH",
     "RESOLVE_NO_MAGICLINKS",
     "RESOLVE_NO_SYMLINKS",
@@ -41,6 +42,9 @@ _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 O_DIRFLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
 #: Flags for opening a workspace file to read it.
 O_FILEFLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+#: Flags for naming an entry without opening it (no read, list or search permission needed):
+#: its ``fstat`` and, through ``/proc/self/fd/N``, its ``chmod`` act on exactly that inode.
+O_PATHFLAGS = getattr(os, "O_PATH", 0) | _O_NOFOLLOW | _O_CLOEXEC
 
 
 class _OpenHow(ctypes.Structure):
@@ -190,6 +194,17 @@ class Ops:
     def fchmod(self, fd: int, mode: int) -> None:
         """``fchmod(2)`` of an open file, permission bits only."""
         os.chmod(fd, stat.S_IMODE(mode) & 0o777)
+
+    def chmod_opath(self, fd: int, mode: int) -> None:
+        """``chmod(2)`` of the inode an ``O_PATH`` descriptor names, permission bits only.
+
+        ``fchmod`` refuses ``O_PATH`` descriptors (``EBADF``); the descriptor's magic link
+        ``/proc/self/fd/N`` names that very inode, whatever happened to its name since.
+        """
+        try:
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(mode) & 0o777)  # noqa: PTH101
+        except FileNotFoundError:  # no /proc: never let this pass for "the entry is gone"
+            raise OSError(errno.ENOSYS, "chmod of an O_PATH descriptor needs /proc") from None
 
 
 def _openat2_syscall() -> object | None:

@@ -14,6 +14,15 @@ A restore (:meth:`Restorer.restore_locked`) has three steps:
 
 A crash after step 2 leaves the journal: the next open (:meth:`Restorer.roll_forward`) plans and
 applies the same snapshot again, which completes it whatever was already done.
+
+What a run can leave is repaired, never fatal (:mod:`wsnapshot._repair`): directories the server
+owns but cannot list or search are given the owner's ``rwx`` back (the journal is written
+first, then the plan is made again), and trees of any depth are removed iteratively with a
+bounded number of descriptors. An error that cannot be repaired (``EIO``, ``ENOSPC``,
+``EROFS``...) after the journal was written marks the workspace inconsistent (the
+``inconsistent.json`` marker: which snapshot, what failed, when); if the roll-forward at the next
+open fails too, the journal is set aside (renamed ``restore.journal.<time>.failed``, never
+deleted) so that the store still opens. A successful restore clears the marker.
 """
 
 # dir_fd= system calls have no pathlib equivalent:
@@ -34,17 +43,16 @@ from dataclasses import dataclass, field
 
 from wsnapshot._blobs import BlobStore
 from wsnapshot._capture import Capture
-from wsnapshot._fsio import O_DIRFLAGS
-from wsnapshot._manifest import FORMAT, Manifest, check_id
-from wsnapshot._storedir import JOURNAL, RESERVED_PREFIX, StoreDir, parts, shown
+from wsnapshot._manifest import FORMAT, Manifest, check_id, now_iso
+from wsnapshot._repair import walk_tree
+from wsnapshot._storedir import INCONSISTENT, JOURNAL, RESERVED_PREFIX, StoreDir, parts, shown
 from wsnapshot.exceptions import (
     CorruptSnapshot,
     SnapshotError,
     SnapshotNotFound,
-    WorkspaceLimitError,
 )
 from wsnapshot.snapshot import FileRecord, RestoreReport
-from wsnapshot.workspace import KIND_DIR, SafeWorkspace, WalkEntry
+from wsnapshot.workspace import KIND_DIR, MAX_DEPTH, SafeWorkspace, WalkEntry
 
 __all__ = ["Plan", "Restorer"]
 
@@ -63,6 +71,8 @@ class Plan:
         recreate: Its files and links missing from the workspace.
         metadata: Entries whose content matches but whose mode or mtime differs.
         loosen_dirs: Directories (path, mode) to make searchable and writable first.
+        denied: Directories the walk could not open or list for lack of permission (to repair
+            before the plan is made again).
         unchanged: How many entries already match.
     """
 
@@ -73,7 +83,16 @@ class Plan:
     recreate: list[str] = field(default_factory=list)
     metadata: list[str] = field(default_factory=list)
     loosen_dirs: list[tuple[str, int]] = field(default_factory=list)
+    denied: list[str] = field(default_factory=list)
     unchanged: int = 0
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno is not None:
+        name = errno.errorcode.get(exc.errno, str(exc.errno))
+        where = f" ({shown(str(exc.filename))})" if exc.filename is not None else ""
+        return f"{name}: {exc.strerror}{where}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Restorer:
@@ -93,6 +112,98 @@ class Restorer:
         self._blobs = blobs
         self._capture = capture
         self._ws = ws
+        self._unrecorded: str | None = None  # the reason, when the marker could not be written
+
+    # -- the inconsistent state -------------------------------------------------------------------
+
+    def inconsistent(self) -> tuple[str | None, str] | None:
+        """``(snapshot id, reason)`` of a failed restore, or ``None`` when the workspace is sound.
+
+        Read from the store's ``inconsistent.json`` marker (an unreadable marker still counts);
+        a restore journal still present (a roll-forward that could not even start, or a restore
+        running in another process) counts too.
+        """
+        path = os.path.join(self._files.path, INCONSISTENT)
+        try:
+            if not os.path.lexists(path):  # (no system call of the store's on the sound path)
+                raise FileNotFoundError(path)
+            raw = self._files.read_file(path, 64 * 1024)
+        except FileNotFoundError:
+            if self._unrecorded is not None:
+                return None, self._unrecorded
+            if os.path.lexists(os.path.join(self._files.path, JOURNAL)):
+                return None, f"a restore was interrupted and is not completed ({JOURNAL} pending)"
+            return None
+        except OSError as exc:
+            return None, f"the marker {path} cannot be read ({exc.strerror})"
+        try:
+            doc = json.loads(raw)
+            sid = check_id(doc["snapshot_id"])
+            reason = (
+                f"the restore of snapshot {sid} failed at {doc['at']} with "
+                f"{doc['error']} (journal: {doc['journal']})"
+            )
+        except (ValueError, KeyError, TypeError, SnapshotError):
+            return None, f"a restore failed (the marker {path} is unreadable)"
+        return sid, reason
+
+    def mark_inconsistent(self, sid: str, exc: BaseException, journal: str) -> bool:
+        """Durably record that the restore of ``sid`` failed with ``exc`` (best effort).
+
+        If the marker cannot be written (the store's disk fails too) the reason is kept in
+        memory, so this store object still refuses ``create``.
+
+        Returns:
+            Whether the marker was written.
+        """
+        body = {
+            "format": FORMAT,
+            "kind": "wsnapshot-inconsistent",
+            "snapshot_id": sid,
+            "error": _describe(exc),
+            "at": now_iso(),
+            "journal": journal,
+        }
+        log.error("restore of %s failed: %s; the workspace is marked inconsistent", sid, exc)
+        try:
+            self._files.write_file(self._files.path, INCONSISTENT, json.dumps(body).encode())
+        except OSError as exc2:
+            log.error("cannot write the inconsistent marker: %s", exc2)
+            self._unrecorded = f"the restore of snapshot {sid} failed with {_describe(exc)}"
+            return False
+        return True
+
+    def clear_inconsistent(self) -> bool:
+        """Remove the marker (after a successful restore, or an operator's repair).
+
+        Returns:
+            Whether there was one.
+        """
+        had = self._unrecorded is not None
+        self._unrecorded = None
+        path = os.path.join(self._files.path, INCONSISTENT)
+        if not os.path.lexists(path):
+            return had
+        self._files.unlink(path)
+        self._files.fsync_dir(self._files.path)
+        return True
+
+    def _set_aside(self, sid: str, exc: BaseException) -> None:
+        """Mark the workspace inconsistent, then rename the journal aside (never deleted).
+
+        Without a marker on disk the journal stays where it is (the next open tries again):
+        a journal set aside unmarked would let a half-restored workspace pass for sound.
+        """
+        files = self._files
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+        aside = f"{JOURNAL}.{stamp}-{uuid.uuid4().hex[:8]}.failed"
+        if not self.mark_inconsistent(sid, exc, aside):
+            return
+        try:
+            files.ops.rename(os.path.join(files.path, JOURNAL), os.path.join(files.path, aside))
+            files.fsync_dir(files.path)
+        except OSError as exc2:
+            log.error("cannot set the restore journal aside: %s", exc2)
 
     # -- journal ----------------------------------------------------------------------------------
 
@@ -100,7 +211,9 @@ class Restorer:
         """Complete the restore a crashed writer's journal names (the caller holds the lock).
 
         An unreadable journal, or one naming a snapshot that is gone or corrupt, is logged and
-        discarded.
+        discarded. If completing it fails on any other error (one that cannot be repaired), the
+        workspace is marked inconsistent and the journal set aside: this never raises
+        ``OSError`` or :class:`SnapshotError`, so the store always opens.
         """
         files = self._files
         jpath = os.path.join(files.path, JOURNAL)
@@ -124,6 +237,8 @@ class Restorer:
                 log.error("cannot complete the interrupted restore of %s: %s", sid, exc)
                 files.unlink(jpath)
                 files.fsync_dir(files.path)
+            except (OSError, SnapshotError) as exc:
+                self._set_aside(sid, exc)
 
     def restore_locked(self, sid: str, *, journal_written: bool) -> RestoreReport:
         """Restore snapshot ``sid`` (the caller holds the lock and has recovered the store).
@@ -138,15 +253,34 @@ class Restorer:
         Raises:
             SnapshotNotFound: No such snapshot.
             CorruptSnapshot: Its manifest or a needed blob fails validation (before any
-                change to the workspace).
-            WorkspaceLimitError: The workspace is too large or too deep to walk.
+                change to the workspace, unless directories had to be repaired first).
+            WorkspaceLimitError: The workspace is too large to walk.
+            OSError: A failure that cannot be repaired; once the journal is written the
+                workspace is marked inconsistent and the journal kept for a roll-forward.
         """
-        files, ops = self._files, self._files.ops
-        t0 = time.perf_counter()
+        files = self._files
         m = files.load(sid)
+        try:
+            return self._restore(m, journal_written=journal_written)
+        except (OSError, SnapshotError) as exc:
+            if not journal_written and os.path.lexists(os.path.join(files.path, JOURNAL)):
+                self.mark_inconsistent(sid, exc, JOURNAL)
+            raise
+
+    def _restore(self, m: Manifest, *, journal_written: bool) -> RestoreReport:
+        files, ops = self._files, self._files.ops
+        sid = m.id
+        t0 = time.perf_counter()
         root_fd = self._ws.open_root()
         try:
             plan = self.plan(root_fd, m)
+            if plan.denied:
+                # Repairing changes modes: the journal goes first, so a crash is completed.
+                if not journal_written:
+                    self._write_journal(sid)
+                    journal_written = True
+                self._repair(root_fd, plan.denied)
+                plan = self.plan(root_fd, m)
             needed = {
                 m.entries[p].sha256: m.entries[p].size
                 for p in plan.rewrite + plan.recreate
@@ -156,11 +290,11 @@ class Restorer:
                 assert sha is not None  # noqa: S101 - files always have a hash
                 self._blobs.stream(sha, size, sid)
             if not journal_written:
-                body = {"format": FORMAT, "kind": "wsnapshot-journal", "snapshot_id": sid}
-                files.write_file(files.path, JOURNAL, json.dumps(body).encode())
+                self._write_journal(sid)
             removed_files, removed_dirs = self.apply(root_fd, m, plan)
         finally:
             ops.close(root_fd)
+        self.clear_inconsistent()  # before the journal goes: a crash between is rolled forward
         files.unlink(os.path.join(files.path, JOURNAL))
         files.fsync_dir(files.path)
         return RestoreReport(
@@ -175,23 +309,44 @@ class Restorer:
             duration_ms=round((time.perf_counter() - t0) * 1000, 3),
         )
 
+    def _write_journal(self, sid: str) -> None:
+        body = {"format": FORMAT, "kind": "wsnapshot-journal", "snapshot_id": sid}
+        self._files.write_file(self._files.path, JOURNAL, json.dumps(body).encode())
+
+    def _repair(self, root_fd: int, denied: list[str]) -> None:
+        """Give the owner's ``rwx`` back to each directory of ``denied`` and to those below it."""
+        for path in sorted(denied, key=lambda p: (p.count("/"), p)):
+            parent, _, name = path.rpartition("/")
+            with contextlib.suppress(FileNotFoundError), self._dir_at(root_fd, parent) as dfd:
+                walk_tree(
+                    self._files.ops,
+                    dfd,
+                    name,
+                    path,
+                    on_entry=None,
+                    on_leave=None,
+                    max_depth=MAX_DEPTH - path.count("/"),
+                )
+
     # -- plan -------------------------------------------------------------------------------------
 
-    def _scan_current(self, root_fd: int) -> tuple[dict[str, WalkEntry], list[str]]:
+    def _scan_current(self, root_fd: int) -> tuple[dict[str, WalkEntry], list[str], list[str]]:
         problems: list[str] = []
+        denied: list[str] = []
         walked = self._ws.walk(
             root_fd,
             max_entries=max(1_000_000, 4 * self._files.limits.max_files),
             on_problem=lambda path, _reason: problems.append(path),
+            on_denied=denied.append,
         )
-        return {e.path: e for e in walked}, problems
+        return {e.path: e for e in walked}, problems, denied
 
     def plan(self, root_fd: int, m: Manifest) -> Plan:
         """Compare the workspace under ``root_fd`` with manifest ``m`` (reads, never writes)."""
         target = m.entries
-        cur, problems = self._scan_current(root_fd)
+        cur, problems, denied = self._scan_current(root_fd)
         cache = self._capture.known_hashes(m)
-        plan = Plan()
+        plan = Plan(denied=denied)
         for path in sorted(cur):
             e = cur[path]
             t = target.get(path)
@@ -252,14 +407,23 @@ class Restorer:
         name: str,
         path: str,
         out: tuple[list[str], list[str]],
-        depth: int = 0,
     ) -> None:
+        """Remove the tree ``name`` of ``dfd`` (any depth; unreadable directories repaired)."""
         files, dirs = out
         ops = self._files.ops
-        if depth > 4 * 128:
-            raise WorkspaceLimitError(path, "directory tree too deep to remove")
+
+        def entry(d: int, n: str, p: str, _st: os.stat_result) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                ops.unlink(n, dir_fd=d)
+                files.append(shown(p))
+
+        def leave(d: int, n: str, p: str) -> None:
+            with contextlib.suppress(FileNotFoundError):
+                ops.rmdir(n, dir_fd=d)
+                dirs.append(shown(p))
+
         try:
-            sub = ops.open(name, O_DIRFLAGS, dir_fd=dfd)
+            walk_tree(ops, dfd, name, path, on_entry=entry, on_leave=leave)
         except FileNotFoundError:
             return
         except OSError as exc:
@@ -268,28 +432,6 @@ class Restorer:
             with contextlib.suppress(FileNotFoundError):
                 ops.unlink(name, dir_fd=dfd)
                 files.append(path)
-            return
-        try:
-            st = ops.fstat(sub)
-            if stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
-                ops.fchmod(sub, stat.S_IMODE(st.st_mode) | 0o700)
-            for child in sorted(ops.listdir(sub)):
-                try:
-                    cst = ops.lstat(child, dir_fd=sub)
-                except FileNotFoundError:
-                    continue
-                cpath = f"{path}/{child}"
-                if stat.S_ISDIR(cst.st_mode):
-                    self._rmtree_at(sub, child, cpath, out, depth + 1)
-                else:
-                    with contextlib.suppress(FileNotFoundError):
-                        ops.unlink(child, dir_fd=sub)
-                        files.append(shown(cpath))
-        finally:
-            ops.close(sub)
-        with contextlib.suppress(FileNotFoundError):
-            ops.rmdir(name, dir_fd=dfd)
-            dirs.append(shown(path))
 
     def apply(self, root_fd: int, m: Manifest, plan: Plan) -> tuple[list[str], list[str]]:
         """Carry out ``plan`` (restoring ``m``) in the workspace under ``root_fd``.

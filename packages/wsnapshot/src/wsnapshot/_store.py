@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, BinaryIO
 
 from wsnapshot._blobs import BlobStore
 from wsnapshot._capture import Capture
@@ -33,7 +34,7 @@ from wsnapshot._storedir import (
     Limits,
     StoreDir,
 )
-from wsnapshot.exceptions import CorruptSnapshot, SnapshotNotFound
+from wsnapshot.exceptions import CorruptSnapshot, SnapshotNotFound, WorkspaceInconsistent
 from wsnapshot.snapshot import (
     Diff,
     FileRecord,
@@ -42,6 +43,8 @@ from wsnapshot.snapshot import (
     SnapshotInfo,
 )
 from wsnapshot.workspace import SafeWorkspace
+
+log = logging.getLogger("wsnapshot")
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -67,13 +70,16 @@ class SnapshotStore:
         blobs/ab/cdef...        file contents by SHA-256 (written atomically, verified on read)
         tmp/                    staging area for blobs being written
         restore.journal         intent journal of a restore in progress
+        restore.journal.*.failed  a journal set aside (its restore failed beyond repair)
+        inconsistent.json       marker: a restore failed, the workspace may be half restored
         gc.pending              marker: unreferenced blobs may exist
 
     Every file of the store is written to a temporary file, fsynced, renamed, and its directory
     fsynced. Writers (``create``, ``restore``, ``delete``, ``import_``) hold an exclusive
     ``flock`` on ``lock``, so several processes may share a store. Pending work of a crashed
     writer (a restore journal, unreferenced blobs) is completed when the store is opened and
-    before every write.
+    before every write. Opening never fails on such pending work: a restore that cannot be
+    completed marks the workspace inconsistent (see :attr:`inconsistent`) instead.
 
     Args:
         workspace: The workspace directory (must exist).
@@ -119,7 +125,10 @@ class SnapshotStore:
         self._records = Records(self._files, self._blobs)
         with self._files.locked(blocking=False) as got:
             if got:
-                self._recover()
+                try:
+                    self._recover()
+                except OSError as exc:  # the store's disk fails: open anyway, retried later
+                    log.error("cannot complete pending work in %s: %s", self.store_dir, exc)
 
     @property
     def max_bytes(self) -> int:
@@ -166,6 +175,38 @@ class SnapshotStore:
     def store_dir(self) -> str:
         """Absolute path of the store directory."""
         return self._files.path
+
+    # -- the inconsistent state -------------------------------------------------------------------
+
+    @property
+    def inconsistent(self) -> str | None:
+        """Why the workspace may be half restored, or ``None`` when it is sound.
+
+        Set when a restore fails on an error that cannot be repaired (``EIO``, ``ENOSPC``,
+        ``EROFS``...) after it started changing the workspace, or when completing an
+        interrupted restore at open fails (its journal is then set aside as
+        ``restore.journal.<time>.failed``). While set, :meth:`create` raises
+        :class:`~wsnapshot.exceptions.WorkspaceInconsistent`; every read, ``delete``, ``export``
+        and ``import_`` work. A successful :meth:`restore` clears it (that is the remedy), and so
+        does :meth:`clear_inconsistent` after a repair by hand. A server should also refuse to
+        run code in the workspace while it is set.
+
+        Returns:
+            A sentence naming the snapshot, the error and the time, or ``None``.
+        """
+        got = self._restorer.inconsistent()
+        return None if got is None else got[1]
+
+    def clear_inconsistent(self) -> bool:
+        """Forget the inconsistent state (an operator repaired the workspace by hand).
+
+        Journals set aside are kept. Takes the writers' lock.
+
+        Returns:
+            Whether the workspace was marked inconsistent.
+        """
+        with self._locked():
+            return self._restorer.clear_inconsistent()
 
     # -- lock and recovery ------------------------------------------------------------------------
 
@@ -229,11 +270,16 @@ class SnapshotStore:
         Raises:
             SnapshotTooLarge: More than ``max_files`` entries or ``max_bytes`` bytes.
             QuotaExceeded: The new blobs would pass ``store_max_bytes``.
+            WorkspaceInconsistent: A restore failed (:attr:`inconsistent`); the error names it
+                and the remedy.
             ValueError: ``description`` is not a string or is too long.
         """
         _check_description(description)
         with self._locked():
             self._recover()
+            bad = self._restorer.inconsistent()
+            if bad is not None:
+                raise WorkspaceInconsistent(bad[0], bad[1])
             return self._capture.create_locked(description)
 
     # -- restore ----------------------------------------------------------------------------------
@@ -250,6 +296,16 @@ class SnapshotStore:
         Nothing is ever written through a symlink: files are replaced by renaming a new file
         over them.
 
+        What a run can leave is repaired: directories the server owns but cannot list or search
+        (``mkdir(mode=0o300)``, ``0o000``...) get the owner's ``rwx`` back, through an
+        ``O_PATH`` descriptor checked for type and owner, before the plan is made (the journal
+        is written first in that case); trees of any depth are removed iteratively with at most
+        32 directory descriptors open. A successful restore clears :attr:`inconsistent`.
+
+        Precondition: no process that can write the workspace (a run's) is alive; the caller
+        (the server) guarantees it. The descriptor checks keep a violation from reaching
+        outside the workspace, but modes could be changed under a running process.
+
         Args:
             snapshot_id: A UUID.
 
@@ -262,6 +318,9 @@ class SnapshotStore:
             CorruptSnapshot: Its manifest or a blob it needs fails validation (the workspace is
                 left untouched).
             WorkspaceLimitError: The workspace holds more than a million entries.
+            OSError: A failure that cannot be repaired (``EIO``, ``ENOSPC``, ``EROFS``...); if the
+                workspace was already being changed it is marked :attr:`inconsistent` and the
+                journal kept, so the next open completes the restore (or sets it aside).
         """
         sid = check_id(snapshot_id)
         with self._locked():
@@ -346,14 +405,78 @@ class SnapshotStore:
 
     # -- export / import --------------------------------------------------------------------------
 
-    def export(self, snapshot_id: str) -> dict[str, Any]:
+    def export_size(self, snapshot_id: str) -> int:
+        """Exact size in bytes of the streamed record (:meth:`export_chunks`), from the manifest.
+
+        No blob is read: callers decide from it whether to stream, chunk or refuse.
+
+        Args:
+            snapshot_id: A UUID.
+
+        Returns:
+            The byte length of the compact UTF-8 JSON record with every content in Base64.
+
+        Raises:
+            InvalidSnapshotId: Not a UUID.
+            SnapshotNotFound: No such snapshot.
+            CorruptSnapshot: The manifest fails validation.
+        """
+        return self._records.size(check_id(snapshot_id))
+
+    def export_chunks(self, snapshot_id: str) -> Iterator[bytes]:
+        """The export record as compact UTF-8 JSON bytes, a bounded piece at a time.
+
+        The same record as :meth:`export` (importable by :meth:`import_` once parsed), except
+        that every content is Base64 so that its size is known beforehand
+        (:meth:`export_size`, exactly the sum of the pieces' lengths). Pieces are about 256 KiB;
+        memory does not grow with the snapshot. Blobs are read (and verified) only as the
+        iterator is consumed; the store's lock is not held (blobs a manifest names are never
+        removed while it exists, but deleting the snapshot meanwhile makes a later blob read
+        fail with ``CorruptSnapshot``).
+
+        Args:
+            snapshot_id: A UUID.
+
+        Returns:
+            An iterator of ``bytes``.
+
+        Raises:
+            InvalidSnapshotId: Not a UUID.
+            SnapshotNotFound: No such snapshot (raised here, before iterating).
+            CorruptSnapshot: The manifest fails (here) or a blob does (while iterating: the
+                bytes already produced are then not a valid record and must be discarded).
+        """
+        return self._records.chunks(check_id(snapshot_id))
+
+    def export_to(self, snapshot_id: str, out: BinaryIO) -> int:
+        """Write :meth:`export_chunks`'s record to the binary file object ``out``.
+
+        Args:
+            snapshot_id: A UUID.
+            out: Anything with ``write(bytes)``.
+
+        Returns:
+            Bytes written (equal to :meth:`export_size`).
+
+        Raises:
+            InvalidSnapshotId, SnapshotNotFound, CorruptSnapshot: As :meth:`export_chunks`.
+            OSError: Writing to ``out`` failed.
+        """
+        return self._records.write_to(check_id(snapshot_id), out)
+
+    def export(self, snapshot_id: str, *, max_size: int | None = None) -> dict[str, Any]:
         """A self-contained JSON record of a snapshot (the seed's format), content inline.
 
         Each file entry carries ``encoding`` (``"utf-8"`` when the content decodes as UTF-8,
         otherwise ``"base64"``, RFC 4648) and ``content``. Every blob is verified while read.
+        The whole record is built in memory: meant for small snapshots; give ``max_size`` (or
+        use :meth:`export_size`) and stream larger ones (:meth:`export_chunks`).
 
         Args:
             snapshot_id: A UUID.
+            max_size: Refuse with :class:`~wsnapshot.exceptions.ExportTooLarge`, before any
+                blob is read, when :meth:`export_size` passes this many bytes (``None``: no
+                check).
 
         Returns:
             ``{"format": 1, "kind": "wsnapshot-export", "id", "created_at", "description",
@@ -363,8 +486,38 @@ class SnapshotStore:
             InvalidSnapshotId: Not a UUID.
             SnapshotNotFound: No such snapshot.
             CorruptSnapshot: The manifest or a blob fails validation.
+            ExportTooLarge: Past ``max_size``.
         """
-        return self._records.export(check_id(snapshot_id))
+        return self._records.export(check_id(snapshot_id), max_size)
+
+    def import_from(self, fileobj: BinaryIO) -> SnapshotInfo:
+        """Store a record read from a binary file (as written by :meth:`export_to`), streaming.
+
+        Memory holds the record's entries, never a content: each content string is decoded to
+        a staging file as it is read and checked against its size and SHA-256; the record is
+        validated completely (as :meth:`import_` does) before a blob or manifest is stored.
+        The writers' lock is held while the file is read.
+
+        Args:
+            fileobj: Anything with ``read(n) -> bytes``; UTF-8 JSON.
+
+        Returns:
+            The new snapshot's info.
+
+        Raises:
+            InvalidRecord: Malformed JSON (the byte offset is named) or record.
+            SnapshotExists: Its id is already stored.
+            SnapshotTooLarge: Past ``max_files`` or ``max_bytes`` (found while reading).
+            QuotaExceeded: Its new blobs would pass ``store_max_bytes``.
+        """
+        with self._locked():
+            self._recover()
+            rec = self._records.parse_stream(fileobj)
+            try:
+                return self._records.store_locked(rec)
+            finally:
+                for tmp, _size in rec.staged.values():  # left only when not stored
+                    self._files.unlink(tmp)
 
     def import_(self, record: object) -> SnapshotInfo:
         """Store a record made by :meth:`export` (possibly by another store) as a snapshot.

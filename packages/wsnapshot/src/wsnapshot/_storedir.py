@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_MAX_FILES",
     "DEFAULT_STORE_MAX_BYTES",
     "GC_MARK",
+    "INCONSISTENT",
     "JOURNAL",
     "O_NOFOLLOW",
     "RESERVED_PREFIX",
@@ -76,8 +77,12 @@ O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 JOURNAL = "restore.journal"
 #: The marker saying unreferenced blobs may exist.
 GC_MARK = "gc.pending"
+#: The marker saying a restore failed and the workspace may be half restored (JSON: what, when).
+INCONSISTENT = "inconsistent.json"
 _STORE_MARK = "wsnapshot-store.json"
-_OWN_NAMES = frozenset({"snapshots", "blobs", "tmp", "lock", JOURNAL, GC_MARK, _STORE_MARK})
+_OWN_NAMES = frozenset(
+    {"snapshots", "blobs", "tmp", "lock", JOURNAL, GC_MARK, INCONSISTENT, _STORE_MARK}
+)
 #: Workspace names starting with this are the store's own temporary entries: never snapshotted.
 RESERVED_PREFIX = ".wsnapshot-"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "CorruptSnapshot",
+    "ExportTooLarge",
     "InvalidRecord",
     "InvalidSnapshotId",
     "QuotaExceeded",
@@ -18,6 +19,7 @@ __all__ = [
     "StoreConfigError",
     "UnsafePathError",
     "WorkspaceError",
+    "WorkspaceInconsistent",
     "WorkspaceLimitError",
 ]
 
@@ -204,3 +206,51 @@ class UnsafePathError(WorkspaceError):
 
 class WorkspaceLimitError(WorkspaceError):
     """A bounded walk of the workspace met more entries than allowed."""
+
+
+class WorkspaceInconsistent(SnapshotError):
+    """A restore failed on an error that cannot be repaired; the workspace may be half restored.
+
+    Raised by ``SnapshotStore.create`` until a restore succeeds or the state is cleared.
+
+    Attributes:
+        snapshot_id: The snapshot whose restore failed (``None`` if unknown).
+        reason: What failed, and when (from the store's ``inconsistent.json`` marker).
+    """
+
+    def __init__(self, snapshot_id: str | None, reason: str) -> None:
+        super().__init__(snapshot_id, reason)
+        self.snapshot_id = snapshot_id
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (
+            f"the workspace is inconsistent: {self.reason}; restore a snapshot to repair it "
+            "(wsnapshot restore ID), or repair it by hand and clear the state "
+            "(wsnapshot state --clear)"
+        )
+
+
+class ExportTooLarge(SnapshotError):
+    """A snapshot's export record would pass the size asked for; nothing was read.
+
+    The size comes from the manifest alone (``SnapshotStore.export_size``).
+
+    Attributes:
+        snapshot_id: The snapshot.
+        size: Bytes of its streamed record.
+        limit: The limit that was given.
+    """
+
+    def __init__(self, snapshot_id: str, size: int, limit: int) -> None:
+        super().__init__(snapshot_id, size, limit)
+        self.snapshot_id = snapshot_id
+        self.size = size
+        self.limit = limit
+
+    def __str__(self) -> str:
+        return (
+            f"the export of snapshot {self.snapshot_id} is {self.size} bytes, more than the "
+            f"{self.limit} allowed here; stream it instead (SnapshotStore.export_to, or "
+            f"wsnapshot export {self.snapshot_id} -o FILE on the host)"
+        )

@@ -401,6 +401,7 @@ class SafeWorkspace:
         *,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         on_problem: Callable[[str, str], None] | None = None,
+        on_denied: Callable[[str], None] | None = None,
     ) -> list[WalkEntry]:
         """List every entry beneath ``root_fd``, parents before children, names sorted.
 
@@ -412,6 +413,10 @@ class SafeWorkspace:
             root_fd: Descriptor of the workspace directory.
             max_entries: Bound on the number of entries met.
             on_problem: Called with ``(path, reason)`` for directories that could not be walked.
+            on_denied: Also called with the path of each of those directories that could not be
+                opened or listed for lack of permission (``EACCES``/``EPERM``): its permissions
+                may be repaired and the walk made again. Directories that were not walked are
+                not among the returned entries.
 
         Returns:
             The entries.
@@ -429,8 +434,22 @@ class SafeWorkspace:
         new = tuple.__new__
         s_isreg, s_isdir = stat.S_ISREG, stat.S_ISDIR
 
+        def denied(path: str, exc: OSError) -> bool:
+            if exc.errno in (errno.EACCES, errno.EPERM) and on_denied is not None:
+                on_denied(path)
+                return True
+            return False
+
         def visit(dir_fd: int, prefix: str, depth: int) -> None:
-            listed = ops.scandir(dir_fd, max_entries - len(out) + 1)
+            try:
+                listed = ops.scandir(dir_fd, max_entries - len(out) + 1)
+            except PermissionError as exc:  # readable but not searchable: no entry can be stat'ed
+                if not prefix:
+                    raise
+                out.pop()  # the directory itself, appended just before: it was not walked
+                problem(prefix[:-1], f"cannot list directory: {exc.strerror}")
+                denied(prefix[:-1], exc)
+                return
             if len(out) + len(listed) > max_entries:
                 raise WorkspaceLimitError(prefix, f"more than max_entries={max_entries} entries")
             listed.sort()
@@ -449,6 +468,7 @@ class SafeWorkspace:
                         if exc.errno not in _SKIPPABLE:
                             raise
                         problem(path, f"cannot open directory: {exc.strerror}")
+                        denied(path, exc)
                         continue
                     try:
                         st2 = ops.fstat(sub)

@@ -22,8 +22,10 @@ from datavalidate._json import (
     is_valid,
     validate_json,
 )
+from datavalidate._numbers import NUMBER_MODES, parse_json
 from datavalidate.exceptions import (
     DataValidateError,
+    JsonNumberError,
     SchemaError,
     UnknownSchemaError,
     UnresolvableReferenceError,
@@ -36,11 +38,13 @@ __all__ = [
     "DEFAULT_DRAFT",
     "DRAFTS",
     "ERROR_CODES",
+    "NUMBER_MODES",
     "CsvColumn",
     "CsvError",
     "CsvReport",
     "DataValidateError",
     "JsonError",
+    "JsonNumberError",
     "JsonReport",
     "SchemaError",
     "SchemaInfo",
@@ -52,6 +56,7 @@ __all__ = [
     "asserted_formats",
     "default_registry",
     "is_valid",
+    "parse_json",
     "validate_csv",
     "validate_json",
 ]

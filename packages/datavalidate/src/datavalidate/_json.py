@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 import importlib.resources
+import itertools
 import json
 import marshal
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, cast
 
 import jsonschema
@@ -20,7 +22,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators as _validators
 
-from datavalidate import _keywords
+from datavalidate import _keywords, _numbers
 from datavalidate._formats import uri_checkers
 from datavalidate._regex import compile_pattern
 from datavalidate.exceptions import (
@@ -142,7 +144,25 @@ def asserted_formats(draft: str = DEFAULT_DRAFT) -> tuple[str, ...]:
     return tuple(sorted(_FORMAT_CHECKERS[_normalize_draft(draft)].checkers))
 
 
-def _make_class(draft: str) -> Any:
+_EXACT_KEYWORDS: dict[str, Any] = {
+    "minimum": _numbers.minimum,
+    "maximum": _numbers.maximum,
+    "exclusiveMinimum": _numbers.exclusive_minimum,
+    "exclusiveMaximum": _numbers.exclusive_maximum,
+    "multipleOf": _numbers.multiple_of,
+    "enum": _numbers.enum,
+    "const": _numbers.const,
+    "uniqueItems": _numbers.unique_items,
+}
+_EXACT_KEYWORDS_DRAFT4: dict[str, Any] = {
+    **{k: v for k, v in _EXACT_KEYWORDS.items() if not k.startswith("exclusive") and k != "const"},
+    "minimum": _numbers.minimum_draft4,
+    "maximum": _numbers.maximum_draft4,
+}
+
+
+def _make_class(draft: str, numbers: str) -> Any:
+    base = _BASE_CLASSES[draft]
     overrides: dict[str, Any] = {
         "pattern": _keywords.pattern,
         "patternProperties": _keywords.pattern_properties,
@@ -152,10 +172,31 @@ def _make_class(draft: str) -> Any:
         overrides["unevaluatedProperties"] = _keywords.unevaluated_properties_2019
     elif draft == "draft2020-12":
         overrides["unevaluatedProperties"] = _keywords.unevaluated_properties_2020
-    return cast("Any", _validators.extend)(_BASE_CLASSES[draft], overrides)
+    type_checker = None
+    if numbers == "exact":
+        exact = _EXACT_KEYWORDS_DRAFT4 if draft == "draft4" else _EXACT_KEYWORDS
+        overrides.update({k: v for k, v in exact.items() if k in base.VALIDATORS})
+        integer = _numbers.is_integer_type_draft4 if draft == "draft4" else _numbers.is_integer_type
+        type_checker = base.TYPE_CHECKER.redefine_many(
+            {"number": _numbers.is_number_type, "integer": integer}
+        )
+    elif "multipleOf" in base.VALIDATORS:
+        overrides["multipleOf"] = _numbers.multiple_of_ieee
+    return cast("Any", _validators.extend)(base, overrides, type_checker=type_checker)
 
 
-_SAFE_CLASSES = {name: _make_class(name) for name in DRAFTS}
+_SAFE_CLASSES = {
+    (name, numbers): _make_class(name, numbers)
+    for name in DRAFTS
+    for numbers in _numbers.NUMBER_MODES
+}
+
+
+def _check_numbers(numbers: str) -> None:
+    if numbers not in _numbers.NUMBER_MODES:
+        raise ValueError(
+            f"numbers must be one of {', '.join(_numbers.NUMBER_MODES)}, not {numbers!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -264,6 +305,7 @@ class _Entry:
 class _Compiled:
     validator: Any
     draft: str
+    numbers: str = "exact"
 
 
 def _pointer(parts: Iterable[object]) -> str:
@@ -395,6 +437,8 @@ def _shorten(value: object, limit: int = _VALUE_CHARS) -> str:
             return put(str(item))
         if isinstance(item, float):
             return put(repr(item))
+        if isinstance(item, Decimal):
+            return put(str(item) if len(item.as_tuple().digits) <= 40 else f"{item:.6e}")
         return put(f"<{type(item).__name__}>")
 
     walk(value)
@@ -447,7 +491,7 @@ class SchemaRegistry:
         self._registry: referencing.Registry[Any] = referencing.Registry(
             retrieve=_refuse_retrieval  # type: ignore[call-arg]
         )
-        self._cache: OrderedDict[tuple[str, str, bool], _Compiled] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, bool, str], _Compiled] = OrderedDict()
         self._cache_size = cache_size
         if builtins:
             folder = importlib.resources.files("datavalidate") / "schemas"
@@ -557,7 +601,11 @@ class SchemaRegistry:
             return name in self._entries
 
     def _compiled(
-        self, schema: Mapping[str, Any] | bool | str, draft: str | None, check_formats: bool
+        self,
+        schema: Mapping[str, Any] | bool | str,
+        draft: str | None,
+        check_formats: bool,
+        numbers: str = "exact",
     ) -> _Compiled:
         copy: Any = None
         if isinstance(schema, str):
@@ -565,7 +613,7 @@ class SchemaRegistry:
                 entry = self._entries.get(schema)
                 if entry is None:
                     raise UnknownSchemaError(schema, self._entries)
-            key = ("name:" + entry.digest, draft or entry.info.draft, check_formats)
+            key = ("name:" + entry.digest, draft or entry.info.draft, check_formats, numbers)
             used_draft: str | None = draft or entry.info.draft
             copy = entry.schema
         elif isinstance(schema, (Mapping, bool)):
@@ -577,7 +625,12 @@ class SchemaRegistry:
                 canonical, copy = _canonical(schema)
                 raw = canonical.encode("utf-8", "surrogatepass")
             used_draft = draft
-            key = (hashlib.blake2b(raw, digest_size=20).hexdigest(), draft or "", check_formats)
+            key = (
+                hashlib.blake2b(raw, digest_size=20).hexdigest(),
+                draft or "",
+                check_formats,
+                numbers,
+            )
         else:
             raise TypeError(
                 f"schema must be a registered name or a schema object, not {type(schema).__name__}"
@@ -593,10 +646,10 @@ class SchemaRegistry:
             _, copy = _canonical(schema)
         name = _draft_of(copy, used_draft, known)
         _check_schema(copy, name)
-        cls = _SAFE_CLASSES[name]
+        cls = _SAFE_CLASSES[name, numbers]
         checker = _FORMAT_CHECKERS[name] if check_formats else None
         validator = cls(copy, registry=registry, format_checker=checker)
-        compiled = _Compiled(validator, name)
+        compiled = _Compiled(validator, name, numbers)
         with self._lock:
             self._cache[key] = compiled
             while len(self._cache) > self._cache_size:
@@ -623,6 +676,23 @@ def default_registry() -> SchemaRegistry:
 
 
 def _iter_errors(compiled: _Compiled, instance: object) -> Iterator[jsonschema.ValidationError]:
+    if compiled.numbers == "ieee":
+        instance = _numbers.to_floats(instance)
+    given = 0
+    try:
+        for error in _raw_errors(compiled, instance):
+            given += 1
+            yield error
+    except ValueError as exc:
+        if not _numbers.is_digit_limit_error(exc):
+            raise
+        # A message printed an int of more than 4,300 digits (Python 3.11+ refuses): run again
+        # on a copy whose huge ints print their size, skipping the errors already given.
+        again = _raw_errors(compiled, _numbers.printable_ints(instance))
+        yield from itertools.islice(again, given, None)
+
+
+def _raw_errors(compiled: _Compiled, instance: object) -> Iterator[jsonschema.ValidationError]:
     try:
         yield from compiled.validator.iter_errors(instance)
     except referencing.exceptions.Unresolvable as exc:
@@ -647,6 +717,7 @@ def validate_json(
     check_formats: bool = True,
     max_errors: int = 100,
     registry: SchemaRegistry | None = None,
+    numbers: str = "exact",
 ) -> JsonReport:
     """Validate a JSON instance against a JSON Schema and report every error.
 
@@ -661,6 +732,11 @@ def validate_json(
             ``format`` is an annotation only (the specifications' default).
         max_errors: Most errors kept in the report (``error_count`` still counts all).
         registry: Where names and ``$ref`` URIs are looked up; the default registry otherwise.
+        numbers: ``"exact"`` (default): every number means the decimal it spells (a ``float``
+            its shortest ``repr``, a ``Decimal`` from :func:`parse_json` its value); bounds,
+            ``multipleOf``, ``enum``, ``const`` and ``uniqueItems`` are decided in exact
+            rational arithmetic, so ``19.99`` is a multiple of ``0.01``. ``"ieee"``: binary64
+            floating point as ``jsonschema`` does it (``Decimal`` values become ``float``).
 
     Returns:
         The report: validity, errors most relevant first (anyOf/oneOf summaries after direct
@@ -672,13 +748,14 @@ def validate_json(
             pattern RE2 refuses (:class:`~datavalidate.UnsupportedPatternError`), or has a
             ``$ref`` that is not registered (:class:`~datavalidate.UnresolvableReferenceError`).
         UnknownSchemaError: ``schema`` is a name that is not registered.
-        ValueError: ``draft`` is unknown, ``max_errors`` is negative, or the instance is nested
-            too deeply to walk.
+        ValueError: ``draft`` or ``numbers`` is unknown, ``max_errors`` is negative, or the
+            instance is nested too deeply to walk.
         TypeError: ``schema`` is neither a name nor a schema object.
     """
     if not _is_count(max_errors) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
-    compiled = (registry or default_registry())._compiled(schema, draft, check_formats)
+    _check_numbers(numbers)
+    compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
     errors = _iter_errors(compiled, instance)
     first = next(errors, None)
     if first is None:
@@ -710,10 +787,12 @@ def is_valid(
     draft: str | None = None,
     check_formats: bool = True,
     registry: SchemaRegistry | None = None,
+    numbers: str = "exact",
 ) -> bool:
     """Return whether ``instance`` satisfies ``schema``; stops at the first error.
 
     Takes the same arguments and raises the same exceptions as :func:`validate_json`.
     """
-    compiled = (registry or default_registry())._compiled(schema, draft, check_formats)
+    _check_numbers(numbers)
+    compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
     return next(_iter_errors(compiled, instance), None) is None

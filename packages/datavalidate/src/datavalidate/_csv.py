@@ -35,8 +35,12 @@ ERROR_CODES = (
     "unique-error",
     "blank-row",
     "encoding-error",
+    "nul-byte",
     "source-error",
 )
+# A NUL character is replaced by this lone surrogate before csv sees it (Python 3.10's csv
+# refuses NUL, 3.11+ accepts it): rows holding it are then reported, the same on every version.
+_NUL_MARK = "\udc00"
 _BATCH_ROWS = 512
 _VALUE_CHARS = 80
 _SNIFF_CHARS = 64 * 1024
@@ -373,6 +377,25 @@ class _PrimaryKey:
                 self.seen.add(key)
 
 
+def _guarded(lines: Iterator[str]) -> Iterator[str]:
+    """The lines with a leading byte-order mark dropped and NUL characters marked.
+
+    The mark goes before csv parses the first line, so a quoted first header (``\ufeff"id"``)
+    is read as ``id``. Each NUL becomes :data:`_NUL_MARK` and counts as a decoding problem, so
+    the row takes the slow path and is reported as ``nul-byte``.
+    """
+    local = _local
+    first = next(lines, None)
+    if first is None:
+        return
+    for line in itertools.chain((first.removeprefix("\ufeff"),), lines):
+        if "\x00" in line:
+            local.decode_errors = getattr(local, "decode_errors", 0) + line.count("\x00")
+            yield line.replace("\x00", _NUL_MARK)
+        else:
+            yield line
+
+
 def _open_text(source: object, encoding: str) -> tuple[Iterator[str], Callable[[], None]]:
     """Return an iterator over text lines (line ends kept) and a function that cleans up."""
     decoding = "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
@@ -596,7 +619,8 @@ def validate_csv(
     """
     headers_required, _ = _validate_args(required_headers, encoding, max_errors)
     specs, missing, primary = compile_fields(constraints, table_schema)
-    lines, cleanup = _open_text(source, encoding)
+    raw_lines, cleanup = _open_text(source, encoding)
+    lines = _guarded(raw_lines)
     previous_errors = getattr(_local, "decode_errors", 0)
     _local.decode_errors = 0
     try:
@@ -653,8 +677,22 @@ class _Run:
         reader = csv.reader(self.lines, **self.options)
         try:
             header = next(reader, None)
+            while header is not None and not any(header):
+                # Blank lines above the header: reported, and the header is the first line
+                # with text (its row number stays the line a person sees).
+                sink.add(
+                    CsvError(
+                        "blank-row",
+                        "a blank line comes before the header; the header is the first "
+                        "non-blank line",
+                        reader.line_num,
+                    )
+                )
+                header = next(reader, None)
         except csv.Error as exc:
-            sink.add(CsvError("source-error", f"the header cannot be parsed: {exc}", 1))
+            sink.add(
+                CsvError("source-error", f"the header cannot be parsed: {exc}", reader.line_num + 1)
+            )
             return self._report(())
         if header is None:
             sink.add(CsvError("source-error", "the input is empty: there is no header row"))
@@ -665,8 +703,6 @@ class _Run:
                 )
             return self._report(())
         header_row = reader.line_num
-        if header and header[0].startswith("\ufeff"):
-            header[0] = header[0][1:]
         self.header = header
         if getattr(_local, "decode_errors", 0) and _has_surrogate(header):
             self._decode_errors(header, header_row)
@@ -743,10 +779,13 @@ class _Run:
         for i, cell in enumerate(record):
             if _SURROGATE.search(cell):
                 name = _clean(self.header[i]) if i < len(self.header) else None
+                nul = _NUL_MARK in cell
                 self.sink.add(
                     CsvError(
-                        "encoding-error",
-                        "the bytes are not valid text in the declared encoding",
+                        "nul-byte" if nul else "encoding-error",
+                        "the cell holds a NUL character (U+0000), which CSV text must not hold"
+                        if nul
+                        else "the bytes are not valid text in the declared encoding",
                         row,
                         name,
                         i + 1,

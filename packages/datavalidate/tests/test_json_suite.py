@@ -47,7 +47,26 @@ SKIPPED: dict[tuple[str, str, str, str], str] = {
 }
 
 # Lowest accepted pass rate of the optional tests per draft (they are not required by the spec).
-OPTIONAL_FLOOR = 0.80
+OPTIONAL_FLOOR = 0.95
+
+
+def test_format_json_passes_in_annotation_mode() -> None:
+    """2020-12 makes ``format`` an annotation by default; ``check_formats=False`` is that mode."""
+    path = SUITE / "tests" / "draft2020-12" / "format.json"
+    assert _run_file("draft2020-12", path, check_formats=False) == []
+    cases = json.loads(path.read_text(encoding="utf-8"))
+    assert sum(len(c["tests"]) for c in cases) >= 100
+
+
+def test_unknown_formats_are_refused_in_assertion_mode() -> None:
+    """``optional/format/unknown.json`` expects an unknown format to be ignored; we assert by
+    default and refuse to leave a format unchecked, so each of its cases raises SchemaError."""
+    for draft in DRAFT_FOLDERS:
+        path = SUITE / "tests" / draft / "optional" / "format" / "unknown.json"
+        failures = _run_file(draft, path, check_formats=True)
+        assert failures
+        assert all("unknown format 'unknown' cannot be asserted" in why for _, why in failures)
+        assert _run_file(draft, path, check_formats=False) == []
 
 
 def _remote_registry(draft: str) -> SchemaRegistry:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datavalidate._formats import CSV_ONLY_FORMATS, FORMATS
 from datavalidate._regex import SafePattern, compile_pattern
 from datavalidate.exceptions import UnsupportedPatternError
 
@@ -247,20 +248,15 @@ def _same(values: Sequence[str]) -> Sequence[str]:
 def _parser_for(type_name: str, fmt: str, extra: Mapping[str, Any], where: str) -> _Parsers:
     """Return the parser and the batch parser of a type/format pair."""
     if type_name == "string":
-        checks: dict[str, Callable[[str], Any]] = {
-            "default": str,
-            "email": _email,
-            "uri": _uri,
-            "uuid": _uuid,
-            "binary": _binary,
-        }
-        if fmt not in checks:
-            raise ValueError(
-                f"{where}: unknown string format {fmt!r}; allowed: {', '.join(checks)}"
-            )
         if fmt == "default":
             return str, _same
-        return checks[fmt], _map_or_none(checks[fmt])
+        if fmt not in _STRING_FORMATS:
+            raise ValueError(
+                f"{where}: unknown string format {fmt!r}; allowed: default, "
+                f"{', '.join(_STRING_FORMATS)}"
+            )
+        check = _string_parser(fmt, _STRING_FORMATS[fmt])
+        return check, _map_or_none(check)
     if type_name == "integer":
         return _parse_int, _charset_then("0-9+-", int)
     if type_name == "number":
@@ -325,42 +321,22 @@ def _strings(value: object) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 
-def _email(value: str) -> str:
-    local, at, domain = value.rpartition("@")
-    if not at or not local or "." not in domain or any(c.isspace() for c in value):
-        raise ValueError(value)
-    return value
+#: Table Schema string formats, each the same strict checker as the JSON Schema format.
+_STRING_FORMATS: dict[str, Callable[[str], bool]] = {
+    "email": FORMATS["email"],
+    "uri": FORMATS["uri"],
+    "uuid": FORMATS["uuid"],
+    **CSV_ONLY_FORMATS,
+}
 
 
-def _uri(value: str) -> str:
-    scheme, colon, rest = value.partition(":")
-    if (
-        not colon
-        or not rest
-        or not scheme[:1].isalpha()
-        or not all(c.isalnum() or c in "+-." for c in scheme)
-        or any(c.isspace() for c in value)
-    ):
-        raise ValueError(value)
-    return value
+def _string_parser(name: str, check: Callable[[str], bool]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if not check(value):
+            raise ValueError(value)
+        return value
 
-
-def _uuid(value: str) -> str:
-    import uuid
-
-    uuid.UUID(value)
-    return value
-
-
-def _binary(value: str) -> str:
-    import base64
-    import binascii
-
-    try:
-        base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise ValueError(value) from None
-    return value
+    return parse
 
 
 def cast_value(spec: FieldSpec, value: str) -> Any:

@@ -10,7 +10,7 @@ import json
 import marshal
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, cast
@@ -23,7 +23,7 @@ import referencing.jsonschema
 from jsonschema import validators as _validators
 
 from datavalidate import _keywords, _numbers
-from datavalidate._formats import uri_checkers
+from datavalidate._formats import FORMATS
 from datavalidate._regex import compile_pattern
 from datavalidate.exceptions import (
     SchemaError,
@@ -102,35 +102,51 @@ def _normalize_draft(draft: str) -> str:
     return name
 
 
-def _format_checker(draft: str) -> jsonschema.FormatChecker:
-    base: jsonschema.FormatChecker = _BASE_CLASSES[draft].FORMAT_CHECKER
-    checker = jsonschema.FormatChecker(formats=())
-    checker.checkers = dict(base.checkers)
-    checker.checkers["regex"] = (_keywords.regex_format, (UnsupportedPatternError,))
-    for name, check in _URI_CHECKERS.items():
-        # Linear-time checkers (see _formats) for the formats this draft defines, whether or not
-        # jsonschema's own checker for them is installed.
-        if draft in _URI_FORMAT_DRAFTS[name]:
-            checker.checkers[name] = (check, ())
+def _applies_to_strings(check: Callable[[str], bool]) -> Callable[[object], bool]:
+    def checker(instance: object) -> bool:
+        return not isinstance(instance, str) or check(instance)
+
     return checker
 
 
-_URI_CHECKERS = uri_checkers()
-# The drafts whose specification defines each URI format (Validation vocabulary, "format").
-_URI_FORMAT_DRAFTS: dict[str, frozenset[str]] = {
-    "uri": frozenset(DRAFTS),
-    "uri-reference": frozenset(DRAFTS) - {"draft4"},
-    "iri": frozenset(DRAFTS) - {"draft4", "draft6"},
-    "iri-reference": frozenset(DRAFTS) - {"draft4", "draft6"},
-}
-_FORMAT_CHECKERS = {name: _format_checker(name) for name in DRAFTS}
+def _format_checker() -> jsonschema.FormatChecker:
+    """Our strict checkers (:data:`datavalidate._formats.FORMATS`), for every draft."""
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = {name: (_applies_to_strings(check), ()) for name, check in FORMATS.items()}
+    return checker
+
+
+_FORMAT_CHECKER = _format_checker()
+_FORMAT_CHECKERS = dict.fromkeys(DRAFTS, _FORMAT_CHECKER)
+
+
+def _unknown_format(name: object, location: str = "") -> SchemaError:
+    return SchemaError(
+        f"unknown format {name!r} cannot be asserted; asserted formats: "
+        f"{', '.join(sorted(FORMATS))}. Pass check_formats=False to treat every format as an "
+        "annotation",
+        location=location,
+        keyword="format",
+    )
+
+
+def _format_keyword(validator: Any, name: Any, instance: Any, schema: Any) -> Any:
+    """``format``: asserted with our strict checkers; an unknown name is refused, not skipped."""
+    if validator.format_checker is None:
+        return
+    check = FORMATS.get(name) if isinstance(name, str) else None
+    if check is None:
+        raise _unknown_format(name)
+    if isinstance(instance, str) and not check(instance):
+        yield jsonschema.ValidationError(f"{_shorten(instance)} is not a {name!r}")
 
 
 def asserted_formats(draft: str = DEFAULT_DRAFT) -> tuple[str, ...]:
     """Return the ``format`` names checked (asserted) for a draft, sorted.
 
-    Formats whose checker needs a library that is not installed are absent; unknown formats
-    are annotations only, as the specifications say.
+    The same strict checkers apply in every draft and to CSV string columns; with
+    ``check_formats=True`` a schema naming any other format is refused with
+    :class:`~datavalidate.SchemaError` (never silently unchecked).
 
     Args:
         draft: A draft name (``"2020-12"``, ``"draft7"``, a metaschema URI...).
@@ -164,6 +180,7 @@ _EXACT_KEYWORDS_DRAFT4: dict[str, Any] = {
 def _make_class(draft: str, numbers: str) -> Any:
     base = _BASE_CLASSES[draft]
     overrides: dict[str, Any] = {
+        "format": _format_keyword,
         "pattern": _keywords.pattern,
         "patternProperties": _keywords.pattern_properties,
         "additionalProperties": _keywords.additional_properties,
@@ -368,7 +385,7 @@ def _draft_of(schema: Any, draft: str | None, known: Mapping[str, Any]) -> str:
     )
 
 
-def _check_schema(schema: Any, draft: str) -> None:
+def _check_schema(schema: Any, draft: str, *, check_formats: bool = False) -> None:
     if not isinstance(schema, (Mapping, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     if isinstance(schema, bool) and draft == "draft4":
@@ -378,6 +395,10 @@ def _check_schema(schema: Any, draft: str) -> None:
             compile_pattern(regex)
         except UnsupportedPatternError as exc:
             raise UnsupportedPatternError(regex, exc.reason, location=where) from None
+    if check_formats:
+        for name, where in _keywords.find_formats(schema):
+            if name not in FORMATS:
+                raise _unknown_format(name, where)
     cls = _BASE_CLASSES[draft]
     meta_validator = cls(cls.META_SCHEMA, format_checker=_FORMAT_CHECKERS[draft])
     try:
@@ -645,7 +666,7 @@ class SchemaRegistry:
         if copy is None:
             _, copy = _canonical(schema)
         name = _draft_of(copy, used_draft, known)
-        _check_schema(copy, name)
+        _check_schema(copy, name, check_formats=check_formats)
         cls = _SAFE_CLASSES[name, numbers]
         checker = _FORMAT_CHECKERS[name] if check_formats else None
         validator = cls(copy, registry=registry, format_checker=checker)

@@ -6,6 +6,7 @@ import codecs
 import csv
 import io
 import itertools
+import math
 import operator
 import os
 import re
@@ -198,7 +199,10 @@ class _Column:
         self.spec = spec
         self.index = index
         self.number = index + 1
-        self.missing = missing
+        self.missing = spec.missing if spec.missing is not None else missing
+        self.bounded = spec.type == "number" and (
+            spec.minimum is not None or spec.maximum is not None
+        )
         self.seen: set[Any] | None = set() if spec.unique else None
 
     def check(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
@@ -225,6 +229,8 @@ class _Column:
         if spec.max_length is not None and max(map(len, present)) > spec.max_length:
             return False
         if spec.pattern is not None and not spec.pattern.fullmatch_all(present):
+            return False
+        if self.bounded and any(map(math.isnan, parsed)):  # min()/max() would skip a NaN
             return False
         try:
             if spec.minimum is not None and min(parsed) < spec.minimum:
@@ -270,6 +276,8 @@ class _Column:
             return "constraint-error", f"length {length} is above maxLength {spec.max_length}"
         if spec.pattern is not None and not spec.pattern.fullmatch(value):
             return "constraint-error", f"value does not match pattern {spec.pattern.pattern!r}"
+        if self.bounded and math.isnan(parsed):
+            return "constraint-error", "NaN satisfies no minimum or maximum"
         try:
             if spec.minimum is not None and parsed < spec.minimum:
                 return "constraint-error", f"value is below minimum {_text(spec.minimum)}"

@@ -21,6 +21,7 @@ from datavalidate._csv_fields import (
     compile_fields,
     type_accepts_all,
 )
+from datavalidate._unique import DigestSet, UniqueBudget
 
 __all__ = ["ERROR_CODES", "CsvColumn", "CsvError", "CsvReport", "validate_csv"]
 
@@ -37,6 +38,7 @@ ERROR_CODES = (
     "blank-row",
     "encoding-error",
     "nul-byte",
+    "unique-limit",
     "source-error",
 )
 # A NUL character is replaced by this lone surrogate before csv sees it (Python 3.10's csv
@@ -195,7 +197,9 @@ class _Sink:
 class _Column:
     """Checks one declared column over batches of values."""
 
-    def __init__(self, spec: FieldSpec, index: int, missing: frozenset[str]) -> None:
+    def __init__(
+        self, spec: FieldSpec, index: int, missing: frozenset[str], budget: UniqueBudget
+    ) -> None:
         self.spec = spec
         self.index = index
         self.number = index + 1
@@ -203,7 +207,7 @@ class _Column:
         self.bounded = spec.type == "number" and (
             spec.minimum is not None or spec.maximum is not None
         )
-        self.seen: set[Any] | None = set() if spec.unique else None
+        self.seen = DigestSet(budget) if spec.unique else None
 
     def check(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
         spec = self.spec
@@ -241,12 +245,7 @@ class _Column:
             return False
         if spec.enum is not None and not spec.enum.issuperset(parsed):
             return False
-        if self.seen is not None:
-            batch = set(parsed)
-            if len(batch) != len(parsed) or not self.seen.isdisjoint(batch):
-                return False
-            self.seen |= batch
-        return True
+        return self.seen is None or self.seen.add_all(parsed)
 
     def _slow(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
         spec = self.spec
@@ -289,12 +288,14 @@ class _Column:
             options = ", ".join(sorted(_text(v) for v in spec.enum))
             return "constraint-error", f"value is not one of the enum values: {_show(options)}"
         if self.seen is not None:
-            if parsed in self.seen:
+            new = self.seen.add(parsed)
+            if new is False:
                 return (
                     "unique-error",
                     f"value repeats an earlier value of unique column {spec.name!r}",
                 )
-            self.seen.add(parsed)
+            if new is None:
+                return _limit_message(self.seen.budget.limit, f"unique column {spec.name!r}")
         return None
 
 
@@ -351,14 +352,26 @@ class _Inferred:
         return self.candidates[0] if self.seen_value and self.candidates else "string"
 
 
+def _limit_message(limit: int, what: str) -> tuple[str, str]:
+    return (
+        "unique-limit",
+        f"more than {limit:,} distinct values to remember for {what} (max_unique_values): "
+        "uniqueness is not checked from this row on; raise max_unique_values to check it all",
+    )
+
+
 class _PrimaryKey:
     def __init__(
-        self, names: Sequence[str], indexes: Sequence[int], specs: Sequence[FieldSpec]
+        self,
+        names: Sequence[str],
+        indexes: Sequence[int],
+        specs: Sequence[FieldSpec],
+        budget: UniqueBudget,
     ) -> None:
         self.names = tuple(names)
         self.indexes = tuple(indexes)
         self.specs = tuple(specs)
-        self.seen: set[tuple[Any, ...]] = set()
+        self.seen = DigestSet(budget)
 
     def check(self, batch: Sequence[Sequence[str]], rows: Sequence[int], sink: _Sink) -> None:
         label = ", ".join(self.names)
@@ -369,20 +382,15 @@ class _PrimaryKey:
                 )
             except (ValueError, KeyError, OverflowError):
                 continue  # the type error is reported by the column itself
-            if key in self.seen:
+            new = self.seen.add(key)
+            if new is not True:
                 shown = _show(", ".join(record[i] for i in self.indexes))
-                sink.add(
-                    CsvError(
-                        "unique-error",
-                        f"primary key ({label}) repeats an earlier row",
-                        row,
-                        label,
-                        self.indexes[0] + 1,
-                        shown,
-                    )
+                code, message = (
+                    ("unique-error", f"primary key ({label}) repeats an earlier row")
+                    if new is False
+                    else _limit_message(self.seen.budget.limit, f"primary key ({label})")
                 )
-            else:
-                self.seen.add(key)
+                sink.add(CsvError(code, message, row, label, self.indexes[0] + 1, shown))
 
 
 def _guarded(lines: Iterator[str]) -> Iterator[str]:
@@ -580,6 +588,7 @@ def validate_csv(
     dialect: str | Mapping[str, Any] | None = None,
     encoding: str = "utf-8",
     max_errors: int = 100,
+    max_unique_values: int = 1_000_000,
 ) -> CsvReport:
     """Validate CSV data, streaming, against headers, column types and constraints.
 
@@ -589,9 +598,11 @@ def validate_csv(
     constraints ``required``, ``unique``, ``minimum``, ``maximum``, ``minLength``,
     ``maxLength``, ``pattern`` (RE2 syntax, whole value, linear time) and ``enum``.
 
-    Memory does not grow with the number of rows, except for the values a ``unique``
-    constraint or ``primaryKey`` must remember. One physical line is read whole; a field is
-    capped at 128 KiB (csv's ``field_size_limit``), past which a ``source-error`` ends the run.
+    Memory does not grow with the number of rows, except for what a ``unique`` constraint or
+    ``primaryKey`` must remember: a 16-byte keyed BLAKE2b digest per distinct logical value
+    (about 100 bytes each), at most ``max_unique_values`` of them in all. One physical line is
+    read whole; a field is capped at 128 KiB (csv's ``field_size_limit``), past which a
+    ``source-error`` ends the run.
 
     Args:
         source: CSV *content* as ``str`` or ``bytes``, a text stream, or a binary stream (for
@@ -613,6 +624,9 @@ def validate_csv(
         encoding: Text encoding of bytes, binary streams and paths. With UTF-8 a leading
             byte-order mark is dropped. Undecodable bytes are ``encoding-error`` findings.
         max_errors: Most errors kept in the report (``error_count`` counts them all).
+        max_unique_values: Most distinct values remembered for ``unique`` columns and the
+            ``primaryKey`` together; past it a ``unique-limit`` error says from which row
+            uniqueness is no longer checked.
 
     Returns:
         The report. Error codes: see :data:`ERROR_CODES`; rows are numbered as a person
@@ -620,12 +634,15 @@ def validate_csv(
 
     Raises:
         ValueError: An unknown type, format, constraint, dialect key or encoding (the message
-            names the allowed ones), an ill-formed constraint value, or negative ``max_errors``.
+            names the allowed ones), an ill-formed constraint value, negative ``max_errors``
+            or a ``max_unique_values`` below 1.
         UnsupportedPatternError: A ``pattern`` constraint that RE2 refuses.
         TypeError: ``source`` is none of the accepted kinds, or an argument has a wrong type.
         OSError: The path cannot be opened or read.
     """
     headers_required, _ = _validate_args(required_headers, encoding, max_errors)
+    if not _is_count(max_unique_values) or max_unique_values < 1:
+        raise ValueError(f"max_unique_values must be a positive integer, not {max_unique_values!r}")
     specs, missing, primary = compile_fields(constraints, table_schema)
     raw_lines, cleanup = _open_text(source, encoding)
     lines = _guarded(raw_lines)
@@ -640,6 +657,7 @@ def validate_csv(
             missing=missing,
             primary=primary,
             max_errors=max_errors,
+            budget=UniqueBudget(max_unique_values),
         )
         return run.run()
     finally:
@@ -658,7 +676,9 @@ class _Run:
         missing: frozenset[str],
         primary: tuple[str, ...],
         max_errors: int,
+        budget: UniqueBudget,
     ) -> None:
+        self.budget = budget
         self.options, self.lines = _dialect(dialect, lines)
         self.required = required
         self.specs = specs
@@ -771,13 +791,16 @@ class _Run:
             if first.get(name) != i:
                 checkers.append(None)
             elif name in declared:
-                checkers.append(_Column(declared[name], i, self.missing))
+                checkers.append(_Column(declared[name], i, self.missing, self.budget))
             else:
                 checkers.append(_Inferred(i, self.missing))
         self.primary_key: _PrimaryKey | None = None
         if self.primary and all(name in first for name in self.primary):
             self.primary_key = _PrimaryKey(
-                self.primary, [first[n] for n in self.primary], [declared[n] for n in self.primary]
+                self.primary,
+                [first[n] for n in self.primary],
+                [declared[n] for n in self.primary],
+                self.budget,
             )
         return checkers
 

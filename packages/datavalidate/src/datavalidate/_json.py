@@ -22,7 +22,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators as _validators
 
-from datavalidate import _keywords, _numbers
+from datavalidate import _fast, _keywords, _numbers
 from datavalidate._formats import FORMATS
 from datavalidate._regex import compile_pattern
 from datavalidate.exceptions import (
@@ -35,11 +35,13 @@ from datavalidate.exceptions import (
 __all__ = [
     "DEFAULT_DRAFT",
     "DRAFTS",
+    "CompiledSchema",
     "JsonError",
     "JsonReport",
     "SchemaInfo",
     "SchemaRegistry",
     "asserted_formats",
+    "compile",
     "default_registry",
     "is_valid",
     "validate_json",
@@ -323,6 +325,7 @@ class _Compiled:
     validator: Any
     draft: str
     numbers: str = "exact"
+    fast: _fast.FastValidator | None = None
 
 
 def _pointer(parts: Iterable[object]) -> str:
@@ -670,7 +673,8 @@ class SchemaRegistry:
         cls = _SAFE_CLASSES[name, numbers]
         checker = _FORMAT_CHECKERS[name] if check_formats else None
         validator = cls(copy, registry=registry, format_checker=checker)
-        compiled = _Compiled(validator, name, numbers)
+        fast = _fast.build(copy, name, check_formats=check_formats)
+        compiled = _Compiled(validator, name, numbers, fast)
         with self._lock:
             self._cache[key] = compiled
             while len(self._cache) > self._cache_size:
@@ -777,6 +781,12 @@ def validate_json(
         raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
     _check_numbers(numbers)
     compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
+    return _report(compiled, instance, max_errors)
+
+
+def _report(compiled: _Compiled, instance: object, max_errors: int) -> JsonReport:
+    if compiled.fast is not None and compiled.fast.accepts(instance):
+        return JsonReport(valid=True, errors=(), error_count=0, draft=compiled.draft)
     errors = _iter_errors(compiled, instance)
     first = next(errors, None)
     if first is None:
@@ -801,6 +811,12 @@ def validate_json(
     )
 
 
+def _decide(compiled: _Compiled, instance: object) -> bool:
+    if compiled.fast is not None and compiled.fast.accepts(instance):
+        return True
+    return next(_iter_errors(compiled, instance), None) is None
+
+
 def is_valid(
     instance: object,
     schema: Mapping[str, Any] | bool | str,
@@ -816,4 +832,82 @@ def is_valid(
     """
     _check_numbers(numbers)
     compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
-    return next(_iter_errors(compiled, instance), None) is None
+    return _decide(compiled, instance)
+
+
+class CompiledSchema:
+    """A schema checked and compiled once, for validating many instances.
+
+    Made by :func:`compile`. Instances are thread-safe and hold no reference to the caller's
+    schema object. When the schema is in the fast subset (:attr:`fast`), valid instances are
+    decided by ``jsonschema-rs`` (see ``datavalidate._fast``); invalid ones always get our own
+    full report.
+
+    Attributes:
+        draft: The draft used (``"draft2020-12"``...).
+        fast: Whether the fast path is used for this schema.
+    """
+
+    __slots__ = ("_compiled", "_fast", "draft", "fast")
+
+    def __init__(self, compiled: _Compiled) -> None:
+        self._compiled = compiled
+        self._fast = compiled.fast
+        self.draft = compiled.draft
+        self.fast = compiled.fast is not None
+
+    def is_valid(self, instance: object) -> bool:
+        """Return whether ``instance`` satisfies the schema (stops at the first error).
+
+        Raises:
+            UnresolvableReferenceError: Validation reached a ``$ref`` that is not registered.
+            SchemaError: Validation reached an unknown format while asserting formats.
+            ValueError: The instance is nested too deeply to walk.
+        """
+        fast = self._fast
+        if fast is not None and fast.accepts(instance):
+            return True
+        return next(_iter_errors(self._compiled, instance), None) is None
+
+    def validate(self, instance: object, *, max_errors: int = 100) -> JsonReport:
+        """Validate ``instance`` and report every error, as :func:`validate_json` does.
+
+        Raises:
+            ValueError: ``max_errors`` is negative; or as :meth:`is_valid`.
+        """
+        if not _is_count(max_errors) or max_errors < 0:
+            raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
+        return _report(self._compiled, instance, max_errors)
+
+    def __repr__(self) -> str:
+        return f"<CompiledSchema {self.draft} fast={self.fast}>"
+
+
+def compile(
+    schema: Mapping[str, Any] | bool | str,
+    *,
+    draft: str | None = None,
+    check_formats: bool = True,
+    numbers: str = "exact",
+    registry: SchemaRegistry | None = None,
+) -> CompiledSchema:
+    """Check and compile a schema once; validate many instances with the result.
+
+    Takes the arguments of :func:`validate_json` (except the instance and ``max_errors``); the
+    compiled validator is also kept in the registry's cache, so named schemas and the server
+    reuse it.
+
+    Returns:
+        The compiled schema (:meth:`CompiledSchema.is_valid`, :meth:`CompiledSchema.validate`).
+
+    Raises:
+        SchemaError: The schema is invalid, uses a refused pattern, or (asserting formats)
+            names an unknown format.
+        UnknownSchemaError: ``schema`` is a name that is not registered.
+        ValueError: ``draft`` or ``numbers`` is unknown.
+        TypeError: ``schema`` is neither a name nor a schema object.
+    """
+    _check_numbers(numbers)
+    return CompiledSchema(
+        (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
+    )

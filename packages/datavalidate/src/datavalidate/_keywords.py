@@ -23,6 +23,7 @@ __all__ = [
     "find_patterns",
     "pattern",
     "pattern_properties",
+    "subschemas",
     "unevaluated_properties_2019",
     "unevaluated_properties_2020",
 ]
@@ -238,22 +239,33 @@ def find_formats(schema: Any, *, limit_depth: int = 500) -> Iterator[tuple[str, 
 def _find(
     schema: Any, wanted: str, limit_depth: int, *, pattern_keys: bool
 ) -> Iterator[tuple[str, str]]:
+    for where, node in subschemas(schema, limit_depth=limit_depth):
+        value = node.get(wanted)
+        if isinstance(value, str):
+            yield value, f"{where}/{wanted}"
+        if pattern_keys and isinstance(node.get("patternProperties"), Mapping):
+            for key in node["patternProperties"]:
+                if isinstance(key, str):
+                    yield key, f"{where}/patternProperties/{_escape(key)}"
+
+
+def subschemas(schema: Any, *, limit_depth: int = 500) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Yield ``(JSON Pointer, subschema)`` for every object subschema in a schema position.
+
+    The root comes first (pointer ``""``); ``enum``/``const`` data and unknown keywords are not
+    walked. Subschemas deeper than ``limit_depth`` are left out.
+    """
     stack: list[tuple[Any, str, int]] = [(schema, "", 0)]
     while stack:
         node, where, depth = stack.pop()
         if not isinstance(node, Mapping) or depth > limit_depth:
             continue
-        value = node.get(wanted)
-        if isinstance(value, str):
-            yield value, f"{where}/{wanted}"
+        yield where, node
         for keyword, child in node.items():
             escaped = _escape(str(keyword))
             if keyword in _SCHEMA_MAPS and isinstance(child, Mapping):
                 for key, sub in child.items():
-                    here = f"{where}/{escaped}/{_escape(str(key))}"
-                    if pattern_keys and keyword == "patternProperties" and isinstance(key, str):
-                        yield key, here
-                    stack.append((sub, here, depth + 1))
+                    stack.append((sub, f"{where}/{escaped}/{_escape(str(key))}", depth + 1))
             elif keyword in _SCHEMA_LISTS and isinstance(child, list):
                 stack.extend(
                     (sub, f"{where}/{escaped}/{i}", depth + 1) for i, sub in enumerate(child)

@@ -4,6 +4,9 @@ JSON instances are checked against JSON Schema drafts 4, 6, 7, 2019-09 and 2020-
 :func:`validate_json`; CSV files are checked in the Frictionless Table Schema vocabulary with
 :func:`validate_csv`. Both return reports (frozen dataclasses with ``to_dict()``) listing every
 finding with its location. Untrusted patterns run on RE2, a linear-time regex engine.
+:func:`compile` checks a schema once; valid instances of schemas in the fast subset are decided
+by ``jsonschema-rs``. Numbers are exact (:func:`parse_json` reads JSON text with ``Decimal``).
+The ``datavalidate`` command (``python -m datavalidate``) validates files.
 """
 
 from datavalidate.__about__ import __version__

@@ -293,3 +293,15 @@ def test_compile_api() -> None:
     with pytest.raises(ValueError, match="max_errors"):
         compiled.validate({}, max_errors=-1)
     assert "fast=True" in repr(compiled)
+
+
+def test_data_jsonschema_rs_cannot_take_goes_to_our_validator() -> None:
+    class Text(str):
+        __slots__ = ()
+
+    compiled = compile({"type": "object", "additionalProperties": {"type": "string"}})
+    assert compiled.fast
+    assert compiled.is_valid({"a": Text("x")})  # jsonschema-rs raises on a str subclass
+    assert not compiled.is_valid({"a": 1})
+    report = compiled.validate({1: "x"})  # a non-str key: jsonschema-rs raises
+    assert report.valid

@@ -111,7 +111,7 @@ class FastValidator:
         """Whether the instance is valid for sure (``False`` means: ask our validator)."""
         try:
             return bool(self.native.is_valid(instance))
-        except (ValueError, TypeError, OverflowError, RecursionError):  # unsupported data
+        except Exception:  # unsupported data, or a format checker that raised: ask our validator
             return False
 
 

@@ -217,3 +217,11 @@ def test_report_shows_decimal_values_as_written() -> None:
     )
     assert report.errors[0].value == "19.995"
     assert report.errors[0].instance_location == "/price"
+
+
+@pytest.mark.parametrize("text", ['{"a": 1, "a": 2}', '[{"x": {"b": 0, "c": 1, "b": 0}}]'])
+def test_repeated_keys_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="repeats the key") as info:
+        parse_json(text)
+    assert not isinstance(info.value, JsonNumberError)
+    assert parse_json('{"a": 1, "b": {"a": 2}}') == {"a": 1, "b": {"a": 2}}

@@ -75,6 +75,21 @@ def _parse_int(text: str) -> int:
     return int(Decimal(text))  # int() refuses more than 4300 digits on Python 3.11+
 
 
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                shown = key if len(key) <= 40 else key[:39] + "\u2026"
+                raise ValueError(
+                    f"the JSON text repeats the key {shown!r} in one object; readers disagree on "
+                    "which value counts, so it is refused"
+                )
+            seen.add(key)
+    return result
+
+
 def _refuse_constant(name: str) -> Any:
     raise JsonNumberError(name, "NaN and Infinity are not JSON numbers")
 
@@ -98,15 +113,19 @@ def parse_json(text: str | bytes, *, numbers: str = "exact") -> Any:
     Raises:
         JsonNumberError: ``NaN``, ``Infinity``, a literal outside the range of a 64-bit float,
             or an integer longer than :data:`MAX_INTEGER_DIGITS` digits.
-        ValueError: ``numbers`` is unknown, or the text is not JSON (``json.JSONDecodeError``,
-            with line and column), or it is nested too deeply.
+        ValueError: ``numbers`` is unknown, the text is not JSON (``json.JSONDecodeError``,
+            with line and column), an object repeats a key, or it is nested too deeply.
     """
     if numbers not in NUMBER_MODES:
         raise ValueError(f"numbers must be one of {', '.join(NUMBER_MODES)}, not {numbers!r}")
     parse_float: Callable[[str], Any] = _parse_float if numbers == "exact" else _to_float
     try:
         return json.loads(
-            text, parse_float=parse_float, parse_int=_parse_int, parse_constant=_refuse_constant
+            text,
+            parse_float=parse_float,
+            parse_int=_parse_int,
+            parse_constant=_refuse_constant,
+            object_pairs_hook=_object,
         )
     except RecursionError:
         raise ValueError("the JSON text is nested too deeply") from None

@@ -9,18 +9,28 @@ Rows, in one run (CPU seconds, best of 5):
   "unavailable" when the package is not installed).
 
 Targets (issue 5): validate_json >= 0.8x the pre-built validator's throughput and >= 10x
-``jsonschema.validate``. Prints the numbers; exits 0 unless it crashes.
+``jsonschema.validate``.
+
+Then the fast path (issue 16): ``datavalidate.compile(schema).is_valid`` on three schema shapes
+(an object, an object with ``pattern``s, an array of ``$ref``'d objects with ``enum``) and
+valid instances, against a pre-built ``jsonschema`` validator's ``is_valid`` (target >= 30x) and
+a raw ``jsonschema_rs.validator_for(schema).is_valid`` (target: within 3x).
+
+Prints the numbers; exits 0 unless it crashes.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 
+import datavalidate
 from datavalidate import SchemaRegistry, validate_json
 
 COUNT = 10_000
@@ -105,18 +115,13 @@ def main() -> None:
         rows.append(("fastjsonschema (reference)", best_of(5, run_fast)))
     except ImportError:
         rows.append(("fastjsonschema (reference)", None))
-    try:
-        import jsonschema_rs
+    rs = jsonschema_rs.validator_for(SCHEMA)
 
-        rs = jsonschema_rs.validator_for(SCHEMA)
+    def run_rs() -> None:
+        for item in data:
+            assert rs.is_valid(item)
 
-        def run_rs() -> None:
-            for item in data:
-                assert rs.is_valid(item)
-
-        rows.append(("jsonschema-rs (reference)", best_of(5, run_rs)))
-    except ImportError:
-        rows.append(("jsonschema-rs (reference)", None))
+    rows.append(("jsonschema-rs (reference)", best_of(5, run_rs)))
 
     print(f"JSON benchmark: {COUNT:,} small instances, one schema (CPU seconds, best of 5)")
     for label, seconds in rows:
@@ -137,5 +142,88 @@ def main() -> None:
         print(f"  {label}: {speedup:.1f}x jsonschema.validate (target >= 10x: {met})")
 
 
+PATTERN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["code", "sku"],
+    "properties": {
+        "code": {"type": "string", "pattern": "^[A-Z]{2}-[0-9]{4}$"},
+        "sku": {"type": "string", "pattern": "^(?:[a-z]+-)*[a-z]+$", "maxLength": 40},
+        "qty": {"type": "integer", "minimum": 0, "multipleOf": 1},
+    },
+    "patternProperties": {"^x-[a-z]+$": {"type": "string"}},
+    "additionalProperties": False,
+}
+ARRAY_SCHEMA: dict[str, Any] = {
+    "$defs": {
+        "line": {
+            "type": "object",
+            "required": ["kind", "amount"],
+            "properties": {
+                "kind": {"enum": ["debit", "credit"]},
+                "amount": {"type": "integer", "exclusiveMinimum": 0},
+                "note": {"type": ["string", "null"]},
+            },
+        }
+    },
+    "type": "array",
+    "items": {"$ref": "#/$defs/line"},
+    "maxItems": 20,
+}
+
+
+def shaped_instances() -> list[tuple[str, dict[str, Any] | bool, list[Any]]]:
+    rng = random.Random(11)
+    objects = instances()[:2000]
+    patterned = [
+        {
+            "code": f"AB-{i:04d}",
+            "sku": "red-shirt-xl"[: rng.randrange(3, 12)].strip("-") or "x",
+            "qty": i,
+            "x-note": "ok",
+        }
+        for i in range(2000)
+    ]
+    arrays = [
+        [
+            {"kind": rng.choice(["debit", "credit"]), "amount": rng.randrange(1, 999), "note": None}
+            for _ in range(rng.randrange(1, 6))
+        ]
+        for _ in range(2000)
+    ]
+    return [
+        ("object", SCHEMA, objects),
+        ("pattern", PATTERN_SCHEMA, patterned),
+        ("array+$ref", ARRAY_SCHEMA, arrays),
+    ]
+
+
+def fast_path() -> None:
+    print("fast path: compile(schema).is_valid on valid instances (CPU seconds, best of 3)")
+    for name, schema, data in shaped_instances():
+        compiled = datavalidate.compile(schema)
+        raw = jsonschema.validators.validator_for(schema)(schema)
+        rs = jsonschema_rs.validator_for(schema)
+        assert all(compiled.is_valid(item) for item in data), name
+
+        def run(check: Callable[[Any], bool], items: list[Any] = data) -> None:
+            for item in items:
+                assert check(item)
+
+        ours, theirs, native = (
+            best_of(3, functools.partial(run, check))
+            for check in (compiled.is_valid, raw.is_valid, rs.is_valid)
+        )
+        per = 1e6 / len(data)
+        vs_raw, vs_rs = theirs / ours, ours / native
+        print(
+            f"  {name:11s} fast={compiled.fast}: datavalidate {ours * per:6.2f} us, "
+            f"jsonschema {theirs * per:6.2f} us, jsonschema-rs {native * per:5.2f} us; "
+            f"{vs_raw:5.1f}x jsonschema (target >= 30x: {'met' if vs_raw >= 30 else 'MISSED'}), "
+            f"{vs_rs:.2f}x jsonschema-rs's time (target <= 3x: "
+            f"{'met' if vs_rs <= 3 else 'MISSED'})"
+        )
+
+
 if __name__ == "__main__":
     main()
+    fast_path()

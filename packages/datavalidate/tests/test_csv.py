@@ -307,7 +307,7 @@ def test_types(declared: Any, good: list[str], bad: list[str]) -> None:
         ({"pattern": "[A-Z]{2}-[0-9]+"}, ["AB-1"], ["ab-1", "AB-1x", "xAB-1"]),
         ({"enum": ["red", "green"]}, ["red"], ["blue", "Red"]),
         ({"type": "integer", "enum": [1, "2"]}, ["1", "02"], ["3"]),
-        ({"type": "number", "minimum": 0}, ["0", "NaN"], ["-0.5"]),
+        ({"type": "number", "minimum": 0}, ["0", "INF"], ["-0.5", "NaN", "-INF"]),
     ],
 )
 def test_constraints(constraint: dict[str, Any], good: list[str], bad: list[str]) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from _support import data_dir
-from datavalidate import SchemaError, SchemaRegistry, validate_json
+from datavalidate import SchemaError, SchemaRegistry, parse_json, validate_json
 
 SUITE = data_dir("json-schema-test-suite")
 DRAFT_FOLDERS = ("draft4", "draft6", "draft7", "draft2019-09", "draft2020-12")
@@ -47,7 +47,26 @@ SKIPPED: dict[tuple[str, str, str, str], str] = {
 }
 
 # Lowest accepted pass rate of the optional tests per draft (they are not required by the spec).
-OPTIONAL_FLOOR = 0.80
+OPTIONAL_FLOOR = 0.95
+
+
+def test_format_json_passes_in_annotation_mode() -> None:
+    """2020-12 makes ``format`` an annotation by default; ``check_formats=False`` is that mode."""
+    path = SUITE / "tests" / "draft2020-12" / "format.json"
+    assert _run_file("draft2020-12", path, check_formats=False) == []
+    cases = json.loads(path.read_text(encoding="utf-8"))
+    assert sum(len(c["tests"]) for c in cases) >= 100
+
+
+def test_unknown_formats_are_refused_in_assertion_mode() -> None:
+    """``optional/format/unknown.json`` expects an unknown format to be ignored; we assert by
+    default and refuse to leave a format unchecked, so each of its cases raises SchemaError."""
+    for draft in DRAFT_FOLDERS:
+        path = SUITE / "tests" / draft / "optional" / "format" / "unknown.json"
+        failures = _run_file(draft, path, check_formats=True)
+        assert failures
+        assert all("unknown format 'unknown' cannot be asserted" in why for _, why in failures)
+        assert _run_file(draft, path, check_formats=False) == []
 
 
 def _remote_registry(draft: str) -> SchemaRegistry:
@@ -83,19 +102,27 @@ def _files(optional: bool) -> Iterator[tuple[str, pathlib.Path]]:
 
 
 def _run_file(
-    draft: str, path: pathlib.Path, *, check_formats: bool
+    draft: str, path: pathlib.Path, *, check_formats: bool, text_data: bool = False
 ) -> list[tuple[tuple[str, str, str, str], str]]:
-    """Run one suite file; return the failing cases with what went wrong."""
+    """Run one suite file; return the failing cases with what went wrong.
+
+    With ``text_data`` each instance comes from the file's text through ``parse_json`` (numbers
+    as ``Decimal``), as the CLI and the server's ``data_json`` read it; otherwise from
+    ``json.loads`` (numbers as ``float``), as library callers pass them.
+    """
     failures: list[tuple[tuple[str, str, str, str], str]] = []
     registry = _registry(draft)
     stem = path.relative_to(SUITE / "tests" / draft).with_suffix("").as_posix()
-    for case in json.loads(path.read_text(encoding="utf-8")):
+    text = path.read_text(encoding="utf-8")
+    exact_cases = parse_json(text) if text_data else None
+    for number, case in enumerate(json.loads(text)):
         schema: Any = case["schema"]
-        for test in case["tests"]:
+        for index, test in enumerate(case["tests"]):
             key = (draft, stem, case["description"], test["description"])
+            data = exact_cases[number]["tests"][index]["data"] if exact_cases else test["data"]
             try:
                 got = validate_json(
-                    test["data"],
+                    data,
                     schema,
                     draft=None if _has_schema(schema) else draft,
                     check_formats=check_formats,
@@ -116,9 +143,10 @@ def _has_schema(schema: Any) -> bool:
 REQUIRED = list(_files(optional=False))
 
 
+@pytest.mark.parametrize("text_data", [False, True], ids=["floats", "text"])
 @pytest.mark.parametrize(("draft", "path"), REQUIRED, ids=[f"{d}/{p.stem}" for d, p in REQUIRED])
-def test_required(draft: str, path: pathlib.Path) -> None:
-    failures = _run_file(draft, path, check_formats=False)
+def test_required(draft: str, path: pathlib.Path, text_data: bool) -> None:
+    failures = _run_file(draft, path, check_formats=False, text_data=text_data)
     unexpected = [f"{key}: {why}" for key, why in failures if key not in SKIPPED]
     assert not unexpected, "\n".join(unexpected)
     stem = path.relative_to(SUITE / "tests" / draft).with_suffix("").as_posix()
@@ -137,7 +165,8 @@ def test_required_suite_is_complete() -> None:
     assert cases == 4942
 
 
-def test_optional_pass_rate(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("text_data", [False, True], ids=["floats", "text"])
+def test_optional_pass_rate(capsys: pytest.CaptureFixture[str], text_data: bool) -> None:
     lines = []
     for draft in DRAFT_FOLDERS:
         total = failed = 0
@@ -145,11 +174,12 @@ def test_optional_pass_rate(capsys: pytest.CaptureFixture[str]) -> None:
             if d != draft:
                 continue
             cases = sum(len(c["tests"]) for c in json.loads(path.read_text(encoding="utf-8")))
-            failures = _run_file(draft, path, check_formats=True)
+            failures = _run_file(draft, path, check_formats=True, text_data=text_data)
             total += cases
             failed += len(failures)
         rate = (total - failed) / total
         lines.append(f"{draft}: optional {total - failed}/{total} passed ({rate:.1%})")
         assert rate >= OPTIONAL_FLOOR, lines[-1]
     with capsys.disabled():
-        print("\nJSON-Schema-Test-Suite optional tests:\n  " + "\n  ".join(lines))
+        kind = "instances parsed from text" if text_data else "instances as floats"
+        print(f"\nJSON-Schema-Test-Suite optional tests ({kind}):\n  " + "\n  ".join(lines))

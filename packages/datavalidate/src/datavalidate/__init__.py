@@ -4,6 +4,9 @@ JSON instances are checked against JSON Schema drafts 4, 6, 7, 2019-09 and 2020-
 :func:`validate_json`; CSV files are checked in the Frictionless Table Schema vocabulary with
 :func:`validate_csv`. Both return reports (frozen dataclasses with ``to_dict()``) listing every
 finding with its location. Untrusted patterns run on RE2, a linear-time regex engine.
+:func:`compile` checks a schema once; valid instances of schemas in the fast subset are decided
+by ``jsonschema-rs``. Numbers are exact (:func:`parse_json` reads JSON text with ``Decimal``).
+The ``datavalidate`` command (``python -m datavalidate``) validates files.
 """
 
 from datavalidate.__about__ import __version__
@@ -13,17 +16,21 @@ from datavalidate._csv_fields import TYPES as CSV_TYPES
 from datavalidate._json import (
     DEFAULT_DRAFT,
     DRAFTS,
+    CompiledSchema,
     JsonError,
     JsonReport,
     SchemaInfo,
     SchemaRegistry,
     asserted_formats,
+    compile,
     default_registry,
     is_valid,
     validate_json,
 )
+from datavalidate._numbers import NUMBER_MODES, parse_json
 from datavalidate.exceptions import (
     DataValidateError,
+    JsonNumberError,
     SchemaError,
     UnknownSchemaError,
     UnresolvableReferenceError,
@@ -36,11 +43,14 @@ __all__ = [
     "DEFAULT_DRAFT",
     "DRAFTS",
     "ERROR_CODES",
+    "NUMBER_MODES",
+    "CompiledSchema",
     "CsvColumn",
     "CsvError",
     "CsvReport",
     "DataValidateError",
     "JsonError",
+    "JsonNumberError",
     "JsonReport",
     "SchemaError",
     "SchemaInfo",
@@ -50,8 +60,10 @@ __all__ = [
     "UnsupportedPatternError",
     "__version__",
     "asserted_formats",
+    "compile",
     "default_registry",
     "is_valid",
+    "parse_json",
     "validate_csv",
     "validate_json",
 ]

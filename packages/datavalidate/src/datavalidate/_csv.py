@@ -6,6 +6,7 @@ import codecs
 import csv
 import io
 import itertools
+import math
 import operator
 import os
 import re
@@ -20,6 +21,7 @@ from datavalidate._csv_fields import (
     compile_fields,
     type_accepts_all,
 )
+from datavalidate._unique import DigestSet, UniqueBudget
 
 __all__ = ["ERROR_CODES", "CsvColumn", "CsvError", "CsvReport", "validate_csv"]
 
@@ -35,8 +37,13 @@ ERROR_CODES = (
     "unique-error",
     "blank-row",
     "encoding-error",
+    "nul-byte",
+    "unique-limit",
     "source-error",
 )
+# A NUL character is replaced by this lone surrogate before csv sees it (Python 3.10's csv
+# refuses NUL, 3.11+ accepts it): rows holding it are then reported, the same on every version.
+_NUL_MARK = "\udc00"
 _BATCH_ROWS = 512
 _VALUE_CHARS = 80
 _SNIFF_CHARS = 64 * 1024
@@ -190,12 +197,17 @@ class _Sink:
 class _Column:
     """Checks one declared column over batches of values."""
 
-    def __init__(self, spec: FieldSpec, index: int, missing: frozenset[str]) -> None:
+    def __init__(
+        self, spec: FieldSpec, index: int, missing: frozenset[str], budget: UniqueBudget
+    ) -> None:
         self.spec = spec
         self.index = index
         self.number = index + 1
-        self.missing = missing
-        self.seen: set[Any] | None = set() if spec.unique else None
+        self.missing = spec.missing if spec.missing is not None else missing
+        self.bounded = spec.type == "number" and (
+            spec.minimum is not None or spec.maximum is not None
+        )
+        self.seen = DigestSet(budget) if spec.unique else None
 
     def check(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
         spec = self.spec
@@ -222,6 +234,8 @@ class _Column:
             return False
         if spec.pattern is not None and not spec.pattern.fullmatch_all(present):
             return False
+        if self.bounded and any(map(math.isnan, parsed)):  # min()/max() would skip a NaN
+            return False
         try:
             if spec.minimum is not None and min(parsed) < spec.minimum:
                 return False
@@ -231,12 +245,7 @@ class _Column:
             return False
         if spec.enum is not None and not spec.enum.issuperset(parsed):
             return False
-        if self.seen is not None:
-            batch = set(parsed)
-            if len(batch) != len(parsed) or not self.seen.isdisjoint(batch):
-                return False
-            self.seen |= batch
-        return True
+        return self.seen is None or self.seen.add_all(parsed)
 
     def _slow(self, values: Sequence[str], rows: Sequence[int], sink: _Sink) -> None:
         spec = self.spec
@@ -266,6 +275,8 @@ class _Column:
             return "constraint-error", f"length {length} is above maxLength {spec.max_length}"
         if spec.pattern is not None and not spec.pattern.fullmatch(value):
             return "constraint-error", f"value does not match pattern {spec.pattern.pattern!r}"
+        if self.bounded and math.isnan(parsed):
+            return "constraint-error", "NaN satisfies no minimum or maximum"
         try:
             if spec.minimum is not None and parsed < spec.minimum:
                 return "constraint-error", f"value is below minimum {_text(spec.minimum)}"
@@ -277,12 +288,14 @@ class _Column:
             options = ", ".join(sorted(_text(v) for v in spec.enum))
             return "constraint-error", f"value is not one of the enum values: {_show(options)}"
         if self.seen is not None:
-            if parsed in self.seen:
+            new = self.seen.add(parsed)
+            if new is False:
                 return (
                     "unique-error",
                     f"value repeats an earlier value of unique column {spec.name!r}",
                 )
-            self.seen.add(parsed)
+            if new is None:
+                return _limit_message(self.seen.budget.limit, f"unique column {spec.name!r}")
         return None
 
 
@@ -339,14 +352,26 @@ class _Inferred:
         return self.candidates[0] if self.seen_value and self.candidates else "string"
 
 
+def _limit_message(limit: int, what: str) -> tuple[str, str]:
+    return (
+        "unique-limit",
+        f"more than {limit:,} distinct values to remember for {what} (max_unique_values): "
+        "uniqueness is not checked from this row on; raise max_unique_values to check it all",
+    )
+
+
 class _PrimaryKey:
     def __init__(
-        self, names: Sequence[str], indexes: Sequence[int], specs: Sequence[FieldSpec]
+        self,
+        names: Sequence[str],
+        indexes: Sequence[int],
+        specs: Sequence[FieldSpec],
+        budget: UniqueBudget,
     ) -> None:
         self.names = tuple(names)
         self.indexes = tuple(indexes)
         self.specs = tuple(specs)
-        self.seen: set[tuple[Any, ...]] = set()
+        self.seen = DigestSet(budget)
 
     def check(self, batch: Sequence[Sequence[str]], rows: Sequence[int], sink: _Sink) -> None:
         label = ", ".join(self.names)
@@ -357,20 +382,34 @@ class _PrimaryKey:
                 )
             except (ValueError, KeyError, OverflowError):
                 continue  # the type error is reported by the column itself
-            if key in self.seen:
+            new = self.seen.add(key)
+            if new is not True:
                 shown = _show(", ".join(record[i] for i in self.indexes))
-                sink.add(
-                    CsvError(
-                        "unique-error",
-                        f"primary key ({label}) repeats an earlier row",
-                        row,
-                        label,
-                        self.indexes[0] + 1,
-                        shown,
-                    )
+                code, message = (
+                    ("unique-error", f"primary key ({label}) repeats an earlier row")
+                    if new is False
+                    else _limit_message(self.seen.budget.limit, f"primary key ({label})")
                 )
-            else:
-                self.seen.add(key)
+                sink.add(CsvError(code, message, row, label, self.indexes[0] + 1, shown))
+
+
+def _guarded(lines: Iterator[str]) -> Iterator[str]:
+    """The lines with a leading byte-order mark dropped and NUL characters marked.
+
+    The mark goes before csv parses the first line, so a quoted first header (``\ufeff"id"``)
+    is read as ``id``. Each NUL becomes :data:`_NUL_MARK` and counts as a decoding problem, so
+    the row takes the slow path and is reported as ``nul-byte``.
+    """
+    local = _local
+    first = next(lines, None)
+    if first is None:
+        return
+    for line in itertools.chain((first.removeprefix("\ufeff"),), lines):
+        if "\x00" in line:
+            local.decode_errors = getattr(local, "decode_errors", 0) + line.count("\x00")
+            yield line.replace("\x00", _NUL_MARK)
+        else:
+            yield line
 
 
 def _open_text(source: object, encoding: str) -> tuple[Iterator[str], Callable[[], None]]:
@@ -549,6 +588,7 @@ def validate_csv(
     dialect: str | Mapping[str, Any] | None = None,
     encoding: str = "utf-8",
     max_errors: int = 100,
+    max_unique_values: int = 1_000_000,
 ) -> CsvReport:
     """Validate CSV data, streaming, against headers, column types and constraints.
 
@@ -558,9 +598,11 @@ def validate_csv(
     constraints ``required``, ``unique``, ``minimum``, ``maximum``, ``minLength``,
     ``maxLength``, ``pattern`` (RE2 syntax, whole value, linear time) and ``enum``.
 
-    Memory does not grow with the number of rows, except for the values a ``unique``
-    constraint or ``primaryKey`` must remember. One physical line is read whole; a field is
-    capped at 128 KiB (csv's ``field_size_limit``), past which a ``source-error`` ends the run.
+    Memory does not grow with the number of rows, except for what a ``unique`` constraint or
+    ``primaryKey`` must remember: a 16-byte keyed BLAKE2b digest per distinct logical value
+    (about 100 bytes each), at most ``max_unique_values`` of them in all. One physical line is
+    read whole; a field is capped at 128 KiB (csv's ``field_size_limit``), past which a
+    ``source-error`` ends the run.
 
     Args:
         source: CSV *content* as ``str`` or ``bytes``, a text stream, or a binary stream (for
@@ -582,6 +624,9 @@ def validate_csv(
         encoding: Text encoding of bytes, binary streams and paths. With UTF-8 a leading
             byte-order mark is dropped. Undecodable bytes are ``encoding-error`` findings.
         max_errors: Most errors kept in the report (``error_count`` counts them all).
+        max_unique_values: Most distinct values remembered for ``unique`` columns and the
+            ``primaryKey`` together; past it a ``unique-limit`` error says from which row
+            uniqueness is no longer checked.
 
     Returns:
         The report. Error codes: see :data:`ERROR_CODES`; rows are numbered as a person
@@ -589,14 +634,18 @@ def validate_csv(
 
     Raises:
         ValueError: An unknown type, format, constraint, dialect key or encoding (the message
-            names the allowed ones), an ill-formed constraint value, or negative ``max_errors``.
+            names the allowed ones), an ill-formed constraint value, negative ``max_errors``
+            or a ``max_unique_values`` below 1.
         UnsupportedPatternError: A ``pattern`` constraint that RE2 refuses.
         TypeError: ``source`` is none of the accepted kinds, or an argument has a wrong type.
         OSError: The path cannot be opened or read.
     """
     headers_required, _ = _validate_args(required_headers, encoding, max_errors)
+    if not _is_count(max_unique_values) or max_unique_values < 1:
+        raise ValueError(f"max_unique_values must be a positive integer, not {max_unique_values!r}")
     specs, missing, primary = compile_fields(constraints, table_schema)
-    lines, cleanup = _open_text(source, encoding)
+    raw_lines, cleanup = _open_text(source, encoding)
+    lines = _guarded(raw_lines)
     previous_errors = getattr(_local, "decode_errors", 0)
     _local.decode_errors = 0
     try:
@@ -608,6 +657,7 @@ def validate_csv(
             missing=missing,
             primary=primary,
             max_errors=max_errors,
+            budget=UniqueBudget(max_unique_values),
         )
         return run.run()
     finally:
@@ -626,7 +676,9 @@ class _Run:
         missing: frozenset[str],
         primary: tuple[str, ...],
         max_errors: int,
+        budget: UniqueBudget,
     ) -> None:
+        self.budget = budget
         self.options, self.lines = _dialect(dialect, lines)
         self.required = required
         self.specs = specs
@@ -653,8 +705,22 @@ class _Run:
         reader = csv.reader(self.lines, **self.options)
         try:
             header = next(reader, None)
+            while header is not None and not any(header):
+                # Blank lines above the header: reported, and the header is the first line
+                # with text (its row number stays the line a person sees).
+                sink.add(
+                    CsvError(
+                        "blank-row",
+                        "a blank line comes before the header; the header is the first "
+                        "non-blank line",
+                        reader.line_num,
+                    )
+                )
+                header = next(reader, None)
         except csv.Error as exc:
-            sink.add(CsvError("source-error", f"the header cannot be parsed: {exc}", 1))
+            sink.add(
+                CsvError("source-error", f"the header cannot be parsed: {exc}", reader.line_num + 1)
+            )
             return self._report(())
         if header is None:
             sink.add(CsvError("source-error", "the input is empty: there is no header row"))
@@ -665,8 +731,6 @@ class _Run:
                 )
             return self._report(())
         header_row = reader.line_num
-        if header and header[0].startswith("\ufeff"):
-            header[0] = header[0][1:]
         self.header = header
         if getattr(_local, "decode_errors", 0) and _has_surrogate(header):
             self._decode_errors(header, header_row)
@@ -727,13 +791,16 @@ class _Run:
             if first.get(name) != i:
                 checkers.append(None)
             elif name in declared:
-                checkers.append(_Column(declared[name], i, self.missing))
+                checkers.append(_Column(declared[name], i, self.missing, self.budget))
             else:
                 checkers.append(_Inferred(i, self.missing))
         self.primary_key: _PrimaryKey | None = None
         if self.primary and all(name in first for name in self.primary):
             self.primary_key = _PrimaryKey(
-                self.primary, [first[n] for n in self.primary], [declared[n] for n in self.primary]
+                self.primary,
+                [first[n] for n in self.primary],
+                [declared[n] for n in self.primary],
+                self.budget,
             )
         return checkers
 
@@ -743,10 +810,13 @@ class _Run:
         for i, cell in enumerate(record):
             if _SURROGATE.search(cell):
                 name = _clean(self.header[i]) if i < len(self.header) else None
+                nul = _NUL_MARK in cell
                 self.sink.add(
                     CsvError(
-                        "encoding-error",
-                        "the bytes are not valid text in the declared encoding",
+                        "nul-byte" if nul else "encoding-error",
+                        "the cell holds a NUL character (U+0000), which CSV text must not hold"
+                        if nul
+                        else "the bytes are not valid text in the declared encoding",
                         row,
                         name,
                         i + 1,

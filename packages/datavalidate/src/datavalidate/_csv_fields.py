@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from datavalidate._formats import CSV_ONLY_FORMATS, FORMATS
 from datavalidate._regex import SafePattern, compile_pattern
 from datavalidate.exceptions import UnsupportedPatternError
 
@@ -58,8 +59,19 @@ _FIELD_KEYS = frozenset(
         "falseValues",
         "decimalChar",
         "groupChar",
+        "bareNumber",
+        "missingValues",
     }
 )
+# The keys of each type's options (Table Schema v1 and Data Package v2), with their meaning.
+_TYPE_OPTIONS: dict[str, frozenset[str]] = {
+    "number": frozenset({"decimalChar", "groupChar", "bareNumber"}),
+    "integer": frozenset({"groupChar", "bareNumber"}),
+    "boolean": frozenset({"trueValues", "falseValues"}),
+}
+_DIGITS = frozenset("0123456789")
+# strptime directives a date/time/datetime format may use (others are refused, not ignored).
+_STRPTIME_DIRECTIVES = frozenset("aAbBcdfGHIjmMpSuUVwWxXyYzZ%")
 _ORDERED_TYPES = frozenset({"integer", "number", "date", "time", "datetime", "year"})
 _MAX_INT_DIGITS = 4300
 _DEFAULT_TRUE = ("true", "True", "TRUE", "1")
@@ -186,6 +198,8 @@ class FieldSpec:
         batch_parse: Texts of a batch -> their typed values, or ``None`` when any text is not
             of the type; built from C-level operations. ``None`` when the type has none.
         description: Short text naming the expected type and format, for messages.
+        missing: The field's own ``missingValues`` (Data Package v2), overriding the
+            schema-level list; ``None`` when the field has none.
     """
 
     name: str
@@ -202,6 +216,7 @@ class FieldSpec:
     enum: frozenset[Any] | None = None
     batch_parse: _BatchParse | None = None
     description: str = ""
+    missing: frozenset[str] | None = None
 
 
 _BatchParse = Callable[[Sequence[str]], Sequence[Any] | None]
@@ -246,32 +261,41 @@ def _same(values: Sequence[str]) -> Sequence[str]:
 
 def _parser_for(type_name: str, fmt: str, extra: Mapping[str, Any], where: str) -> _Parsers:
     """Return the parser and the batch parser of a type/format pair."""
+    _check_options(type_name, extra, where)
     if type_name == "string":
-        checks: dict[str, Callable[[str], Any]] = {
-            "default": str,
-            "email": _email,
-            "uri": _uri,
-            "uuid": _uuid,
-            "binary": _binary,
-        }
-        if fmt not in checks:
-            raise ValueError(
-                f"{where}: unknown string format {fmt!r}; allowed: {', '.join(checks)}"
-            )
         if fmt == "default":
             return str, _same
-        return checks[fmt], _map_or_none(checks[fmt])
+        if fmt not in _STRING_FORMATS:
+            raise ValueError(
+                f"{where}: unknown string format {fmt!r}; allowed: default, "
+                f"{', '.join(_STRING_FORMATS)}"
+            )
+        check = _string_parser(fmt, _STRING_FORMATS[fmt])
+        return check, _map_or_none(check)
     if type_name == "integer":
-        return _parse_int, _charset_then("0-9+-", int)
+        group, bare = _number_options(extra, where, decimal=None)
+        if not group and bare:
+            return _parse_int, _charset_then("0-9+-", int)
+
+        def parse_int_local(value: str) -> int:
+            plain = value if bare else _unbare(value, "")
+            if group:
+                plain = _ungroup(plain, group, value)
+            return _parse_int(plain)
+
+        return parse_int_local, _map_or_none(parse_int_local)
     if type_name == "number":
-        decimal, group = extra.get("decimalChar", "."), extra.get("groupChar", "")
-        if not isinstance(decimal, str) or not isinstance(group, str) or len(decimal) != 1:
-            raise ValueError(f"{where}: decimalChar must be one character, groupChar a string")
-        if decimal == "." and not group:
+        decimal = extra.get("decimalChar", ".")
+        group, bare = _number_options(extra, where, decimal=decimal)
+        if decimal == "." and not group and bare:
             return _parse_number, _charset_then("0-9eE+.-", float)
 
         def parse_local(value: str) -> float:
-            plain = value.replace(group, "") if group else value
+            if value in _NUMBER_WORDS:
+                return _NUMBER_WORDS[value]
+            plain = value if bare else _unbare(value, decimal)
+            if group:
+                plain = _ungroup(plain, group, value)
             if decimal != "." and "." in plain:
                 raise ValueError(value)
             return _parse_number(plain.replace(decimal, "."))
@@ -282,6 +306,9 @@ def _parser_for(type_name: str, fmt: str, extra: Mapping[str, Any], where: str) 
         falses = extra.get("falseValues", _DEFAULT_FALSE)
         if not _strings(trues) or not _strings(falses):
             raise ValueError(f"{where}: trueValues and falseValues must be lists of strings")
+        both = sorted(set(trues) & set(falses))
+        if both:
+            raise ValueError(f"{where}: {both[0]!r} is in both trueValues and falseValues")
         table = {**dict.fromkeys(falses, False), **dict.fromkeys(trues, True)}
         allowed = frozenset(table)
 
@@ -309,58 +336,107 @@ def _parser_for(type_name: str, fmt: str, extra: Mapping[str, Any], where: str) 
         if fmt == "any":
             any_parse = {"date": _any_date, "time": _parse_time, "datetime": _parse_datetime}
             return any_parse[type_name], _map_or_none(any_parse[type_name])
-        if "%" not in fmt:
+        pattern = fmt.removeprefix("fmt:")  # Table Schema v1's deprecated "fmt:" prefix
+        if "%" not in pattern:
             raise ValueError(
                 f"{where}: {type_name} format must be 'default', 'any' or a strptime pattern "
                 f"such as '%d/%m/%Y', not {fmt!r}"
             )
-        custom = _strptime_parser(fmt, type_name)
+        _check_strptime(pattern, where)
+        custom = _strptime_parser(pattern, type_name)
         return custom, _map_or_none(custom)
     if type_name == "year":
         return _parse_year, _charset_then("0-9", int, 4)
     raise AssertionError(type_name)  # pragma: no cover - callers check the type name
 
 
+def _check_options(type_name: str, extra: Mapping[str, Any], where: str) -> None:
+    """Refuse a type option on a type it does not apply to (it could not be honoured)."""
+    for other, keys in _TYPE_OPTIONS.items():
+        if other == type_name:
+            continue
+        for key in sorted(keys - _TYPE_OPTIONS.get(type_name, frozenset())):
+            if key in extra:
+                applies = [t for t, k in _TYPE_OPTIONS.items() if key in k]
+                raise ValueError(
+                    f"{where}: {key} applies to type {' and '.join(applies)}, not {type_name}"
+                )
+
+
+def _number_options(extra: Mapping[str, Any], where: str, *, decimal: object) -> tuple[str, bool]:
+    """Check ``decimalChar``, ``groupChar``, ``bareNumber``; return ``(groupChar, bareNumber)``."""
+    group = extra.get("groupChar", "")
+    bare = extra.get("bareNumber", True)
+    if decimal is not None and (
+        not isinstance(decimal, str) or len(decimal) != 1 or decimal in "0123456789+-eE"
+    ):
+        raise ValueError(f"{where}: decimalChar must be one character other than a digit, sign, e")
+    if not isinstance(group, str) or set(group) & set("0123456789+-eE"):
+        raise ValueError(f"{where}: groupChar must be a string without digits, signs or e")
+    if group and decimal is not None and decimal in group:
+        raise ValueError(f"{where}: groupChar and decimalChar must differ")
+    if not isinstance(bare, bool):
+        raise ValueError(f"{where}: bareNumber must be true or false")
+    return group, bare
+
+
+def _ungroup(text: str, group: str, original: str) -> str:
+    """Drop group separators; each must stand between two digits (``1 234``, not ``1  234``)."""
+    parts = text.split(group)
+    if len(parts) > 1 and not all(
+        (i == 0 or part[:1] in _DIGITS) and (i == len(parts) - 1 or part[-1:] in _DIGITS)
+        for i, part in enumerate(parts)
+    ):
+        raise ValueError(original)
+    return "".join(parts)
+
+
+def _unbare(value: str, decimal: str) -> str:
+    """Strip the text around a number, for ``bareNumber: false`` (``€95``, ``95%``, ``EUR 1,5``)."""
+    start, end = 0, len(value)
+    leading = _DIGITS | {"+", "-", decimal}
+    while start < end and value[start] not in leading:
+        start += 1
+    while end > start and value[end - 1] not in _DIGITS:
+        end -= 1
+    return value[start:end]
+
+
+def _check_strptime(pattern: str, where: str) -> None:
+    i = 0
+    while i < len(pattern):
+        if pattern[i] == "%":
+            directive = pattern[i + 1 : i + 2]
+            if directive not in _STRPTIME_DIRECTIVES or not directive:
+                raise ValueError(
+                    f"{where}: format {pattern!r} has an unknown directive %{directive}; "
+                    f"allowed: {' '.join('%' + d for d in sorted(_STRPTIME_DIRECTIVES))}"
+                )
+            i += 2
+        else:
+            i += 1
+
+
 def _strings(value: object) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
 
 
-def _email(value: str) -> str:
-    local, at, domain = value.rpartition("@")
-    if not at or not local or "." not in domain or any(c.isspace() for c in value):
-        raise ValueError(value)
-    return value
+#: Table Schema string formats, each the same strict checker as the JSON Schema format.
+_STRING_FORMATS: dict[str, Callable[[str], bool]] = {
+    "email": FORMATS["email"],
+    "uri": FORMATS["uri"],
+    "uuid": FORMATS["uuid"],
+    **CSV_ONLY_FORMATS,
+}
 
 
-def _uri(value: str) -> str:
-    scheme, colon, rest = value.partition(":")
-    if (
-        not colon
-        or not rest
-        or not scheme[:1].isalpha()
-        or not all(c.isalnum() or c in "+-." for c in scheme)
-        or any(c.isspace() for c in value)
-    ):
-        raise ValueError(value)
-    return value
+def _string_parser(name: str, check: Callable[[str], bool]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if not check(value):
+            raise ValueError(value)
+        return value
 
-
-def _uuid(value: str) -> str:
-    import uuid
-
-    uuid.UUID(value)
-    return value
-
-
-def _binary(value: str) -> str:
-    import base64
-    import binascii
-
-    try:
-        base64.b64decode(value, validate=True)
-    except binascii.Error:
-        raise ValueError(value) from None
-    return value
+    return parse
 
 
 def cast_value(spec: FieldSpec, value: str) -> Any:
@@ -469,6 +545,8 @@ def compile_field(name: str, declared: object, *, where: str) -> FieldSpec:
             else _enum_string(option, where)
             for option in options
         )
+    if "missingValues" in declared:
+        values["missing"] = _missing_values(declared["missingValues"], where)
     description = type_name if fmt == "default" else f"{type_name} (format {fmt!r})"
     return FieldSpec(
         name=name,
@@ -479,6 +557,23 @@ def compile_field(name: str, declared: object, *, where: str) -> FieldSpec:
         description=description,
         **values,
     )
+
+
+def _missing_values(value: object, where: str) -> frozenset[str]:
+    """``missingValues``: strings (v1), or objects ``{"value": ..., "label": ...}`` (v2)."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{where}: missingValues must be a list")
+    texts: list[str] = []
+    for item in value:
+        if isinstance(item, Mapping) and isinstance(item.get("value"), str):
+            texts.append(item["value"])
+        elif isinstance(item, str):
+            texts.append(item)
+        else:
+            raise ValueError(
+                f"{where}: missingValues must hold strings or objects with a string 'value'"
+            )
+    return frozenset(texts)
 
 
 def _listed(value: object) -> list[object]:
@@ -528,9 +623,7 @@ def compile_fields(
             if name in specs:
                 raise ValueError(f"table_schema: field {name!r} is declared twice")
             specs[name] = compile_field(name, field, where=f"field {name!r}")
-        missing = table_schema.get("missingValues", ("",))
-        if not _strings(missing):
-            raise ValueError("table_schema: missingValues must be a list of strings")
+        missing = _missing_values(table_schema.get("missingValues", ("",)), "table_schema")
         pk: object = table_schema.get("primaryKey", ())
         keys: tuple[object, ...] = (pk,) if isinstance(pk, str) else tuple(_listed(pk))
         if not all(isinstance(k, str) and k in specs for k in keys):

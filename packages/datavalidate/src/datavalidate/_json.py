@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import heapq
 import importlib.resources
+import itertools
 import json
 import marshal
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, cast
 
 import jsonschema
@@ -20,8 +22,8 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators as _validators
 
-from datavalidate import _keywords
-from datavalidate._formats import uri_checkers
+from datavalidate import _fast, _keywords, _numbers
+from datavalidate._formats import FORMATS
 from datavalidate._regex import compile_pattern
 from datavalidate.exceptions import (
     SchemaError,
@@ -33,11 +35,13 @@ from datavalidate.exceptions import (
 __all__ = [
     "DEFAULT_DRAFT",
     "DRAFTS",
+    "CompiledSchema",
     "JsonError",
     "JsonReport",
     "SchemaInfo",
     "SchemaRegistry",
     "asserted_formats",
+    "compile",
     "default_registry",
     "is_valid",
     "validate_json",
@@ -100,35 +104,51 @@ def _normalize_draft(draft: str) -> str:
     return name
 
 
-def _format_checker(draft: str) -> jsonschema.FormatChecker:
-    base: jsonschema.FormatChecker = _BASE_CLASSES[draft].FORMAT_CHECKER
-    checker = jsonschema.FormatChecker(formats=())
-    checker.checkers = dict(base.checkers)
-    checker.checkers["regex"] = (_keywords.regex_format, (UnsupportedPatternError,))
-    for name, check in _URI_CHECKERS.items():
-        # Linear-time checkers (see _formats) for the formats this draft defines, whether or not
-        # jsonschema's own checker for them is installed.
-        if draft in _URI_FORMAT_DRAFTS[name]:
-            checker.checkers[name] = (check, ())
+def _applies_to_strings(check: Callable[[str], bool]) -> Callable[[object], bool]:
+    def checker(instance: object) -> bool:
+        return not isinstance(instance, str) or check(instance)
+
     return checker
 
 
-_URI_CHECKERS = uri_checkers()
-# The drafts whose specification defines each URI format (Validation vocabulary, "format").
-_URI_FORMAT_DRAFTS: dict[str, frozenset[str]] = {
-    "uri": frozenset(DRAFTS),
-    "uri-reference": frozenset(DRAFTS) - {"draft4"},
-    "iri": frozenset(DRAFTS) - {"draft4", "draft6"},
-    "iri-reference": frozenset(DRAFTS) - {"draft4", "draft6"},
-}
-_FORMAT_CHECKERS = {name: _format_checker(name) for name in DRAFTS}
+def _format_checker() -> jsonschema.FormatChecker:
+    """Our strict checkers (:data:`datavalidate._formats.FORMATS`), for every draft."""
+    checker = jsonschema.FormatChecker(formats=())
+    checker.checkers = {name: (_applies_to_strings(check), ()) for name, check in FORMATS.items()}
+    return checker
+
+
+_FORMAT_CHECKER = _format_checker()
+_FORMAT_CHECKERS = dict.fromkeys(DRAFTS, _FORMAT_CHECKER)
+
+
+def _unknown_format(name: object, location: str = "") -> SchemaError:
+    return SchemaError(
+        f"unknown format {name!r} cannot be asserted; asserted formats: "
+        f"{', '.join(sorted(FORMATS))}. Pass check_formats=False to treat every format as an "
+        "annotation",
+        location=location,
+        keyword="format",
+    )
+
+
+def _format_keyword(validator: Any, name: Any, instance: Any, schema: Any) -> Any:
+    """``format``: asserted with our strict checkers; an unknown name is refused, not skipped."""
+    if validator.format_checker is None:
+        return
+    check = FORMATS.get(name) if isinstance(name, str) else None
+    if check is None:
+        raise _unknown_format(name)
+    if isinstance(instance, str) and not check(instance):
+        yield jsonschema.ValidationError(f"{_shorten(instance)} is not a {name!r}")
 
 
 def asserted_formats(draft: str = DEFAULT_DRAFT) -> tuple[str, ...]:
     """Return the ``format`` names checked (asserted) for a draft, sorted.
 
-    Formats whose checker needs a library that is not installed are absent; unknown formats
-    are annotations only, as the specifications say.
+    The same strict checkers apply in every draft and to CSV string columns; with
+    ``check_formats=True`` a schema naming any other format is refused with
+    :class:`~datavalidate.SchemaError` (never silently unchecked).
 
     Args:
         draft: A draft name (``"2020-12"``, ``"draft7"``, a metaschema URI...).
@@ -142,8 +162,27 @@ def asserted_formats(draft: str = DEFAULT_DRAFT) -> tuple[str, ...]:
     return tuple(sorted(_FORMAT_CHECKERS[_normalize_draft(draft)].checkers))
 
 
-def _make_class(draft: str) -> Any:
+_EXACT_KEYWORDS: dict[str, Any] = {
+    "minimum": _numbers.minimum,
+    "maximum": _numbers.maximum,
+    "exclusiveMinimum": _numbers.exclusive_minimum,
+    "exclusiveMaximum": _numbers.exclusive_maximum,
+    "multipleOf": _numbers.multiple_of,
+    "enum": _numbers.enum,
+    "const": _numbers.const,
+    "uniqueItems": _numbers.unique_items,
+}
+_EXACT_KEYWORDS_DRAFT4: dict[str, Any] = {
+    **{k: v for k, v in _EXACT_KEYWORDS.items() if not k.startswith("exclusive") and k != "const"},
+    "minimum": _numbers.minimum_draft4,
+    "maximum": _numbers.maximum_draft4,
+}
+
+
+def _make_class(draft: str, numbers: str) -> Any:
+    base = _BASE_CLASSES[draft]
     overrides: dict[str, Any] = {
+        "format": _format_keyword,
         "pattern": _keywords.pattern,
         "patternProperties": _keywords.pattern_properties,
         "additionalProperties": _keywords.additional_properties,
@@ -152,10 +191,31 @@ def _make_class(draft: str) -> Any:
         overrides["unevaluatedProperties"] = _keywords.unevaluated_properties_2019
     elif draft == "draft2020-12":
         overrides["unevaluatedProperties"] = _keywords.unevaluated_properties_2020
-    return cast("Any", _validators.extend)(_BASE_CLASSES[draft], overrides)
+    type_checker = None
+    if numbers == "exact":
+        exact = _EXACT_KEYWORDS_DRAFT4 if draft == "draft4" else _EXACT_KEYWORDS
+        overrides.update({k: v for k, v in exact.items() if k in base.VALIDATORS})
+        integer = _numbers.is_integer_type_draft4 if draft == "draft4" else _numbers.is_integer_type
+        type_checker = base.TYPE_CHECKER.redefine_many(
+            {"number": _numbers.is_number_type, "integer": integer}
+        )
+    elif "multipleOf" in base.VALIDATORS:
+        overrides["multipleOf"] = _numbers.multiple_of_ieee
+    return cast("Any", _validators.extend)(base, overrides, type_checker=type_checker)
 
 
-_SAFE_CLASSES = {name: _make_class(name) for name in DRAFTS}
+_SAFE_CLASSES = {
+    (name, numbers): _make_class(name, numbers)
+    for name in DRAFTS
+    for numbers in _numbers.NUMBER_MODES
+}
+
+
+def _check_numbers(numbers: str) -> None:
+    if numbers not in _numbers.NUMBER_MODES:
+        raise ValueError(
+            f"numbers must be one of {', '.join(_numbers.NUMBER_MODES)}, not {numbers!r}"
+        )
 
 
 @dataclass(frozen=True)
@@ -264,6 +324,8 @@ class _Entry:
 class _Compiled:
     validator: Any
     draft: str
+    numbers: str = "exact"
+    fast: _fast.FastValidator | None = None
 
 
 def _pointer(parts: Iterable[object]) -> str:
@@ -326,7 +388,7 @@ def _draft_of(schema: Any, draft: str | None, known: Mapping[str, Any]) -> str:
     )
 
 
-def _check_schema(schema: Any, draft: str) -> None:
+def _check_schema(schema: Any, draft: str, *, check_formats: bool = False) -> None:
     if not isinstance(schema, (Mapping, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     if isinstance(schema, bool) and draft == "draft4":
@@ -336,6 +398,10 @@ def _check_schema(schema: Any, draft: str) -> None:
             compile_pattern(regex)
         except UnsupportedPatternError as exc:
             raise UnsupportedPatternError(regex, exc.reason, location=where) from None
+    if check_formats:
+        for name, where in _keywords.find_formats(schema):
+            if name not in FORMATS:
+                raise _unknown_format(name, where)
     cls = _BASE_CLASSES[draft]
     meta_validator = cls(cls.META_SCHEMA, format_checker=_FORMAT_CHECKERS[draft])
     try:
@@ -395,6 +461,8 @@ def _shorten(value: object, limit: int = _VALUE_CHARS) -> str:
             return put(str(item))
         if isinstance(item, float):
             return put(repr(item))
+        if isinstance(item, Decimal):
+            return put(str(item) if len(item.as_tuple().digits) <= 40 else f"{item:.6e}")
         return put(f"<{type(item).__name__}>")
 
     walk(value)
@@ -447,7 +515,7 @@ class SchemaRegistry:
         self._registry: referencing.Registry[Any] = referencing.Registry(
             retrieve=_refuse_retrieval  # type: ignore[call-arg]
         )
-        self._cache: OrderedDict[tuple[str, str, bool], _Compiled] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str, bool, str], _Compiled] = OrderedDict()
         self._cache_size = cache_size
         if builtins:
             folder = importlib.resources.files("datavalidate") / "schemas"
@@ -557,7 +625,11 @@ class SchemaRegistry:
             return name in self._entries
 
     def _compiled(
-        self, schema: Mapping[str, Any] | bool | str, draft: str | None, check_formats: bool
+        self,
+        schema: Mapping[str, Any] | bool | str,
+        draft: str | None,
+        check_formats: bool,
+        numbers: str = "exact",
     ) -> _Compiled:
         copy: Any = None
         if isinstance(schema, str):
@@ -565,7 +637,7 @@ class SchemaRegistry:
                 entry = self._entries.get(schema)
                 if entry is None:
                     raise UnknownSchemaError(schema, self._entries)
-            key = ("name:" + entry.digest, draft or entry.info.draft, check_formats)
+            key = ("name:" + entry.digest, draft or entry.info.draft, check_formats, numbers)
             used_draft: str | None = draft or entry.info.draft
             copy = entry.schema
         elif isinstance(schema, (Mapping, bool)):
@@ -577,7 +649,12 @@ class SchemaRegistry:
                 canonical, copy = _canonical(schema)
                 raw = canonical.encode("utf-8", "surrogatepass")
             used_draft = draft
-            key = (hashlib.blake2b(raw, digest_size=20).hexdigest(), draft or "", check_formats)
+            key = (
+                hashlib.blake2b(raw, digest_size=20).hexdigest(),
+                draft or "",
+                check_formats,
+                numbers,
+            )
         else:
             raise TypeError(
                 f"schema must be a registered name or a schema object, not {type(schema).__name__}"
@@ -592,11 +669,12 @@ class SchemaRegistry:
         if copy is None:
             _, copy = _canonical(schema)
         name = _draft_of(copy, used_draft, known)
-        _check_schema(copy, name)
-        cls = _SAFE_CLASSES[name]
+        _check_schema(copy, name, check_formats=check_formats)
+        cls = _SAFE_CLASSES[name, numbers]
         checker = _FORMAT_CHECKERS[name] if check_formats else None
         validator = cls(copy, registry=registry, format_checker=checker)
-        compiled = _Compiled(validator, name)
+        fast = _fast.build(copy, name, check_formats=check_formats)
+        compiled = _Compiled(validator, name, numbers, fast)
         with self._lock:
             self._cache[key] = compiled
             while len(self._cache) > self._cache_size:
@@ -623,6 +701,23 @@ def default_registry() -> SchemaRegistry:
 
 
 def _iter_errors(compiled: _Compiled, instance: object) -> Iterator[jsonschema.ValidationError]:
+    if compiled.numbers == "ieee":
+        instance = _numbers.to_floats(instance)
+    given = 0
+    try:
+        for error in _raw_errors(compiled, instance):
+            given += 1
+            yield error
+    except ValueError as exc:
+        if not _numbers.is_digit_limit_error(exc):
+            raise
+        # A message printed an int of more than 4,300 digits (Python 3.11+ refuses): run again
+        # on a copy whose huge ints print their size, skipping the errors already given.
+        again = _raw_errors(compiled, _numbers.printable_ints(instance))
+        yield from itertools.islice(again, given, None)
+
+
+def _raw_errors(compiled: _Compiled, instance: object) -> Iterator[jsonschema.ValidationError]:
     try:
         yield from compiled.validator.iter_errors(instance)
     except referencing.exceptions.Unresolvable as exc:
@@ -647,6 +742,7 @@ def validate_json(
     check_formats: bool = True,
     max_errors: int = 100,
     registry: SchemaRegistry | None = None,
+    numbers: str = "exact",
 ) -> JsonReport:
     """Validate a JSON instance against a JSON Schema and report every error.
 
@@ -661,6 +757,11 @@ def validate_json(
             ``format`` is an annotation only (the specifications' default).
         max_errors: Most errors kept in the report (``error_count`` still counts all).
         registry: Where names and ``$ref`` URIs are looked up; the default registry otherwise.
+        numbers: ``"exact"`` (default): every number means the decimal it spells (a ``float``
+            its shortest ``repr``, a ``Decimal`` from :func:`parse_json` its value); bounds,
+            ``multipleOf``, ``enum``, ``const`` and ``uniqueItems`` are decided in exact
+            rational arithmetic, so ``19.99`` is a multiple of ``0.01``. ``"ieee"``: binary64
+            floating point as ``jsonschema`` does it (``Decimal`` values become ``float``).
 
     Returns:
         The report: validity, errors most relevant first (anyOf/oneOf summaries after direct
@@ -672,13 +773,20 @@ def validate_json(
             pattern RE2 refuses (:class:`~datavalidate.UnsupportedPatternError`), or has a
             ``$ref`` that is not registered (:class:`~datavalidate.UnresolvableReferenceError`).
         UnknownSchemaError: ``schema`` is a name that is not registered.
-        ValueError: ``draft`` is unknown, ``max_errors`` is negative, or the instance is nested
-            too deeply to walk.
+        ValueError: ``draft`` or ``numbers`` is unknown, ``max_errors`` is negative, or the
+            instance is nested too deeply to walk.
         TypeError: ``schema`` is neither a name nor a schema object.
     """
     if not _is_count(max_errors) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
-    compiled = (registry or default_registry())._compiled(schema, draft, check_formats)
+    _check_numbers(numbers)
+    compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
+    return _report(compiled, instance, max_errors)
+
+
+def _report(compiled: _Compiled, instance: object, max_errors: int) -> JsonReport:
+    if compiled.fast is not None and compiled.fast.accepts(instance):
+        return JsonReport(valid=True, errors=(), error_count=0, draft=compiled.draft)
     errors = _iter_errors(compiled, instance)
     first = next(errors, None)
     if first is None:
@@ -703,6 +811,12 @@ def validate_json(
     )
 
 
+def _decide(compiled: _Compiled, instance: object) -> bool:
+    if compiled.fast is not None and compiled.fast.accepts(instance):
+        return True
+    return next(_iter_errors(compiled, instance), None) is None
+
+
 def is_valid(
     instance: object,
     schema: Mapping[str, Any] | bool | str,
@@ -710,10 +824,90 @@ def is_valid(
     draft: str | None = None,
     check_formats: bool = True,
     registry: SchemaRegistry | None = None,
+    numbers: str = "exact",
 ) -> bool:
     """Return whether ``instance`` satisfies ``schema``; stops at the first error.
 
     Takes the same arguments and raises the same exceptions as :func:`validate_json`.
     """
-    compiled = (registry or default_registry())._compiled(schema, draft, check_formats)
-    return next(_iter_errors(compiled, instance), None) is None
+    _check_numbers(numbers)
+    compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
+    return _decide(compiled, instance)
+
+
+class CompiledSchema:
+    """A schema checked and compiled once, for validating many instances.
+
+    Made by :func:`compile`. Instances are thread-safe and hold no reference to the caller's
+    schema object. When the schema is in the fast subset (:attr:`fast`), valid instances are
+    decided by ``jsonschema-rs`` (see ``datavalidate._fast``); invalid ones always get our own
+    full report.
+
+    Attributes:
+        draft: The draft used (``"draft2020-12"``...).
+        fast: Whether the fast path is used for this schema.
+    """
+
+    __slots__ = ("_compiled", "_fast", "draft", "fast")
+
+    def __init__(self, compiled: _Compiled) -> None:
+        self._compiled = compiled
+        self._fast = compiled.fast
+        self.draft = compiled.draft
+        self.fast = compiled.fast is not None
+
+    def is_valid(self, instance: object) -> bool:
+        """Return whether ``instance`` satisfies the schema (stops at the first error).
+
+        Raises:
+            UnresolvableReferenceError: Validation reached a ``$ref`` that is not registered.
+            SchemaError: Validation reached an unknown format while asserting formats.
+            ValueError: The instance is nested too deeply to walk.
+        """
+        fast = self._fast
+        if fast is not None and fast.accepts(instance):
+            return True
+        return next(_iter_errors(self._compiled, instance), None) is None
+
+    def validate(self, instance: object, *, max_errors: int = 100) -> JsonReport:
+        """Validate ``instance`` and report every error, as :func:`validate_json` does.
+
+        Raises:
+            ValueError: ``max_errors`` is negative; or as :meth:`is_valid`.
+        """
+        if not _is_count(max_errors) or max_errors < 0:
+            raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
+        return _report(self._compiled, instance, max_errors)
+
+    def __repr__(self) -> str:
+        return f"<CompiledSchema {self.draft} fast={self.fast}>"
+
+
+def compile(
+    schema: Mapping[str, Any] | bool | str,
+    *,
+    draft: str | None = None,
+    check_formats: bool = True,
+    numbers: str = "exact",
+    registry: SchemaRegistry | None = None,
+) -> CompiledSchema:
+    """Check and compile a schema once; validate many instances with the result.
+
+    Takes the arguments of :func:`validate_json` (except the instance and ``max_errors``); the
+    compiled validator is also kept in the registry's cache, so named schemas and the server
+    reuse it.
+
+    Returns:
+        The compiled schema (:meth:`CompiledSchema.is_valid`, :meth:`CompiledSchema.validate`).
+
+    Raises:
+        SchemaError: The schema is invalid, uses a refused pattern, or (asserting formats)
+            names an unknown format.
+        UnknownSchemaError: ``schema`` is a name that is not registered.
+        ValueError: ``draft`` or ``numbers`` is unknown.
+        TypeError: ``schema`` is neither a name nor a schema object.
+    """
+    _check_numbers(numbers)
+    return CompiledSchema(
+        (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
+    )

@@ -19,10 +19,11 @@ from datavalidate._regex import compile_pattern
 
 __all__ = [
     "additional_properties",
+    "find_formats",
     "find_patterns",
     "pattern",
     "pattern_properties",
-    "regex_format",
+    "subschemas",
     "unevaluated_properties_2019",
     "unevaluated_properties_2020",
 ]
@@ -33,14 +34,6 @@ _Errors = Iterator[ValidationError]
 
 def _search(pattern_text: str, text: str) -> bool:
     return compile_pattern(pattern_text).search(text)
-
-
-def regex_format(instance: object) -> bool:
-    """The ``regex`` format: a string is a regex when RE2 (after ECMA translation) accepts it."""
-    if not isinstance(instance, str):
-        return True
-    compile_pattern(instance)
-    return True
 
 
 def pattern(validator: _Validator, patrn: str, instance: Any, schema: Any) -> _Errors:
@@ -235,22 +228,44 @@ def find_patterns(schema: Any, *, limit_depth: int = 500) -> Iterator[tuple[str,
     Yields:
         Each pattern with its location in the schema.
     """
+    return _find(schema, "pattern", limit_depth, pattern_keys=True)
+
+
+def find_formats(schema: Any, *, limit_depth: int = 500) -> Iterator[tuple[str, str]]:
+    """Yield ``(format name, JSON Pointer)`` for each ``format`` keyword in schema positions."""
+    return _find(schema, "format", limit_depth, pattern_keys=False)
+
+
+def _find(
+    schema: Any, wanted: str, limit_depth: int, *, pattern_keys: bool
+) -> Iterator[tuple[str, str]]:
+    for where, node in subschemas(schema, limit_depth=limit_depth):
+        value = node.get(wanted)
+        if isinstance(value, str):
+            yield value, f"{where}/{wanted}"
+        if pattern_keys and isinstance(node.get("patternProperties"), Mapping):
+            for key in node["patternProperties"]:
+                if isinstance(key, str):
+                    yield key, f"{where}/patternProperties/{_escape(key)}"
+
+
+def subschemas(schema: Any, *, limit_depth: int = 500) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Yield ``(JSON Pointer, subschema)`` for every object subschema in a schema position.
+
+    The root comes first (pointer ``""``); ``enum``/``const`` data and unknown keywords are not
+    walked. Subschemas deeper than ``limit_depth`` are left out.
+    """
     stack: list[tuple[Any, str, int]] = [(schema, "", 0)]
     while stack:
         node, where, depth = stack.pop()
         if not isinstance(node, Mapping) or depth > limit_depth:
             continue
-        value = node.get("pattern")
-        if isinstance(value, str):
-            yield value, where + "/pattern"
+        yield where, node
         for keyword, child in node.items():
             escaped = _escape(str(keyword))
             if keyword in _SCHEMA_MAPS and isinstance(child, Mapping):
                 for key, sub in child.items():
-                    here = f"{where}/{escaped}/{_escape(str(key))}"
-                    if keyword == "patternProperties" and isinstance(key, str):
-                        yield key, here
-                    stack.append((sub, here, depth + 1))
+                    stack.append((sub, f"{where}/{escaped}/{_escape(str(key))}", depth + 1))
             elif keyword in _SCHEMA_LISTS and isinstance(child, list):
                 stack.extend(
                     (sub, f"{where}/{escaped}/{i}", depth + 1) for i, sub in enumerate(child)

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 __all__ = [
     "DataValidateError",
+    "JsonNumberError",
     "SchemaError",
     "UnknownSchemaError",
     "UnresolvableReferenceError",
@@ -91,6 +92,21 @@ class UnresolvableReferenceError(SchemaError):
         super().__init__(message, keyword="$ref")
         self.ref = ref
         self.remote = remote
+
+
+class JsonNumberError(DataValidateError, ValueError):
+    """JSON text holds a number that cannot be kept exactly.
+
+    ``NaN``, ``Infinity``, a literal outside the range of a 64-bit float (``-1e999``,
+    ``1e-400``), or an integer of more than 50,000 digits.
+
+    Attributes:
+        literal: The number as written (shortened to 40 characters).
+    """
+
+    def __init__(self, literal: str, reason: str) -> None:
+        self.literal = literal if len(literal) <= 40 else literal[:39] + "\u2026"
+        super().__init__(f"the JSON number {self.literal} is refused: {reason}")
 
 
 class UnknownSchemaError(DataValidateError, LookupError):

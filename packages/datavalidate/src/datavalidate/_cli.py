@@ -1,0 +1,212 @@
+"""The ``datavalidate`` command: JSON files against a JSON Schema, CSV against a Table Schema.
+
+``datavalidate json SCHEMA FILE...`` and ``datavalidate csv FILE... [--schema table.json]
+[--type COLUMN=TYPE]...``, like ``check-jsonschema`` and ``frictionless validate``.
+
+Exit codes: 0 every file is valid; 1 some file is invalid; 2 the command could not be carried
+out for some file or at all (bad arguments, unreadable file, text that is not JSON, an invalid
+schema). Output is text (default) or JSON (``--output json``) on standard output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from datavalidate._csv import validate_csv
+from datavalidate._csv_fields import TYPES
+from datavalidate._json import compile as compile_schema
+from datavalidate._json import default_registry
+from datavalidate._numbers import NUMBER_MODES, parse_json
+from datavalidate.exceptions import DataValidateError
+
+__all__ = ["console", "main"]
+
+EXIT_VALID, EXIT_INVALID, EXIT_ERROR = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="datavalidate",
+        description="Validate JSON files against a JSON Schema, or CSV files against a Table "
+        "Schema. Exit status: 0 all valid, 1 some file invalid, 2 an error.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    js = commands.add_parser("json", help="validate JSON files against a JSON Schema")
+    js.add_argument(
+        "schema", help="a schema file, or a built-in schema name (config, user, dataset)"
+    )
+    js.add_argument("files", nargs="+", metavar="FILE", help="JSON files to validate")
+    js.add_argument("--draft", help="force a draft (4, 6, 7, 2019-09, 2020-12)")
+    js.add_argument(
+        "--formats",
+        choices=("assert", "annotate"),
+        default="assert",
+        help="assert formats (default) or treat them as annotations",
+    )
+    js.add_argument("--numbers", choices=NUMBER_MODES, default="exact", help="number semantics")
+    cs = commands.add_parser("csv", help="validate CSV files against a Table Schema or types")
+    cs.add_argument("files", nargs="+", metavar="FILE", help="CSV files to validate")
+    cs.add_argument("--schema", help="a Table Schema file (JSON)")
+    cs.add_argument(
+        "--type",
+        action="append",
+        default=[],
+        metavar="COLUMN=TYPE",
+        help=f"declare a column's type ({', '.join(TYPES)}); repeatable",
+    )
+    cs.add_argument("--required", action="append", default=[], metavar="COLUMN")
+    cs.add_argument("--dialect", choices=("sniff",), help="sniff the delimiter")
+    cs.add_argument("--encoding", default="utf-8")
+    for sub in (js, cs):
+        sub.add_argument("--output", choices=("text", "json"), default="text")
+        sub.add_argument("--max-errors", type=int, default=100, metavar="N")
+    return parser
+
+
+def _read_json(path: str, *, numbers: str) -> Any:
+    return parse_json(pathlib.Path(path).read_bytes(), numbers=numbers)
+
+
+def _json_command(args: argparse.Namespace) -> list[dict[str, Any]]:
+    if pathlib.Path(args.schema).is_file():
+        schema: Any = _read_json(args.schema, numbers="ieee")  # schema numbers: floats
+    elif args.schema in default_registry():
+        schema = args.schema
+    else:
+        raise _Usage(f"schema {args.schema!r} is neither a file nor a built-in schema name")
+    compiled = compile_schema(
+        schema,
+        draft=args.draft,
+        check_formats=args.formats == "assert",
+        numbers=args.numbers,
+    )
+    results = []
+    for path in args.files:
+        try:
+            instance = _read_json(path, numbers=args.numbers)
+            report = compiled.validate(instance, max_errors=args.max_errors)
+        except (OSError, ValueError, DataValidateError) as exc:
+            results.append({"path": path, "error": _describe(exc)})
+            continue
+        results.append({"path": path, "valid": report.valid, "report": report.to_dict()})
+    return results
+
+
+def _columns(pairs: Sequence[str]) -> dict[str, str]:
+    columns: dict[str, str] = {}
+    for pair in pairs:
+        name, equals, type_name = pair.partition("=")
+        if not equals or not name or type_name not in TYPES:
+            raise _Usage(f"--type {pair!r}: use COLUMN=TYPE with TYPE one of {', '.join(TYPES)}")
+        columns[name] = type_name
+    return columns
+
+
+def _csv_command(args: argparse.Namespace) -> list[dict[str, Any]]:
+    table_schema = None
+    if args.schema is not None:
+        try:
+            table_schema = _read_json(args.schema, numbers="ieee")
+        except (OSError, ValueError) as exc:
+            raise _Usage(f"--schema {args.schema}: {_describe(exc)}") from None
+    constraints = _columns(args.type) or None
+    results = []
+    for path in args.files:
+        try:
+            report = validate_csv(
+                pathlib.Path(path),
+                table_schema=table_schema,
+                constraints=constraints,
+                required_headers=args.required,
+                dialect=args.dialect,
+                encoding=args.encoding,
+                max_errors=args.max_errors,
+            )
+        except OSError as exc:
+            results.append({"path": path, "error": _describe(exc)})
+            continue
+        results.append({"path": path, "valid": report.valid, "report": report.to_dict()})
+    return results
+
+
+class _Usage(Exception):
+    """The command cannot run at all (exit status 2)."""
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return f"cannot read: {exc.strerror or exc}"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    return str(exc)
+
+
+def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
+    for result in results:
+        path = result["path"]
+        if "error" in result:
+            print(f"{path}: error: {result['error']}", file=out)
+            continue
+        report = result["report"]
+        if result["valid"]:
+            print(f"{path}: valid", file=out)
+            continue
+        count = report["error_count"]
+        print(f"{path}: invalid ({count} error{'s' if count != 1 else ''})", file=out)
+        for error in report["errors"]:
+            if "instance_location" in error:  # JSON
+                where = error["instance_location"] or "(root)"
+                print(f"  {where}: {error['message']} [{error['keyword']}]", file=out)
+            else:  # CSV
+                where = f"row {error['row']}" if error["row"] is not None else "file"
+                if error["column"] is not None:
+                    where += f", column {error['column']!r}"
+                print(f"  {where}: {error['message']} [{error['code']}]", file=out)
+        if report["truncated"]:
+            print(f"  ... {count - len(report['errors'])} more", file=out)
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the command line.
+
+    Args:
+        argv: The arguments (without the program name); ``sys.argv[1:]`` when ``None``.
+        out: Where the results go (standard output by default); usage errors go to stderr.
+
+    Returns:
+        The exit status: 0 all valid, 1 some file invalid, 2 an error.
+    """
+    stream = out if out is not None else sys.stdout
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse prints the usage message itself
+        return EXIT_ERROR if exc.code else EXIT_VALID
+    if args.max_errors < 0:
+        parser.print_usage(sys.stderr)
+        print("datavalidate: error: --max-errors must not be negative", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        results = _json_command(args) if args.command == "json" else _csv_command(args)
+    except (_Usage, OSError, ValueError, DataValidateError) as exc:
+        print(f"datavalidate: error: {_describe(exc)}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.output == "json":
+        valid = all(r.get("valid") is True for r in results)
+        json.dump({"valid": valid, "files": results}, stream, indent=2, ensure_ascii=False)
+        stream.write("\n")
+    else:
+        _print_text(results, stream)
+    if any("error" in r for r in results):
+        return EXIT_ERROR
+    return EXIT_VALID if all(r["valid"] for r in results) else EXIT_INVALID
+
+
+def console() -> None:
+    """The ``datavalidate`` console script: :func:`main`, then exit with its status."""
+    sys.exit(main())

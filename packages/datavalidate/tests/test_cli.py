@@ -1,0 +1,185 @@
+"""The ``datavalidate`` command line: JSON and CSV, text and JSON output, exit codes 0/1/2."""
+
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from datavalidate._cli import main
+
+SCHEMA = {
+    "type": "object",
+    "required": ["price"],
+    "properties": {"price": {"multipleOf": 0.01}, "email": {"format": "email"}},
+}
+
+
+@pytest.fixture
+def files(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / "schema.json").write_text(json.dumps(SCHEMA))
+    (tmp_path / "ok.json").write_text('{"price": 19.99, "email": "bob@example"}')
+    (tmp_path / "ok2.json").write_text('{"price": 123456.78}')
+    (tmp_path / "bad.json").write_text('{"price": 19.995, "email": "a@"}')
+    (tmp_path / "inf.json").write_text('{"price": -1e999}')
+    (tmp_path / "broken.json").write_text('{"price": ')
+    (tmp_path / "table.json").write_text(
+        json.dumps(
+            {
+                "fields": [
+                    {"name": "id", "type": "integer", "constraints": {"unique": True}},
+                    {"name": "amount", "type": "number", "groupChar": " ", "decimalChar": ","},
+                ]
+            }
+        )
+    )
+    (tmp_path / "ok.csv").write_text('id,amount\n1,"1 234,5"\n2,7\n')
+    (tmp_path / "bad.csv").write_text('id,amount\n1,"1 234,5"\n1,x\n')
+    return tmp_path
+
+
+def run(*args: str | pathlib.Path) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main([str(a) for a in args], out=out)
+    return code, out.getvalue()
+
+
+def test_json_valid_files(files: pathlib.Path) -> None:
+    code, text = run("json", files / "schema.json", files / "ok.json", files / "ok2.json")
+    assert code == 0
+    assert text.splitlines() == [f"{files / 'ok.json'}: valid", f"{files / 'ok2.json'}: valid"]
+
+
+def test_json_invalid_file(files: pathlib.Path) -> None:
+    code, text = run("json", files / "schema.json", files / "ok.json", files / "bad.json")
+    assert code == 1
+    assert text.splitlines()[1:] == [
+        f"{files / 'bad.json'}: invalid (2 errors)",
+        "  /email: \"a@\" is not a 'email' [format]",
+        "  /price: 19.995 is not a multiple of 0.01 [multipleOf]",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("inf.json", "-1e999 is refused"),
+        ("broken.json", "not JSON: Expecting value at line 1 column 11"),
+        ("missing.json", "cannot read"),
+    ],
+)
+def test_json_errors_exit_2(files: pathlib.Path, name: str, message: str) -> None:
+    code, text = run("json", files / "schema.json", files / "bad.json", files / name)
+    assert code == 2
+    assert message in text.splitlines()[-1]
+
+
+def test_json_output_and_options(files: pathlib.Path) -> None:
+    code, text = run(
+        "json",
+        files / "schema.json",
+        files / "bad.json",
+        "--output",
+        "json",
+        "--formats",
+        "annotate",
+        "--numbers",
+        "ieee",
+    )
+    assert code == 1
+    data: dict[str, Any] = json.loads(text)
+    assert data["valid"] is False
+    report = data["files"][0]["report"]
+    assert [e["keyword"] for e in report["errors"]] == ["multipleOf"]  # formats annotate
+    code, _ = run("json", files / "schema.json", files / "ok.json", "--numbers", "ieee")
+    assert code == 1  # 19.99 is not a binary64 multiple of 0.01
+
+
+def test_json_builtin_schema_name(files: pathlib.Path) -> None:
+    (files / "user.json").write_text(json.dumps({"id": "x"}))
+    code, text = run("json", "user", files / "user.json")
+    assert code == 1
+    assert "required" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("json", "no-such-schema", "x.json"),
+        ("json",),
+        ("yaml", "x"),
+        ("csv", "x.csv", "--type", "id"),
+        ("csv", "x.csv", "--type", "id=int"),
+        ("json", "user", "x.json", "--max-errors", "-1"),
+    ],
+)
+def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
+    assert run(*args)[0] == 2
+
+
+def test_invalid_schema_exits_2(files: pathlib.Path) -> None:
+    (files / "wrong.json").write_text('{"type": "nope"}')
+    assert run("json", files / "wrong.json", files / "ok.json")[0] == 2
+
+
+def test_csv_with_a_table_schema(files: pathlib.Path) -> None:
+    code, text = run("csv", files / "ok.csv", "--schema", files / "table.json")
+    assert (code, text) == (0, f"{files / 'ok.csv'}: valid\n")
+    code, text = run("csv", files / "ok.csv", files / "bad.csv", "--schema", files / "table.json")
+    assert code == 1
+    assert text.splitlines()[1:] == [
+        f"{files / 'bad.csv'}: invalid (2 errors)",
+        "  row 3, column 'id': value repeats an earlier value of unique column 'id' [unique-error]",
+        "  row 3, column 'amount': 'x' is not a valid number [type-error]",
+    ]
+
+
+def test_csv_with_types_and_json_output(files: pathlib.Path) -> None:
+    code, text = run(
+        "csv",
+        files / "bad.csv",
+        "--type",
+        "id=integer",
+        "--type",
+        "amount=string",
+        "--required",
+        "id",
+        "--output",
+        "json",
+    )
+    assert code == 0
+    data = json.loads(text)
+    assert data["valid"] is True
+    assert [c["type"] for c in data["files"][0]["report"]["columns"]] == ["integer", "string"]
+    code, text = run("csv", files / "bad.csv", "--required", "name")
+    assert code == 1
+    assert "missing-header" in text
+
+
+def test_csv_unreadable_file_exits_2(files: pathlib.Path) -> None:
+    code, text = run("csv", files / "ok.csv", files / "none.csv")
+    assert code == 2
+    assert "cannot read" in text
+
+
+def test_python_dash_m(files: pathlib.Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "datavalidate",
+            "json",
+            str(files / "schema.json"),
+            str(files / "bad.json"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert "invalid (2 errors)" in done.stdout

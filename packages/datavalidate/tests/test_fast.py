@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _support import shared_dir
+from _support import data_dir
 from datavalidate import (
     CompiledSchema,
     SchemaError,
@@ -28,7 +28,7 @@ from datavalidate import (
     validate_json,
 )
 
-SUITE = shared_dir() / "testdata" / "json-schema-test-suite"
+SUITE = data_dir("json-schema-test-suite")
 FAST_DRAFTS = ("draft6", "draft7", "draft2019-09", "draft2020-12")
 
 

@@ -246,7 +246,8 @@ _IMPORT_RSS_SCRIPT = textwrap.dedent(
     from wsnapshot import SnapshotStore
     src, dst, record = sys.argv[1], sys.argv[2], sys.argv[3]
     with open(os.path.join(src, "ws", "big.bin"), "wb") as fh:
-        fh.write(os.urandom(48 << 20))
+        for _ in range(48):  # a MiB at a time: the peak before the import stays low
+            fh.write(os.urandom(1 << 20))
     source = SnapshotStore(os.path.join(src, "ws"), os.path.join(src, "store"), workers=1)
     sid = source.create().id
     with open(record, "wb") as out:

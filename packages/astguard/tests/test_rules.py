@@ -514,3 +514,20 @@ def test_violation_inside_string_annotation_points_at_string() -> None:
     result = check("def f(x: 'eval(1)'):\n    pass")
     v = result.violations[0]
     assert (v.rule_id, v.line, v.col, v.end_col) == ("AG201", 1, 10, 19)
+
+
+def test_third_party_attribute_named_like_a_stdlib_module_is_its_own() -> None:
+    # numpy.array, numpy.random, numpy.copy and pandas.array are numpy's and pandas' own
+    # attributes, not the standard library's array, random and copy modules; os.path (a module
+    # held by a standard-library module) is still treated as the module it is.
+    policy = Policy().with_modules("numpy", "pandas")
+    source = (
+        "import numpy as np, pandas as pd\n"
+        "a = np.array([1, 2])\n"
+        "b = np.copy(a)\n"
+        "rng = np.random.default_rng(1)\n"
+        "s = pd.array([1, 2])\n"
+    )
+    assert check(source, policy).ok, str(check(source, policy))
+    refused = check("import os\np = os.path\n", Policy().with_modules("os"))
+    assert "AG307" in refused.rule_ids, str(refused)

@@ -692,7 +692,14 @@ class _Checker:
             dotted = f"{path}.{name}"
             if is_known_module(dotted, policy):
                 path, is_module = dotted, True
-            elif name in STDLIB_MODULE_NAMES and dotted not in SAME_NAME_NON_MODULES:
+            elif (
+                name in STDLIB_MODULE_NAMES
+                and dotted not in SAME_NAME_NON_MODULES
+                and path.partition(".")[0] in STDLIB_MODULE_NAMES
+            ):
+                # A standard-library module held by another one (os.path). A third-party
+                # module's attribute of such a name is its own (numpy.array, numpy.random):
+                # the run-time attribute guard refuses it if it is a module off the allow-list.
                 path, is_module = name, True
             elif name[:1].islower():
                 path, is_module = dotted, False

@@ -58,6 +58,9 @@ def _add_pyenv_interpreters() -> None:
     # uv must never fetch an interpreter: a missing one is reported and the session skipped.
     os.environ["UV_PYTHON_DOWNLOADS"] = "never"
     os.environ["UV_PYTHON_PREFERENCE"] = "only-system"
+    # Bytecode at install time, as pip does: a sandboxed child cannot write __pycache__ into
+    # site-packages, so without it every spawn-mode run would compile pandas again.
+    os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 
 
 _add_pyenv_interpreters()

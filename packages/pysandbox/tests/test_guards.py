@@ -91,7 +91,8 @@ def test_audit_hook_blocks(python_only: Sandbox, outside: pathlib.Path) -> None:
         "attempt('os_fork', lambda: os.fork())\n"
         "attempt('os_exec', lambda: os.execv('/bin/true', ['true']))\n"
         "attempt('posix_spawn', lambda: os.posix_spawn('/bin/true', ['true'], {}))\n"
-        "attempt('ctypes_dlopen', lambda: __import__('ctypes'))\n"
+        "attempt('ctypes_dlopen', lambda: __import__('ctypes').CDLL('libc.so.6'))\n"
+        "attempt('ctypes_dlsym', lambda: __import__('ctypes').pythonapi.Py_GetVersion)\n"
         "attempt('getframe', lambda: sys._getframe())\n"
         "attempt('gc_objects', lambda: gc.get_objects())\n"
         "attempt('gc_referrers', lambda: gc.get_referrers(os))\n"
@@ -103,12 +104,19 @@ def test_audit_hook_blocks(python_only: Sandbox, outside: pathlib.Path) -> None:
         "attempt('rename_outside', lambda: os.rename('../CANARY.txt', 'stolen'))\n"
         "attempt('kill_parent', lambda: os.kill(os.getppid(), 0))\n"
         "attempt('putenv', lambda: os.putenv('X', '1'))\n"
+        "attempt('mkdir_outside_new', lambda: os.mkdir('../newdir'))\n"
+        "attempt('mkdir_outside_existing', lambda: os.mkdir('/usr'))\n"
         "attempt('listdir_ws', lambda: os.listdir('.'))\n"
     )
     lines = guards_only(python_only, code, "os", "socket", "subprocess", "sys", "gc", "ctypes")
     result = dict(line.split(" ", 1) for line in lines)
     assert result.pop("socketpair") == "ok"
     assert result.pop("listdir_ws") == "ok"
+    # Operation-based: the own (scrubbed) environment may change; mkdir of an existing
+    # directory answers what the system call would, with no effect.
+    assert result.pop("putenv") == "ok"
+    assert result.pop("mkdir_outside_existing") == "FileExistsError"
+    assert not (outside / "newdir").exists()
     assert {k: v for k, v in result.items() if v != "SandboxDenied"} == {}
     assert (outside / "CANARY.txt").exists()
 

@@ -13,6 +13,7 @@ import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, _bootstrap
 from pysandbox._supervisor import sweep_processes, workspace_usage
+from pysandbox.runner import RUN_ENV
 from sandbox_helpers import KERNEL, raw_run
 
 MiB = 1024 * 1024
@@ -40,7 +41,9 @@ def test_environment_is_allow_listed(
     monkeypatch.setenv("PYTHONPATH", str(workspace))
     result = raw_run(python_only, "import os\nprint(sorted(os.environ.items()))")
     env = dict(eval(result.stdout))
-    assert set(env) <= {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "TZ", "PYSANDBOX_RUN"}
+    allowed = {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "TZ", "PYSANDBOX_RUN", *RUN_ENV}
+    assert set(env) <= allowed
+    assert {name: env[name] for name in RUN_ENV} == dict(RUN_ENV)
     assert env["HOME"] == str(workspace)
     assert "s3cr3t" not in result.stdout
     assert "invalid" not in result.stdout

@@ -378,8 +378,6 @@ _BLOCKED_EVENTS = frozenset(
         "os.fork",
         "os.forkpty",
         "os.killpg",
-        "os.putenv",
-        "os.unsetenv",
         "os.chown",
         "os.chflags",
         "os.setxattr",
@@ -416,6 +414,14 @@ _BLOCKED_EVENTS = frozenset(
         "cpython.remote_debugger_script",
     }
 )
+# ``os.putenv``/``os.unsetenv`` are not refused: they change this process's own (scrubbed)
+# environment, read again only by processes it starts, which it cannot (numpy's import sets
+# thread variables with os.putenv). Judged by the operation, never by the calling frame.
+#: Events allowed when native extension modules are (``cfg["native_extensions"]``): such code
+#: reads and writes memory anyway, so the Python layers are no barrier and the kernel layers
+#: are required; libraries call these in ordinary work (pandas' warnings and pyparsing look at
+#: the calling frames).
+NATIVE_ALLOWED_EVENTS = frozenset({"sys._getframe"})
 # Events whose first argument(s) are paths that will be modified.
 _WRITE_PATH_EVENTS = frozenset(
     {
@@ -472,12 +478,13 @@ def _path_text(path: Any) -> str:
     raise SandboxDenied(1, f"sandbox: path arguments of type {kind.__name__} are not accepted")
 
 
-def make_audit_hook(
+def make_audit_hook(  # noqa: PLR0917 - positional, as its callers always passed them
     workspace: str,
     read_roots: tuple[str, ...],
     realpath: Callable[[str], str],
     own_pid: int,
     list_roots: tuple[str, ...] = (),
+    blocked: frozenset[str] = _BLOCKED_EVENTS,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -489,7 +496,7 @@ def make_audit_hook(
     def hook(
         event: str,
         args: tuple[Any, ...],
-        _blocked: frozenset[str] = _BLOCKED_EVENTS,
+        _blocked: frozenset[str] = blocked,
         _write: frozenset[str] = _WRITE_PATH_EVENTS,
         _two: frozenset[str] = _TWO_PATH_EVENTS,
         _read: frozenset[str] = _READ_PATH_EVENTS,
@@ -506,6 +513,8 @@ def make_audit_hook(
         _str: type[str] = str,
         _int: type[int] = int,
         _fsdecode: Callable[[Any], str] = _path_text,
+        _lexists: Callable[[str], bool] = os.path.lexists,
+        _exists: type[FileExistsError] = FileExistsError,
     ) -> None:
         if event == "open":
             path, mode, flags = args
@@ -519,6 +528,10 @@ def make_audit_hook(
             if _within(resolved, _ws) or (not writing and _within(resolved, _ro)):
                 return
             raise _denied(13, "sandbox: access outside the workspace is not permitted", text)
+        if event == "ctypes.dlopen" and args[0] is None:
+            # dlopen(NULL): a handle on the program itself, loading nothing (ctypes' own import
+            # does it for pythonapi; numpy imports ctypes). Looking symbols up stays refused.
+            return
         if event in _blocked or event.startswith("ctypes."):
             raise _denied(1, f"sandbox: {event} is not permitted")
         if event == "socket.__new__":
@@ -550,6 +563,10 @@ def make_audit_hook(
                 continue
             resolved = _realpath(_fsdecode(path))
             if not _within(resolved, _ws):
+                if event == "os.mkdir" and _lexists(resolved):
+                    # What the system call answers, with no effect ("mkdir -p" of a directory
+                    # that exists: matplotlib's read-only configuration directory).
+                    raise _exists(17, "File exists", _fsdecode(path))
                 raise _denied(13, f"sandbox: {event} outside the workspace is not permitted")
 
     return hook
@@ -595,10 +612,12 @@ def make_import(
             raise ModuleNotFoundError("sandbox: module names must be exact str objects")
         if type(level) is not int or level != 0:
             raise ImportError("sandbox: relative imports are not permitted", name=name)
-        if type(fromlist) is list and not fromlist and name.partition(".")[0] in stdlib_names:
-            # C code's PyImport_Import (e.g. datetime.strptime -> _strptime) resolves
-            # __import__ from the current frame's builtins and always passes an empty list;
-            # import statements pass None or a tuple.
+        top = name.partition(".")[0]
+        if type(fromlist) is list and not fromlist and (top in stdlib_names or top in allowed):
+            # C code's PyImport_Import (e.g. datetime.strptime -> _strptime, numpy's sum ->
+            # numpy._core._methods) resolves __import__ from the current frame's builtins and
+            # always passes an empty list; import statements pass None or a tuple. A module of
+            # an allowed package's own tree is what that package's code may import anyway.
             return real_import(name, globals, locals, fromlist, level)
         if fromlist is not None:
             fromlist = tuple(fromlist)  # one iteration; the import sees the same items
@@ -857,7 +876,12 @@ def install_python_guards(
     builtins.open = guarded_open
     io.open = guarded_open
     list_roots = tuple(cfg.get("list_roots", ()))
-    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid(), list_roots))
+    blocked = _BLOCKED_EVENTS
+    if cfg.get("native_extensions"):
+        blocked = blocked - NATIVE_ALLOWED_EVENTS
+    sys.addaudithook(
+        make_audit_hook(workspace, read_roots, realpath, os.getpid(), list_roots, blocked)
+    )
     return user_builtins
 
 
@@ -874,7 +898,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     """
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
-    sys.path[:] = [*sys.path, *cfg["sys_path"]]
+    sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # the zygote's has them
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
         if libc is None:

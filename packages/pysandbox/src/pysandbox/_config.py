@@ -77,6 +77,9 @@ class ChildConfig:
         env: The child's environment without its run marker.
         abi: :func:`pysandbox._abi.child_abi` data for this machine.
         no_create: Shrink-only: nothing may be created in the workspace.
+        native_extensions: Extra modules ship native code: the Python-level guards allow the
+            events of :data:`pysandbox._child.NATIVE_ALLOWED_EVENTS` (the kernel layers are
+            required then).
     """
 
     workspace: str
@@ -90,6 +93,7 @@ class ChildConfig:
     env: Mapping[str, str]
     abi: Mapping[str, Any]
     no_create: bool = False
+    native_extensions: bool = False
 
     @property
     def python_guards(self) -> bool:
@@ -156,6 +160,7 @@ class ChildConfig:
             "module_forbidden": sorted(rules.module_forbidden) if rules else [],
             "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
             "python_guards": rules is not None,
+            "native_extensions": self.native_extensions,
             "abi": {
                 key: dict(value) if isinstance(value, Mapping) else value
                 for key, value in self.abi.items()
@@ -185,23 +190,27 @@ def build(
     workspace: str,
     read_roots: tuple[str, ...],
     sys_path: tuple[str, ...] = (),
+    list_roots: tuple[str, ...] | None = None,
     limits: Limits | None,
     rules: ModuleRules | None,
     landlock: LandlockPlan | None,
     seccomp: tuple[_seccomp.SeccompProgram, ...] | None,
     env: Mapping[str, str],
+    native_extensions: bool = False,
 ) -> ChildConfig:
     """Build a child configuration (the one builder: sandboxes and the capability probe).
 
     Args:
         workspace: Real path of the workspace.
         read_roots: Real paths the child may read.
-        sys_path: ``sys.path`` entries of extra modules (also listable, not readable).
+        sys_path: ``sys.path`` entries of extra modules.
+        list_roots: Directories the child may list but not read; ``None``: ``sys_path``.
         limits: The rlimits to apply, or ``None`` for none (the probe).
         rules: The guards' run-time rules, or ``None`` for no Python-level guards (the probe).
         landlock: The Landlock plan, or ``None`` for Landlock off.
         seccomp: The seccomp programs, or ``None`` for seccomp off.
         env: The child's environment without its run marker.
+        native_extensions: Extra modules ship native code (see :class:`ChildConfig`).
 
     Returns:
         The configuration.
@@ -214,7 +223,7 @@ def build(
     return ChildConfig(
         workspace=workspace,
         read_roots=tuple(read_roots),
-        list_roots=tuple(sys_path),
+        list_roots=tuple(sys_path if list_roots is None else list_roots),
         sys_path=tuple(sys_path),
         rlimits=rlimits(limits) if limits is not None else (),
         landlock=landlock,
@@ -222,4 +231,5 @@ def build(
         rules=rules,
         env=MappingProxyType(dict(env)),
         abi=MappingProxyType(_abi.child_abi(required=kernel)),
+        native_extensions=native_extensions,
     )

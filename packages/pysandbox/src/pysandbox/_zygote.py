@@ -101,6 +101,12 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                 __import__(name)
             except Exception:  # noqa: S112 - a module this interpreter lacks is imported later
                 continue
+        sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)
+        for name in cfg.get("preload", ()):
+            __import__(name)  # a failure is reported below: the sandbox falls back to spawn
+        threads = len(os.listdir(f"/proc/{os.getpid()}/task"))  # noqa: PTH208 - no pathlib here
+        if threads != 1:  # fork() copies one thread: locks held by the others stay locked
+            raise OSError(f"the zygote has {threads} threads after its preload, not 1")
         # Modules the zygote itself used but spawn mode never loads stay out of user reach
         # through the import guard; these two are needed by the fork path.
         import atexit  # noqa: F401

@@ -12,7 +12,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
-import importlib.util
 import math
 import os
 import pathlib
@@ -27,7 +26,16 @@ from types import MappingProxyType
 from typing import Any
 
 import astguard
-from pysandbox import _config, _gate, _landlock, _seccomp, _zygote
+from pysandbox import (
+    _child,
+    _config,
+    _distributions,
+    _gate,
+    _landlock,
+    _matplotlib,
+    _seccomp,
+    _zygote,
+)
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
@@ -46,6 +54,12 @@ __all__ = ["Sandbox"]
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)
+#: In the environment of every run (warm and spawn) and of the zygote before it preloads:
+#: native libraries read them once at load. One thread each (BLAS and OpenMP pools would make
+#: the zygote multi-threaded, and fork() of a threaded process is unsafe), two malloc arenas.
+RUN_ENV = MappingProxyType(
+    {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
+)
 EXECUTION_MODES = ("spawn", "warm")
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
@@ -141,14 +155,25 @@ class Sandbox:
             same layers forks a fresh child per run and applies every layer after the fork
             (Linux; where the zygote cannot start, runs fall back to spawn and the capability
             report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
+        preload: Modules the warm zygote imports once, before forking (each must be allowed:
+            on the policy's allow-list or in ``extra_modules``); the zygote then checks that it
+            still has exactly one thread. Spawn-mode runs import them as the code does.
         max_concurrent_runs: How many runs of this sandbox execute at once (default: the CPU
             count); further calls to :meth:`run` block, and :meth:`arun` waits without
             blocking the event loop, until a run ends. Concurrent runs share the workspace
             and its size limits: a run is stopped with ``disk_limit`` when the workspace as a
             whole passes them.
 
+    Extra modules are allowed by distribution: the distributions providing them and their
+    dependency closure become readable (see :mod:`pysandbox._distributions`). When one of them
+    ships native extension modules the Python-level layers are no barrier, so both kernel
+    layers must be on and required. When matplotlib is among them, its font cache is built
+    once per process into a directory children may only read (``MPLCONFIGDIR``).
+
     Raises:
-        ValueError: The workspace or an argument is invalid.
+        ValueError: The workspace or an argument is invalid; an extra module's distribution
+            cannot be allowed (no ``RECORD``, a dependency missing), or ships native code while
+            the kernel layers are off or not required.
         TypeError: An argument has the wrong type.
     """
 
@@ -164,6 +189,7 @@ class Sandbox:
         kernel_layers: bool = True,
         execution: str = "warm",
         max_concurrent_runs: int | None = None,
+        preload: Iterable[str] = (),
     ) -> None:
         if execution not in EXECUTION_MODES:
             raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
@@ -194,7 +220,21 @@ class Sandbox:
         self._kernel_layers = kernel_layers
         self._workspace = self._validate_workspace(workspace)
         self._extra_modules = tuple(self._validate_module(name) for name in extra_modules)
-        self._sys_path, module_roots = self._locate_modules(self._extra_modules)
+        self._grants = self._locate_modules(self._extra_modules)
+        self._sys_path = self._grants.sys_path
+        module_roots = self._grants.read_roots
+        if self._grants.native and not (kernel_layers and set(KERNEL_LAYERS) <= set(self._require)):
+            names = ", ".join(f"{n} {v}" for n, v in self._grants.distributions)
+            raise ValueError(
+                f"extra_modules: the distributions allowed ({names}) ship native extension "
+                "modules, which make the Python-level layers no barrier: they are allowed only "
+                f"with the kernel layers on and required (require={list(KERNEL_LAYERS)}, "
+                "kernel_layers=True)"
+            )
+        dist_names = {n for n, _ in self._grants.distributions}
+        self._mpl_dir = _matplotlib.config_dir() if "matplotlib" in dist_names else None
+        if self._mpl_dir is not None:
+            module_roots = (*module_roots, self._mpl_dir)
         extra_paths = []
         for path in extra_read_paths:
             real = os.path.realpath(os.fspath(path))
@@ -216,6 +256,14 @@ class Sandbox:
                 )
         self._policy = _gate.runtime_policy(policy, self._extra_modules)
         self._rules = _gate.module_rules(self._policy)
+        if isinstance(preload, str):
+            raise TypeError("preload must be an iterable of module names, not a string")
+        self._preload = tuple(dict.fromkeys(self._validate_module(n) for n in preload))
+        for name in self._preload:
+            if not _child.module_allowed(name, self._rules.allowed, self._rules.denied):
+                raise ValueError(
+                    f"preload: module {name!r} is not allowed; add it to extra_modules"
+                )
         self._closed = False
         self._run_slots = threading.BoundedSemaphore(max_concurrent_runs)
         self._active: set[Supervisor] = set()
@@ -254,28 +302,17 @@ class Sandbox:
         return name
 
     @staticmethod
-    def _locate_modules(names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _locate_modules(names: tuple[str, ...]) -> _distributions.Grants:
+        """The grants of the extra modules' distributions (standard-library ones need none)."""
         stdlib = _stdlib_roots()
-        sys_path: list[str] = []
-        roots: list[str] = []
+        tops: list[str] = []
         for name in names:
             top = name.split(".")[0]
-            spec = importlib.util.find_spec(top)
-            if spec is None:
-                raise ValueError(f"extra_modules: module {top!r} is not installed")
-            if spec.submodule_search_locations:
-                location = os.path.realpath(next(iter(spec.submodule_search_locations)))
-                entry = str(pathlib.Path(location).parent)
-            elif spec.origin and pathlib.Path(spec.origin).is_absolute():
-                location = os.path.realpath(spec.origin)
-                entry = str(pathlib.Path(location).parent)
-            else:
-                continue  # built-in or frozen: importable already
-            if any(_overlaps(entry, root) and entry.startswith(root) for root in stdlib):
-                continue
-            sys_path.append(entry)
-            roots.append(location)
-        return tuple(dict.fromkeys(sys_path)), tuple(dict.fromkeys(roots))
+            origin = _distributions.module_origin(top)
+            if origin is None or any(_overlaps(origin, root) for root in stdlib):
+                continue  # built in, frozen or standard library: readable already
+            tops.append(top)
+        return _distributions.resolve(tuple(dict.fromkeys(tops)))
 
     # -- public API --
     @property
@@ -324,7 +361,7 @@ class Sandbox:
             required=self._require,
             plan=self._plan,
             filters=self._seccomp_filters,
-            env_allow_list=("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH),
+            env_allow_list=tuple(self._base_env()),
         )
 
     def _plan(self) -> _landlock.LandlockPlan:
@@ -333,7 +370,7 @@ class Sandbox:
                 probe_kernel().landlock_abi,
                 workspace=self._workspace,
                 read_only=self._read_roots,
-                list_only=self._sys_path,
+                list_only=self._grants.list_roots,
             )
         return self._landlock_plan
 
@@ -470,11 +507,13 @@ class Sandbox:
                 workspace=self._workspace,
                 read_roots=self._read_roots,
                 sys_path=self._sys_path,
+                list_roots=self._grants.list_roots,
                 limits=self._limits,
                 rules=self._rules,
                 landlock=self._plan() if landlock_on else None,
                 seccomp=self._seccomp_filters() if seccomp_on else None,
                 env=self._base_env(),
+                native_extensions=self._grants.native,
             )
         return self._config
 
@@ -573,6 +612,7 @@ class Sandbox:
             fixed["preimport"] = [
                 name for name in _PREIMPORT if self._rules.allowed.intersection({name})
             ]
+            fixed["preload"] = list(self._preload)
             env = {**self._base_env(), MARKER_NAME: "zygote-" + secrets.token_hex(8)}
             # cwd "/": the zygote holds nothing in the workspace; each child chdirs there.
             zygote = _zygote.Zygote(fixed, "/", env)
@@ -607,7 +647,10 @@ class Sandbox:
             "LC_ALL": "C.UTF-8",
             "HOME": self._workspace,
             "TMPDIR": self._workspace,
+            **RUN_ENV,
         }
+        if self._mpl_dir is not None:
+            env.update(_matplotlib.CONFIG_ENV, MPLCONFIGDIR=self._mpl_dir)
         for name in _ENV_PASSTHROUGH:
             if name in os.environ:
                 env[name] = os.environ[name]

@@ -1,0 +1,144 @@
+"""numpy, pandas and matplotlib under every layer: the public data-science corpora.
+
+``redteam/benign-datascience.jsonl`` must print exactly its expected stdout and
+``redteam/escapes-datascience.jsonl`` must break none of SECURITY.md's invariants (no file
+written outside the workspace, no canary read, no connection, no process left), judged by the
+red-team harness's effect checks. The suite runs once per execution mode (``nox -s tests``: warm,
+with the stack preloaded in the zygote, then spawn). The stack comes from the ``test`` dependency
+group; without it these tests are skipped, saying so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+from pysandbox import RunStatus, Sandbox, runner
+from sandbox_helpers import KERNEL, needs_kernel
+from test_corpus import CORPUS, harness
+
+STACK = ("numpy", "pandas", "matplotlib")
+PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+MISSING = [name for name in STACK if importlib.util.find_spec(name) is None]
+pytestmark = [
+    pytest.mark.skipif(
+        bool(MISSING),
+        reason=f"the data-science stack is not installed in this environment ({MISSING}); "
+        "install the pysandbox 'test' dependency group",
+    ),
+    needs_kernel,
+]
+#: The harness's limits with the memory a preloaded stack needs (one run's data segment).
+LIMITS = dataclasses.replace(harness.LIMITS, memory_bytes=1024 * 1024 * 1024, timeout_s=20.0)
+
+
+def cases(name: str) -> list[dict[str, Any]]:
+    path = CORPUS / name
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+
+
+def factory(ws: pathlib.Path) -> Sandbox:
+    return Sandbox(
+        ws,
+        limits=LIMITS,
+        require=("landlock", "seccomp"),
+        extra_modules=STACK,
+        preload=PRELOAD,
+    )
+
+
+def test_corpora_are_large_enough() -> None:
+    assert len(cases("benign-datascience.jsonl")) >= 20
+    assert len(cases("escapes-datascience.jsonl")) >= 20
+
+
+@pytest.mark.parametrize("case", cases("benign-datascience.jsonl"), ids=lambda c: c["id"])
+def test_benign_datascience(case: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    report = harness.run_benign(factory, case, tmp_path)
+    assert report.problems == []
+    for name in ("line.png", "bars.png", "hist.png", "grid.png"):
+        if f"'{name}'" in case["code"]:
+            data = (tmp_path / case["id"] / "ws" / name).read_bytes()
+            assert data[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("case", cases("escapes-datascience.jsonl"), ids=lambda c: c["id"])
+def test_escape_datascience(
+    case: dict[str, Any], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secrets = {"SANDBOX_CANARY_SECRET": "secret-canary-value", "CANARY_PROXY": "http://c.invalid:9"}
+    for key, value in secrets.items():
+        monkeypatch.setenv(key, value)
+    listener = harness.Listener()
+    try:
+        report = harness.run_escape(factory, case, tmp_path, listener, secrets)
+    finally:
+        listener.close()
+    assert report.problems == []
+    assert report.passed
+
+
+def test_every_run_is_single_threaded_with_a_read_only_matplotlib_cache(
+    workspace: pathlib.Path,
+) -> None:
+    code = (
+        "import os, matplotlib, numpy\n"
+        "print(sorted((k, os.environ[k]) for k in os.environ if k.endswith(('THREADS', 'MAX'))))\n"
+        "print(matplotlib.get_configdir() == os.environ['MPLCONFIGDIR'],"
+        " matplotlib.get_backend())\n"
+        "try:\n"
+        "    open(os.path.join(os.environ['MPLCONFIGDIR'], 'x'), 'w')\n"
+        "except PermissionError:\n"
+        "    print('read-only')\n"
+    )
+    with Sandbox(
+        workspace,
+        limits=LIMITS,
+        extra_modules=(*STACK, "os"),
+        preload=PRELOAD,
+    ) as sb:
+        result = sb.run(code)
+        assert result.status is RunStatus.OK, result.stderr
+        expected = sorted(runner.RUN_ENV.items())
+        assert result.stdout.splitlines() == [str(expected), "True Agg", "read-only"]
+        assert list(workspace.iterdir()) == []  # nothing of matplotlib's written there
+        if sb.capabilities().execution["mode"] == "warm":
+            pid = sb.capabilities().execution["zygote_pid"]
+            status = pathlib.Path(f"/proc/{pid}/status").read_text()
+            assert "Threads:\t1\n" in status
+
+
+def test_native_extensions_need_the_kernel_layers(workspace: pathlib.Path) -> None:
+    with pytest.raises(
+        ValueError, match=r"native extension modules.*kernel layers on and required"
+    ):
+        Sandbox(workspace, require=(), extra_modules=["numpy"])
+    with pytest.raises(ValueError, match="native extension modules"):
+        Sandbox(workspace, require=(), kernel_layers=False, extra_modules=["numpy"])
+
+
+def test_preload_must_be_allowed(workspace: pathlib.Path) -> None:
+    with pytest.raises(ValueError, match="preload: module 'pandas' is not allowed"):
+        Sandbox(workspace, extra_modules=["numpy"], preload=["pandas"])
+
+
+@pytest.mark.skipif(not KERNEL.landlock_abi, reason="Landlock unavailable")
+def test_grants_cover_the_stack_and_nothing_beside(workspace: pathlib.Path) -> None:
+    import numpy
+
+    sb = Sandbox(workspace, limits=LIMITS, extra_modules=["numpy"])
+    site = pathlib.Path(numpy.__file__).resolve().parent.parent
+    result = sb.run(
+        "import numpy\n"
+        f"print(len(numpy.fromfile({str(site / 'numpy' / '__init__.py')!r}, dtype='u1')) > 0)\n"
+    )
+    assert (result.status, result.stdout) == (RunStatus.OK, "True\n"), result.stderr
+    pandas_init = site / "pandas" / "__init__.py"
+    result = sb.run(f"import numpy\nnumpy.fromfile({str(pandas_init)!r}, dtype='u1')\n")
+    assert result.status is RunStatus.ERROR
+    assert "Permission" in result.stderr or "SandboxDenied" in result.stderr

@@ -5,9 +5,14 @@
 # `nox -s smoke` reproduces this image's install and start-up on a machine without an engine.
 
 ARG PYTHON_IMAGE=python:3.12-slim
+# PROFILE=datascience builds the data-science image: the server's [datascience] extra (numpy,
+# pandas, matplotlib at the tested versions) is installed and SANDBOX_PROFILE=datascience set.
+#   docker build --build-arg PROFILE=datascience -t mcp-secure-sandbox:datascience .
+ARG PROFILE=none
 
 # ---- build stage: wheels of the five packages from this checkout, installed into a venv --------
 FROM ${PYTHON_IMAGE} AS build
+ARG PROFILE
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
@@ -21,12 +26,15 @@ RUN python -m venv /opt/venv \
  && grep -v -e '^#' -e '^$' deploy/image-packages.txt \
     | sed 's|^|packages/|' \
     | xargs /opt/venv/bin/pip wheel --no-deps --wheel-dir /wheels \
- && /opt/venv/bin/pip install /wheels/*.whl \
+ && extra="" && if [ "${PROFILE}" = "datascience" ]; then extra="[datascience]"; fi \
+ && server_wheel="$(ls /wheels/mcp_secure_sandbox-*.whl)" \
+ && /opt/venv/bin/pip install /wheels/*.whl "${server_wheel}${extra}" \
  && /opt/venv/bin/mcp-secure-sandbox --help > /dev/null
 
 # ---- final stage: the interpreter, the venv, nothing else -------------------------------------
 FROM ${PYTHON_IMAGE}
 ARG VERSION=0.1.0
+ARG PROFILE
 LABEL org.opencontainers.image.title="mcp-secure-sandbox" \
       org.opencontainers.image.description="MCP server that runs untrusted Python in a layered sandbox, validates JSON and CSV, and snapshots its workspace" \
       org.opencontainers.image.source="https://github.com/secure-sandbox/secure-sandbox" \
@@ -48,7 +56,8 @@ ENV PATH="/opt/venv/bin:${PATH}" \
     PYTHONUNBUFFERED=1 \
     HOME=/tmp \
     SANDBOX_WORKSPACE=/sandbox/workspace \
-    SANDBOX_SNAPSHOTS=/sandbox/snapshots
+    SANDBOX_SNAPSHOTS=/sandbox/snapshots \
+    SANDBOX_PROFILE=${PROFILE}
 
 VOLUME ["/sandbox/workspace", "/sandbox/snapshots"]
 WORKDIR /sandbox

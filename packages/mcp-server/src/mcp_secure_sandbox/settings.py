@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from mcp_secure_sandbox.profiles import PROFILES
+
 __all__ = [
     "DEFAULT_SNAPSHOTS",
     "DEFAULT_WORKSPACE",
@@ -60,7 +62,10 @@ class Settings:
         workspace_bytes: Largest total size of the workspace, in bytes.
         workspace_files: Largest number of files in the workspace.
         max_concurrent_runs: Runs admitted at once; further calls wait their turn.
-        extra_modules: Modules allowed on top of astguard's default allow-list.
+        extra_modules: Modules allowed on top of astguard's default allow-list (a profile's
+            included).
+        profile: ``"none"`` or a name of :data:`mcp_secure_sandbox.profiles.PROFILES`.
+        preload: Modules the warm zygote imports once (the profile's).
         require_layers: Kernel layers (``"landlock"``, ``"seccomp"``) a run refuses to go
             without; empty accepts Python-level isolation only, which is unsafe.
         execution: ``"warm"`` (fork each run from a prepared zygote) or ``"spawn"``.
@@ -92,6 +97,8 @@ class Settings:
     workspace_files: int = 10_000
     max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
     extra_modules: tuple[str, ...] = ()
+    profile: str = "none"
+    preload: tuple[str, ...] = ()
     require_layers: tuple[str, ...] = ("landlock", "seccomp")
     execution: str = "warm"
     log_level: str = "INFO"
@@ -267,6 +274,16 @@ _OPTIONS: tuple[_Option, ...] = (
         _csv_list,
     ),
     _Option(
+        "--profile",
+        "PROFILE",
+        "none",
+        "'datascience' allows and preloads numpy, pandas and matplotlib (install "
+        "mcp-secure-sandbox[datascience]) and raises the default memory limit to 1G; it needs "
+        "both kernel layers required",
+        str,
+        ("none", *PROFILES),
+    ),
+    _Option(
         "--execution",
         "EXECUTION",
         "warm",
@@ -439,7 +456,8 @@ def settings_from_args(
         The parsed settings, paths made absolute but not created.
 
     Raises:
-        ConfigError: A time-out is not positive or the default exceeds the maximum; HTTP would
+        ConfigError: A profile is chosen without both kernel layers required; a time-out is
+            not positive or the default exceeds the maximum; HTTP would
             be served without a token without ``--allow-unauthenticated-http`` or on a
             non-loopback host.
         SystemExit: From argparse, for unknown flags or ``--help``.
@@ -466,6 +484,15 @@ def settings_from_args(
         raise ConfigError(
             f"--require-layers: unknown layer {', '.join(unknown)}; use landlock, seccomp or none"
         )
+    profile = PROFILES.get(args.profile)
+    if profile is not None:
+        missing = [layer for layer in profile.required_layers if layer not in require]
+        if missing:
+            raise ConfigError(
+                f"--profile {profile.name} allows native extension modules, which the "
+                f"Python-level layers cannot confine: it needs --require-layers "
+                f"{','.join(profile.required_layers)} (missing: {', '.join(missing)})"
+            )
     token = _read_token(args.token_file, env)
     if args.transport == "streamable-http" and token is None:
         _check_unauthenticated_http(args.host, args.allow_unauthenticated_http, env)
@@ -482,6 +509,17 @@ def settings_from_args(
         allow_unauthenticated_http=args.allow_unauthenticated_http,
         token=token,
     )
+    if profile is not None:
+        given = sys.argv[1:] if argv is None else argv
+        explicit = "SANDBOX_MEMORY_LIMIT" in env or any(
+            a == "--memory-limit" or a.startswith("--memory-limit=") for a in given
+        )
+        values["extra_modules"] = tuple(
+            dict.fromkeys((*profile.extra_modules, *values["extra_modules"]))
+        )
+        values["preload"] = profile.preload
+        if not explicit:
+            values["memory_bytes"] = profile.memory_bytes
     return Settings(**values)
 
 

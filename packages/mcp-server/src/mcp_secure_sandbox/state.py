@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import math
 import time
@@ -15,6 +16,7 @@ import astguard
 from datavalidate import SchemaRegistry, default_registry
 from mcp_secure_sandbox.concurrency import WorkspaceGate
 from mcp_secure_sandbox.observability import Metrics, TraceLog
+from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import Settings
 from pysandbox import Limits, Sandbox
 from wsnapshot import SafeWorkspace, SnapshotStore
@@ -33,6 +35,14 @@ class ServerState:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        profile = PROFILES.get(settings.profile)
+        if profile is not None:
+            missing = [m for m in profile.extra_modules if importlib.util.find_spec(m) is None]
+            if missing:
+                raise ValueError(
+                    f"--profile {profile.name}: {', '.join(missing)} not installed in the "
+                    f"server's environment; install mcp-secure-sandbox[{profile.name}]"
+                )
         default_policy = astguard.Policy()
         for name in settings.extra_modules:
             if default_policy.reaches_system(name):
@@ -61,6 +71,7 @@ class ServerState:
             extra_modules=settings.extra_modules,
             execution=settings.execution,
             max_concurrent_runs=settings.max_concurrent_runs,
+            preload=settings.preload,
         )
         self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)

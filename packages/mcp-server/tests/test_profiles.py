@@ -1,0 +1,73 @@
+"""``--profile datascience``: the settings it yields, its refusals, and its pinned versions."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+
+import pytest
+
+from mcp_secure_sandbox.profiles import PROFILES
+from mcp_secure_sandbox.settings import ConfigError, settings_from_args
+
+DS = PROFILES["datascience"]
+
+
+def test_profile_allows_preloads_and_raises_memory() -> None:
+    settings = settings_from_args(["--profile", "datascience", "--extra-modules", "json"], {})
+    assert settings.profile == "datascience"
+    assert settings.extra_modules == ("numpy", "pandas", "matplotlib", "json")
+    assert settings.preload == ("numpy", "pandas", "matplotlib.pyplot")
+    assert settings.memory_bytes == 1024**3
+    from_env = settings_from_args([], {"SANDBOX_PROFILE": "datascience"})
+    assert from_env.extra_modules == DS.extra_modules
+    assert settings_from_args([], {}).memory_bytes == 512 * 1024**2
+
+
+def test_an_explicit_memory_limit_wins() -> None:
+    flag = settings_from_args(["--profile", "datascience", "--memory-limit", "768M"], {})
+    assert flag.memory_bytes == 768 * 1024**2
+    env = {"SANDBOX_PROFILE": "datascience", "SANDBOX_MEMORY_LIMIT": "2G"}
+    assert settings_from_args([], env).memory_bytes == 2 * 1024**3
+
+
+@pytest.mark.parametrize("layers", ["none", "landlock", "seccomp"])
+def test_profile_needs_both_kernel_layers(layers: str) -> None:
+    with pytest.raises(ConfigError, match="needs --require-layers landlock,seccomp"):
+        settings_from_args(["--profile", "datascience", "--require-layers", layers], {})
+
+
+def test_unknown_profile_is_refused() -> None:
+    with pytest.raises(ConfigError, match="SANDBOX_PROFILE='science'"):
+        settings_from_args([], {"SANDBOX_PROFILE": "science"})
+
+
+def _block(text: str, header: str) -> list[str]:
+    match = re.search(rf"^{re.escape(header)} = \[\n(.*?)^\]", text, re.M | re.S)
+    assert match is not None, header
+    return [line.strip().rstrip(",") for line in match.group(1).splitlines() if line.strip()]
+
+
+def test_extra_and_pysandbox_test_group_pin_the_same_versions() -> None:
+    root = pathlib.Path(__file__).resolve().parents[3]
+    server = root / "packages" / "mcp-server" / "pyproject.toml"
+    sandbox = root / "packages" / "pysandbox" / "pyproject.toml"
+    if not sandbox.is_file():
+        pytest.skip("not in the repository checkout (an unpacked sdist has one package)")
+    pins = _block(server.read_text(encoding="utf-8"), "datascience")
+    assert pins == _block(sandbox.read_text(encoding="utf-8"), "datascience")
+    assert all("==" in pin and "python_version" in pin for pin in pins)
+
+
+def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_secure_sandbox import profiles, state
+    from mcp_secure_sandbox.settings import Settings
+
+    fake = dataclasses.replace(DS, extra_modules=("no_such_module_xyz",))
+    monkeypatch.setitem(profiles.PROFILES, "datascience", fake)
+    settings = Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "s", profile="datascience")
+    with pytest.raises(ValueError, match=r"no_such_module_xyz not installed.*\[datascience\]"):
+        state.ServerState(settings)

@@ -85,14 +85,33 @@ def distributions_of(top_level: str) -> list[importlib.metadata.Distribution]:
         The distributions (several for a namespace package), or ``[]`` when no distribution
         provides it (a module outside any distribution, such as one on ``sys.path`` by hand).
     """
-    names = importlib.metadata.packages_distributions().get(top_level, [])
-    found: list[importlib.metadata.Distribution] = []
-    for name in dict.fromkeys(names):
-        try:
-            found.append(importlib.metadata.distribution(name))
-        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - racing uninstall
+    found: dict[str, importlib.metadata.Distribution] = {}
+    for dist in importlib.metadata.distributions():
+        name = str(canonicalize_name(dist.metadata["Name"] or ""))
+        if name not in found and top_level in _top_levels(dist):
+            found[name] = dist
+    return list(found.values())
+
+
+def _top_levels(dist: importlib.metadata.Distribution) -> set[str]:
+    """The top-level import names ``dist`` provides.
+
+    Those of its ``top_level.txt`` (egg-info and setuptools wheels) and those its file list
+    shows (3.10's ``packages_distributions`` reads ``top_level.txt`` only, which meson and
+    hatch wheels such as numpy's lack).
+    """
+    declared = dist.read_text("top_level.txt")
+    names = set(declared.split()) if declared else set()
+    for path in dist.files or ():
+        parts = path.parts
+        if not parts or parts[0] in ("..", "__pycache__"):
             continue
-    return found
+        if len(parts) > 1:
+            if parts[0].isidentifier():
+                names.add(parts[0])
+        elif parts[0].endswith((".py", ".so", ".pyd")):
+            names.add(parts[0].split(".", 1)[0])
+    return names
 
 
 def _editable_source(dist: importlib.metadata.Distribution) -> str | None:

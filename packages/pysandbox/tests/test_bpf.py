@@ -14,7 +14,6 @@ ENOTTY) skip while the filter is a deny-list, detected by an unlisted number bei
 from __future__ import annotations
 
 import errno
-import inspect
 import json
 import os
 import subprocess
@@ -31,6 +30,7 @@ from bpf_interp import (
     evaluate_stack,
     run,
 )
+from filter_helpers import POINTER, SELF_PID, filters_for
 from pysandbox import _abi, _child, _seccomp
 from sandbox_helpers import needs_seccomp
 
@@ -38,14 +38,12 @@ ARCHES = ("x86_64", "aarch64")
 ALLOW = 0x7FFF0000
 ERRNO = 0x00050000
 KILL_PROCESS = 0x80000000
-SELF_PID = 4242  # the pid the child would patch in; any value below the placeholder
 OTHER_PID = 1
 SIGCHLD = 17
 CLONE_THREAD_FLAGS = 0x00010000 | 0x00000100 | 0x00000800 | 0x00000200 | 0x00000400  # pthread
 CLONE_NEWNS = 0x00020000
 AF_UNIX, AF_INET, SOCK_STREAM = 1, 2, 1
 RLIMIT_NOFILE = 7
-POINTER = 0x7FFF_DEAD_B000  # a plausible user-space address
 TCGETS = 0x5401
 
 
@@ -139,24 +137,6 @@ def test_stacked_filters_take_the_strictest_verdict() -> None:
 
 
 # ---- the filters pysandbox builds --------------------------------------------------------------
-def filters_for(arch: str) -> tuple[bytes, ...]:
-    """The stacked filters for ``arch``, pid placeholder patched as the child patches it."""
-    params = inspect.signature(_seccomp.build_filters).parameters
-    if "machine" in params:
-        programs = _seccomp.build_filters(machine=arch)  # type: ignore[call-arg,unused-ignore]
-    elif _abi.canonical_machine() == arch:
-        programs = _seccomp.build_filters()
-    else:
-        pytest.skip(
-            f"_seccomp.build_filters() builds for this machine only on this branch: the {arch} "
-            "cases run once it accepts machine= (issue 13 item 1, the allow-list)"
-        )
-    jeq_k = _abi.SECCOMP["BPF_JMP_JEQ_K"]
-    return tuple(
-        _child.patch_self_pid(p.code, _seccomp.PID_PLACEHOLDER, SELF_PID, jeq_k) for p in programs
-    )
-
-
 def call(arch: str, name: str, *args: int, audit_arch: int | None = None) -> SeccompData:
     nr = _abi.SYSCALLS[arch][name]
     return SeccompData(nr, _abi.AUDIT_ARCH[arch] if audit_arch is None else audit_arch, 0, args)

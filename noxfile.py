@@ -389,6 +389,20 @@ def redteam(session: nox.Session) -> None:
             shutil.copy(user.home / report, reports / report)
 
 
+@nox.session(name="trace-syscalls", python=DEFAULT_PYTHON, default=False)
+def trace_syscalls(session: nox.Session) -> None:
+    """Trace the system calls sandboxed runs make (benign corpus and ordinary scripts) with
+    ``strace -f`` per interpreter (pyenv 3.10-3.13, Debian's python3) and rewrite
+    ``packages/pysandbox/harness/traced-syscalls.json``, the allow-list's evidence. Arguments
+    after ``--`` go to ``harness/trace_syscalls.py`` (``--python EXE``, ``--out FILE``)."""
+    if shutil.which("strace") is None:
+        session.error("strace is required: apt-get install strace")
+    install_local(session, "secure-pysandbox")
+    session.install("uv>=0.5")
+    tool = BY_FOLDER["pysandbox"].path / "harness" / "trace_syscalls.py"
+    session.run("python", str(tool), *session.posargs)
+
+
 IMAGE_PACKAGES = ROOT / "deploy" / "image-packages.txt"
 
 

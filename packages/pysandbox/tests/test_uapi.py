@@ -221,3 +221,15 @@ def test_the_readers_refuse_what_they_do_not_understand(tmp_path: pathlib.Path) 
     )
     assert generic_header(header, defined=frozenset()) == {"x": 7, "z": 9}
     assert generic_header(header, defined=frozenset({"W"})) == {"x": 7, "y": 8}
+
+
+def test_a_missing_header_skips_or_fails_when_required(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path
+) -> None:
+    absent = tmp_path / "unistd_64.h"
+    monkeypatch.setitem(globals(), "REQUIRED", False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install linux-libc-dev"):
+        _header(absent, "linux-libc-dev")
+    monkeypatch.setitem(globals(), "REQUIRED", True)
+    with pytest.raises(pytest.fail.Exception, match="PYSANDBOX_REQUIRE_UAPI_HEADERS=1"):
+        _header(absent, "linux-libc-dev")

@@ -259,3 +259,27 @@ def test_overlapping_runs_leave_no_manifest(
 @pytest.fixture(params=["warm", "spawn"])
 def execution(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_descriptors_that_stay_unreadable_count_as_over(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, persistent: bool
+) -> None:
+    # A child's /proc entries are briefly root's while its memory or credentials change;
+    # unreadable poll after poll (a child that made itself non-dumpable), they fail closed.
+    from pysandbox import _supervisor
+
+    polls: list[int] = []
+
+    def unreadable(pid: int, root: str, device: int, bound: int) -> int:
+        polls.append(pid)
+        return UNMEASURABLE_BYTES if persistent or len(polls) == 1 else 0
+
+    monkeypatch.setattr(_supervisor, "unlinked_bytes", unreadable)
+    result = sandbox.run("import time\ntime.sleep(1)\nprint('done')")
+    if persistent:
+        assert result.status is RunStatus.DISK_LIMIT, result
+        assert len(polls) == 3
+    else:
+        assert (result.status, result.stdout) == (RunStatus.OK, "done\n")
+        assert len(polls) > 3

@@ -94,18 +94,23 @@ def test_memfd_pages_stay_within_the_bound(sandbox: Sandbox, make: str, how: str
 
 @needs_kernel
 def test_shared_anonymous_mappings_stay_within_the_bound(sandbox: Sandbox) -> None:
-    code = LIBC_PRELUDE + COMMIT + (
-        "maps = []\n"
-        "def make(i):\n"
-        f"    m = mmap.mmap(-1, {CHUNK}, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)\n"
-        f"    for at in range(0, {CHUNK}, 4096):\n"
-        "        m[at] = 1\n"
-        "    maps.append(m)\n"
-        "    return -1\n"
-        "def commit(fd, how):\n"
-        "    pass\n"
-        "HOW = 'mapped'\n"
-    ) + LOOP
+    code = (
+        LIBC_PRELUDE
+        + COMMIT
+        + (
+            "maps = []\n"
+            "def make(i):\n"
+            f"    m = mmap.mmap(-1, {CHUNK}, flags=mmap.MAP_SHARED | mmap.MAP_ANONYMOUS)\n"
+            f"    for at in range(0, {CHUNK}, 4096):\n"
+            "        m[at] = 1\n"
+            "    maps.append(m)\n"
+            "    return -1\n"
+            "def commit(fd, how):\n"
+            "    pass\n"
+            "HOW = 'mapped'\n"
+        )
+        + LOOP
+    )
     result = raw_run(sandbox, code)
     assert "stopped: " in result.stdout, result
     assert _held(result.stdout) <= BOUND
@@ -114,11 +119,16 @@ def test_shared_anonymous_mappings_stay_within_the_bound(sandbox: Sandbox) -> No
 @needs_kernel
 def test_posix_shared_memory_is_out_of_reach(sandbox: Sandbox) -> None:
     name = pathlib.Path("/dev/shm") / f"pysandbox-test-{id(sandbox)}"
-    code = LIBC_PRELUDE + COMMIT + (
-        "def make(i):\n"
-        f"    return os.open('{name}.%d' % i, os.O_CREAT | os.O_RDWR, 0o600)\n"
-        "HOW = 'fallocate'\n"
-    ) + LOOP
+    code = (
+        LIBC_PRELUDE
+        + COMMIT
+        + (
+            "def make(i):\n"
+            f"    return os.open('{name}.%d' % i, os.O_CREAT | os.O_RDWR, 0o600)\n"
+            "HOW = 'fallocate'\n"
+        )
+        + LOOP
+    )
     try:
         result = raw_run(sandbox, code)
     finally:

@@ -143,15 +143,26 @@ def _limit_open(frames: list[_Frame]) -> None:
         frame.fd = -1
 
 
+_PF_EXITING = 0x4
+
+
 def _alive(pid: int) -> bool:
-    """Whether ``pid`` still runs (not gone, not a zombie whose descriptors are closed)."""
+    """Whether ``pid`` still runs: not gone, not a zombie, not exiting (``PF_EXITING``).
+
+    An exiting process has released (or is releasing) its memory and descriptors; while it
+    does, its ``/proc`` entries belong to root and cannot be read.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:  # noqa: PTH123 - one small read
             data = fh.read()
     except OSError:
         return False
-    state = data[data.rfind(b")") + 2 : data.rfind(b")") + 3]
-    return state not in (b"Z", b"X", b"x")
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        state, flags = fields[0], int(fields[6])
+    except (IndexError, ValueError):
+        return True  # unreadable as expected: assume it runs (fail closed)
+    return state not in (b"Z", b"X", b"x") and not flags & _PF_EXITING
 
 
 def unlinked_bytes(pid: int, root: str, device: int, per_file_bound: int) -> int:
@@ -172,8 +183,10 @@ def unlinked_bytes(pid: int, root: str, device: int, per_file_bound: int) -> int
         per_file_bound: Bytes to count for a mapped unlinked file that cannot be measured.
 
     Returns:
-        Bytes held, each inode once; 0 when the process has ended; :data:`UNMEASURABLE_BYTES`
-        when a live process's descriptors cannot be read.
+        Bytes held, each inode once; 0 when the process has ended or is exiting;
+        :data:`UNMEASURABLE_BYTES` when a live process's descriptors cannot be read (the
+        caller decides how often that may happen in a row: ``/proc`` entries of a process
+        are briefly unreadable while its credentials or memory change).
     """
     seen: set[tuple[int, int]] = set()
     total = 0

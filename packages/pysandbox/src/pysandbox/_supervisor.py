@@ -15,7 +15,7 @@ import threading
 import time
 
 from pysandbox._child import SETUP_FAILED, SETUP_READY
-from pysandbox._disk import unlinked_bytes, workspace_usage
+from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
 from pysandbox._launch import ChildHandle, Launcher, RunSpec
 from pysandbox._outcome import Observation, Stop
 
@@ -24,6 +24,8 @@ __all__ = ["Supervisor", "start_usage_entries", "sweep_processes"]
 _READ_CHUNK = 65536
 _DISK_POLL_S = 0.05
 _EXIT_GRACE_S = 0.25
+#: Polls in a row that cannot read the child's descriptors before they count as unmeasurable.
+_BLIND_POLLS = 3
 
 
 def start_usage_entries(workspace_files: int) -> int:
@@ -239,6 +241,7 @@ class Supervisor:
         open_pipes = 2
         exited_at: float | None = None
         next_disk = started + _DISK_POLL_S
+        blind = 0  # polls in a row that could not read the child's descriptors
         try:
             while True:
                 now = time.monotonic()
@@ -254,9 +257,14 @@ class Supervisor:
                 if now >= next_disk:
                     size, count = workspace_usage(self._workspace, self._ws_files)
                     if exited_at is None:
-                        size += unlinked_bytes(
+                        held = unlinked_bytes(
                             handle.pid, self._workspace, self._device, self._file_size
                         )
+                        # A live child's /proc entries can be unreadable for a moment (its
+                        # memory or credentials changing): only in a row does it count.
+                        blind = blind + 1 if held >= UNMEASURABLE_BYTES else 0
+                        if held < UNMEASURABLE_BYTES or blind >= _BLIND_POLLS:
+                            size += held
                     if size > self._ws_bytes or count > self._ws_files:
                         self._trip(Stop.DISK_LIMIT)
                         break

@@ -48,8 +48,9 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         ConfigError: A library refused the settings: pysandbox the workspace's location (``/``,
             a home directory, the interpreter, a system directory) or a module name or limit,
             wsnapshot the snapshot store (overlapping the workspace, not a store); or the
-            workspace overlaps a directory the server imports from. The message is the
-            library's, one line.
+            workspace overlaps a directory the server imports from; or a kernel layer that
+            ``--require-layers`` names is unavailable (missing layers that are not required
+            are logged as warnings). The message is the library's, one line.
     """
     try:
         state = ServerState(settings)
@@ -58,6 +59,7 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         raise ConfigError(str(exc)) from None
     try:
         check_importable_overlap(settings.workspace)
+        state.check_isolation()
     except ConfigError:
         state.close()
         raise

@@ -15,7 +15,7 @@ import astguard
 from datavalidate import SchemaRegistry, default_registry
 from mcp_secure_sandbox.concurrency import WorkspaceGate
 from mcp_secure_sandbox.observability import Metrics, TraceLog
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox.settings import ConfigError, Settings
 from pysandbox import Limits, Sandbox
 from wsnapshot import SafeWorkspace, SnapshotStore
 
@@ -68,6 +68,38 @@ class ServerState:
         self.gate = WorkspaceGate()
         self.metrics = Metrics()
         self.traces = TraceLog()
+
+    def check_isolation(self) -> list[str]:
+        """Check the kernel layers once, at start-up; return a warning for each missing one.
+
+        Each layer is probed on its own (pysandbox), so one blocked layer does not hide the
+        other. A missing layer that ``--require-layers`` names would refuse every run: that
+        is a configuration error now, not a tool error on each call.
+
+        Returns:
+            One line per kernel layer that is unavailable but not required (also logged).
+
+        Raises:
+            ConfigError: A required layer is unavailable (which, why, which setting).
+        """
+        caps = self.sandbox.capabilities()
+        warnings: list[str] = []
+        for name in caps.missing_required:
+            reason = caps.layer(name).reason or "unavailable"
+            raise ConfigError(
+                f"--require-layers: the {name} layer is unavailable here ({reason}); every run "
+                f"would be refused. Make {name} available, or leave it out of --require-layers "
+                "(SANDBOX_REQUIRE_LAYERS; 'none' accepts Python-level isolation only, unsafe)"
+            )
+        for name in ("landlock", "seccomp"):
+            info = caps.layer(name)
+            if not info.active:
+                warnings.append(
+                    f"isolation layer {name} is unavailable ({info.reason or 'off'}); runs go "
+                    "without it (not in --require-layers)"
+                )
+                log.warning("%s", warnings[-1])
+        return warnings
 
     def close(self) -> None:
         """Stop every run still in progress and release the sandbox's resources."""

@@ -11,8 +11,14 @@ the warm zygote whose forked children use the same :func:`run_config`. The confi
    whose state is immutable, the import guard for the user's own imports and guarded
    ``getattr``/``setattr``/``delattr``/``hasattr``;
 
-and then runs the user's code as ``__main__``. A layer that was asked for and cannot be applied
-ends the process with :data:`EXIT_SETUP_FAILED` before any user code runs.
+and then runs the user's code as ``__main__``.
+
+The setup channel: the configuration's ``setup_fd`` is the write end of a pipe whose read end
+only the parent holds. Once every layer is in place the child writes :data:`SETUP_READY` to
+it and closes it, before the user's code (or its compilation) starts; a layer that was asked
+for and cannot be applied writes :data:`SETUP_FAILED` and the reason instead and ends the
+process with :data:`EXIT_SETUP_FAILED`. The parent believes only this channel about setup:
+no exit status, signal or output of the user's code can claim a setup failure.
 
 When imported (by the parent, or tests) this module only defines constants and functions.
 """
@@ -32,9 +38,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 __all__ = [
-    "EXIT_MEMORY",
     "EXIT_SETUP_FAILED",
-    "RESERVED_EXIT_CODES",
+    "SETUP_FAILED",
+    "SETUP_READY",
     "build_landlock_ruleset",
     "drop_bounding_set",
     "entry",
@@ -43,11 +49,12 @@ __all__ = [
     "run_config",
 ]
 
-#: Exit status meaning "the user's code raised MemoryError" (never reachable from user code).
-EXIT_MEMORY = 120
-#: Exit status meaning "a required isolation layer could not be applied"; nothing ran.
+#: Exit status of a child whose setup failed. Informative only: the parent decides from the
+#: setup channel, since the user's code can exit with any status.
 EXIT_SETUP_FAILED = 121
-RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
+#: What the setup channel carries: ready (every layer applied), or failed and the reason.
+SETUP_READY = b"R"
+SETUP_FAILED = b"E"
 
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
@@ -63,9 +70,43 @@ class SandboxDenied(PermissionError, ValueError):
     """
 
 
+#: The setup channel's descriptor while it is open (a list, so no ``global`` statement).
+_setup_channel = [-1]
+
+
+def open_setup_channel(fd: int) -> None:
+    """Remember ``fd`` (the setup channel's write end, or -1 for none) for this process."""
+    _setup_channel[0] = fd
+
+
+def report_setup(message: bytes) -> None:
+    """Write ``message`` to the setup channel and close it; nothing when it is closed already.
+
+    Called once: with :data:`SETUP_READY` just before the user's code, or with
+    :data:`SETUP_FAILED` and the reason. Without a channel (a test calling the bootstrap
+    directly) a failure goes to stderr instead.
+    """
+    fd, _setup_channel[0] = _setup_channel[0], -1
+    if fd < 0:
+        if message[:1] == SETUP_FAILED:
+            try:  # noqa: SIM105 - contextlib would cost an import on every run
+                os.write(2, b"pysandbox: isolation setup failed: " + message[1:] + b"\n")
+            except OSError:
+                pass
+        return
+    try:
+        view = memoryview(message[:4096])
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _fail(message: str) -> None:
     try:
-        os.write(2, f"pysandbox: isolation setup failed: {message}\n".encode())
+        report_setup(SETUP_FAILED + message.encode("utf-8", "backslashreplace"))
     finally:
         os._exit(EXIT_SETUP_FAILED)
 
@@ -807,16 +848,12 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
         if status is None:
             return 0
         if isinstance(status, int) and not isinstance(status, bool):
-            status &= 0xFF
-            return 1 if status in RESERVED_EXIT_CODES else status
+            return status & 0xFF  # any status: the parent gives none a meaning of its own
         try:  # noqa: SIM105
             sys.stderr.write(f"{status}\n")
         except Exception:  # noqa: S110
             pass
         return 1
-    except MemoryError as exc:
-        _print_exception(exc)
-        return EXIT_MEMORY
     except BaseException as exc:
         _print_exception(exc)
         return 1
@@ -870,8 +907,35 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     """Apply the layers of ``cfg`` in order, then run its code; return the exit status.
 
     The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
-    ``ruleset`` descriptor; spawn mode builds both here.
+    ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
+    applied is a setup failure (reported on the setup channel; the process ends).
     """
+    if _setup_channel[0] < 0:
+        open_setup_channel(cfg.get("setup_fd", -1))
+    try:
+        code_obj, compile_error, user_ns = _set_up(cfg, libc, ruleset)
+    except BaseException as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+        raise  # pragma: no cover - _fail does not return
+    # Every layer is in place: say so on the setup channel and close it. From here on,
+    # nothing the process does can report a setup failure.
+    report_setup(SETUP_READY)
+    if compile_error is not None:
+        _print_exception(compile_error)
+        return 1
+    status = _run_user_code(code_obj, user_ns)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: S110 - the parent may have closed the pipes
+        pass
+    return status
+
+
+def _set_up(
+    cfg: dict[str, Any], libc: Libc | None, ruleset: int
+) -> tuple[Any, BaseException | None, dict[str, Any]]:
+    """Apply every layer; return the code object, its compile error and the user namespace."""
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path[:] = [*sys.path, *cfg["sys_path"]]
@@ -895,14 +959,15 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         apply_rlimits(cfg["rlimits"])
 
     # The parent compiles the checked source (its parser is warm; a child's first compile()
-    # costs milliseconds); the source is compiled here only if the parent could not.
+    # costs milliseconds); the source is compiled here only if the parent could not. Its
+    # error is the user's, reported once the setup is complete.
     code_obj = cfg.get("code_object")
+    compile_error: BaseException | None = None
     if code_obj is None:
         try:
             code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            _print_exception(exc)
-            return 1
+            compile_error = exc
 
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
@@ -911,10 +976,4 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         user_ns["__builtins__"] = install_python_guards(cfg, workspace, read_roots)
     else:  # only for the test-suite's per-layer tests; the Sandbox always sets it
         user_ns["__builtins__"] = builtins
-    status = _run_user_code(code_obj, user_ns)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:  # noqa: S110 - the parent may have closed the pipes
-        pass
-    return status
+    return code_obj, compile_error, user_ns

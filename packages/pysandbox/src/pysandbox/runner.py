@@ -30,12 +30,13 @@ import astguard
 from pysandbox import _config, _gate, _landlock, _seccomp, _zygote
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, report
 from pysandbox._config import MARKER_NAME, ChildConfig
+from pysandbox._disk import workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
 from pysandbox._limits import Limits
 from pysandbox._outcome import Observation, Stop, decide
 from pysandbox._probe import probe_kernel, verify_kernel
 from pysandbox._result import RunResult, RunStatus
-from pysandbox._supervisor import Supervisor, start_usage_entries, workspace_usage
+from pysandbox._supervisor import Supervisor, start_usage_entries
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
@@ -224,6 +225,12 @@ class Sandbox:
         self._filters: tuple[_seccomp.SeccompProgram, ...] | None = None
         self._caps: Capabilities | None = None
         self._config: ChildConfig | None = None
+        # The workspace manifest: what the walk at the end of the last run measured, reused as
+        # the next run's start while nothing else changed the workspace (generation).
+        self._disk_lock = threading.Lock()
+        self._disk_generation = 0
+        self._disk_running = 0
+        self._manifest: tuple[int, tuple[int, int]] | None = None
 
     # -- validation --
     @staticmethod
@@ -341,6 +348,51 @@ class Sandbox:
         if self._filters is None:
             self._filters = _seccomp.build_filters()
         return self._filters
+
+    def invalidate_workspace_manifest(self) -> None:
+        """Forget the workspace measurement kept from the end of the last run.
+
+        Each run ends with a walk of the workspace; the next run starts from that measurement
+        instead of walking again, as long as nothing else could have changed the workspace.
+        Overlapping runs invalidate it themselves; a caller that changes the workspace
+        outside a run (writes a file, restores a snapshot) calls this afterwards, so that the
+        next run measures again. Thread-safe.
+        """
+        with self._disk_lock:
+            self._disk_generation += 1
+            self._manifest = None
+
+    def _start_usage(self) -> tuple[tuple[int, int], int]:
+        """The workspace's ``(bytes, entries)`` for a run starting now, and its generation.
+
+        The manifest when it is current and no other run is in progress; a walk otherwise.
+        The generation is ``-1`` when another run is in progress: this run's end cannot
+        leave a manifest.
+        """
+        with self._disk_lock:
+            manifest = self._manifest
+            alone = self._disk_running == 0
+            reuse = manifest is not None and manifest[0] == self._disk_generation and alone
+            self._disk_generation += 1
+            generation = self._disk_generation if alone else -1
+            self._disk_running += 1
+        if reuse and manifest is not None:
+            return manifest[1], generation
+        entries = start_usage_entries(self._limits.workspace_files)
+        return workspace_usage(self._workspace, entries), generation
+
+    def _end_usage(self, generation: int, observation: Observation | None) -> None:
+        """Keep the run's end measurement as the manifest if no other run overlapped it.
+
+        It overlapped none if none was in progress when it started and none started (nor was
+        the manifest invalidated) since: the generation is still the one it took.
+        """
+        end = observation.end_usage if observation is not None else None
+        with self._disk_lock:
+            self._disk_running -= 1
+            alone = generation == self._disk_generation
+            complete = end is not None and end[1] <= self._limits.workspace_files
+            self._manifest = (generation, end) if alone and complete and end else None
 
     def close(self) -> None:
         """Stop every run in progress (killing its process tree) and refuse further runs."""
@@ -500,6 +552,7 @@ class Sandbox:
             workspace_files=lim.workspace_files,
             marker=f"{MARKER_NAME}={marker}",
             always_sweep=config.seccomp is None,
+            file_size_bytes=lim.file_size_bytes,
         )
         if self._caps is None:
             self.capabilities()  # builds the report (tests call this without _check)
@@ -513,14 +566,15 @@ class Sandbox:
             if self._closed:
                 raise SandboxClosedError
             # Measured once the run holds its slot, so queued runs see what ran before.
-            usage = workspace_usage(self._workspace, start_usage_entries(lim.workspace_files))
-            shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
-            if shrink_only:
-                config = config.shrink_only()
-            supervisor.start_usage = usage
-            layers = config.layers(active)
-            spec = RunSpec(config, code, _config.compile_user_code(code), marker)
+            usage, generation = self._start_usage()
+            observation: Observation | None = None
             try:
+                shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
+                if shrink_only:
+                    config = config.shrink_only()
+                supervisor.start_usage = usage
+                layers = config.layers(active)
+                spec = RunSpec(config, code, _config.compile_user_code(code), marker)
                 if launcher is None:
                     launcher = self._launcher(config)
                 try:
@@ -535,6 +589,9 @@ class Sandbox:
                         raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
             except InterruptedError:
                 return RunResult(RunStatus.KILLED, layers=layers, detail="cancelled before start")
+            finally:
+                self._end_usage(generation, observation)
+        assert observation is not None  # noqa: S101 - set, or the try above raised
         return decide(observation, lim, layers, shrink_only=shrink_only)
 
     def _supervise(self, supervisor: Supervisor, launcher: Launcher, spec: RunSpec) -> Observation:

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
 
@@ -13,9 +14,9 @@ from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from pysandbox import RunResult
+from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
 
-__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
+__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "refusal_text", "register"]
 
 PROGRESS_AFTER_S = 2.0
 PROGRESS_EVERY_S = 2.0
@@ -72,10 +73,16 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
+            refused: IsolationUnavailable | SandboxSetupError | None = None
             async with state.gate.run(), anyio.create_task_group() as tg:
                 tg.start_soon(_report_progress, ctx, timeout)
-                result = await state.sandbox.arun(code, timeout=timeout)
+                try:
+                    result = await state.sandbox.arun(code, timeout=timeout)
+                except (IsolationUnavailable, SandboxSetupError) as exc:
+                    refused = exc  # raised outside the task group, which would wrap it
                 tg.cancel_scope.cancel()
+            if refused is not None:
+                raise ToolError(refusal_text(refused))
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
@@ -98,6 +105,29 @@ def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout
         f"stopped after {timeout:g} s, the time-out asked for (the server's maximum is "
         f"{maximum:g} s)"
     )
+
+
+def refusal_text(exc: IsolationUnavailable | SandboxSetupError) -> str:
+    """The tool error text of a run the sandbox refused: which layer, why, which setting.
+
+    Args:
+        exc: pysandbox's refusal (a required layer is unavailable, or the child could not
+            apply one; neither carries text of the user's code).
+
+    Returns:
+        One paragraph for the client.
+    """
+    if isinstance(exc, IsolationUnavailable):
+        reasons = "; ".join(
+            f"{name}: {exc.reasons.get(name, 'unavailable')}" for name in exc.missing
+        )
+        return (
+            f"the sandbox refused to run: required isolation layer(s) unavailable ({reasons}). "
+            "The server requires them by --require-layers (SANDBOX_REQUIRE_LAYERS); an operator "
+            "can make the layer available, or list fewer layers (none: Python-level isolation "
+            "only, unsafe)."
+        )
+    return f"the sandbox could not start the run: {exc}"
 
 
 def _run_output(result: RunResult) -> dict[str, Any]:

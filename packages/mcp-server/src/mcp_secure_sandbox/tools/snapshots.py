@@ -116,7 +116,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("restore_state_snapshot") as outcome:
             async with state.gate.exclusive():
-                report = await _call("snapshot_id", lambda: store.restore(snapshot_id))
+                try:
+                    report = await _call("snapshot_id", lambda: store.restore(snapshot_id))
+                finally:
+                    # The next run measures the workspace again (pysandbox's manifest).
+                    state.sandbox.invalidate_workspace_manifest()
             outcome["message"] = f"restored {snapshot_id}"
             return report
 

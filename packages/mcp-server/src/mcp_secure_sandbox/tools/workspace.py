@@ -300,4 +300,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     )
                 except (WorkspaceError, OSError) as exc:
                     raise _explain(path, exc) from None
+                finally:
+                    # The next run measures the workspace again (pysandbox's manifest).
+                    state.sandbox.invalidate_workspace_manifest()
             return {"path": path, "bytes_written": written}

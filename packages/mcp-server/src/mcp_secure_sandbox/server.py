@@ -7,6 +7,7 @@ only a wrong call (bad arguments) is a tool error, with a message that names the
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -50,8 +51,16 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
             wsnapshot the snapshot store (overlapping the workspace, not a store); or the
             workspace overlaps a directory the server imports from; or a kernel layer that
             ``--require-layers`` names is unavailable (missing layers that are not required
-            are logged as warnings). The message is the library's, one line.
+            are logged as warnings). The message is the library's, one line; or the process
+            has ``PYSANDBOX_TESTING_KERNEL_ONLY`` set (pysandbox's testing-only mode without the
+            Python-level layers).
     """
+    if "PYSANDBOX_TESTING_KERNEL_ONLY" in os.environ:
+        raise ConfigError(
+            "PYSANDBOX_TESTING_KERNEL_ONLY is set: that variable enables a pysandbox mode for "
+            "its own tests, without the AST gate and the Python-level guards; unset it to "
+            "start the server"
+        )
     try:
         state = ServerState(settings)
     except (SandboxError, SnapshotError, ValueError, TypeError) as exc:

@@ -73,10 +73,12 @@ SECCOMP: Mapping[str, int] = MappingProxyType(
         "GET_ACTION_AVAIL": 2,
         "MODE_FILTER": 2,
         "RET_KILL_PROCESS": 0x80000000,
+        "RET_TRAP": 0x00030000,
         "RET_ERRNO": 0x00050000,
         "RET_ALLOW": 0x7FFF0000,
         "X32_SYSCALL_BIT": 0x40000000,
         "BPF_JMP_JEQ_K": 0x15,  # the opcode whose ``k`` the child patches with its pid
+        "SIGINFO_SYSCALL_OFFSET": 24,  # si_syscall in siginfo_t (SIGSYS), 64-bit Linux
     }
 )
 

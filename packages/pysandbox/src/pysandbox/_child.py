@@ -339,12 +339,22 @@ def patch_self_pid(code: bytes, placeholder: int, pid: int, jeq_k: int) -> bytes
     return bytes(out)
 
 
-def load_seccomp(libc: Libc, filters: list[bytes], placeholder: int) -> None:
-    """Load the stacked classic-BPF filters with ``prctl(PR_SET_SECCOMP, MODE_FILTER)``."""
+def load_seccomp(
+    libc: Libc, filters: list[bytes], placeholder: int, pgid_placeholder: int | None = None
+) -> None:
+    """Load the classic-BPF filters with ``prctl(PR_SET_SECCOMP, MODE_FILTER)``.
+
+    The pid placeholders are patched first: ``placeholder`` becomes this process's pid and
+    ``pgid_placeholder`` minus its process-group id (as 32 bits, for ``kill(-pgid, sig)``).
+    """
     set_no_new_privs(libc)
     pid = os.getpid()
+    neg_pgid = -os.getpgrp() & 0xFFFFFFFF
+    jeq_k = libc.seccomp["BPF_JMP_JEQ_K"]
     for code in filters:
-        patched = patch_self_pid(code, placeholder, pid, libc.seccomp["BPF_JMP_JEQ_K"])
+        patched = patch_self_pid(code, placeholder, pid, jeq_k)
+        if pgid_placeholder is not None:
+            patched = patch_self_pid(patched, pgid_placeholder, neg_pgid, jeq_k)
         program, address = libc.buffer(patched)
         # struct sock_fprog { unsigned short len; (6 bytes padding) struct sock_filter *filter; }
         fprog, fprog_address = libc.buffer(_u(len(code) // 8, 2) + bytes(6) + _u(address, 8))
@@ -352,6 +362,45 @@ def load_seccomp(libc: Libc, filters: list[bytes], placeholder: int) -> None:
         if libc.prctl(libc.prctl_opt["PR_SET_SECCOMP"], mode, fprog_address, 0, 0) != 0:
             _fail(f"prctl(PR_SET_SECCOMP): {libc.error()}")
         del program, fprog
+
+
+_SIGSYS_REPORTER: list[Any] = []  # keeps the debug handler's C callback alive
+
+
+def install_sigsys_reporter(names: dict[int, str], offset: int) -> None:
+    """Debug mode: name a trapped system call on stderr, then die by ``SIGSYS``.
+
+    The filter's default action is ``SECCOMP_RET_TRAP`` in debug mode; this ``SA_SIGINFO``
+    handler reads ``si_syscall`` (at ``offset`` in ``siginfo_t``), writes
+    ``pysandbox: system call NAME is not allowed in the sandbox`` to descriptor 2 and sends
+    itself ``SIGSYS`` again (``SA_RESETHAND``: the default action, delivered as the handler
+    returns), so the trapped call never returns. Installed before Landlock and seccomp (the
+    callback needs executable memory from libffi). For tests and diagnosis only: the handler
+    runs Python code inside a signal handler.
+    """
+    import ctypes
+    import signal
+
+    def handler(signo: int, info: int, _context: int) -> None:
+        number = ctypes.c_int.from_address(info + offset).value
+        name = names.get(number, f"number {number}")
+        message = f"\npysandbox: system call {name} is not allowed in the sandbox\n"
+        try:
+            os.write(2, message.encode())
+        finally:
+            os.kill(os.getpid(), signo)
+
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(handler)
+    # glibc's struct sigaction: handler, sa_mask (128 bytes), int sa_flags (+4), sa_restorer.
+    action = (ctypes.c_char * 152)()
+    address = ctypes.cast(callback, ctypes.c_void_p).value
+    ctypes.memmove(action, ctypes.byref(ctypes.c_void_p(address)), 8)
+    sa_siginfo, sa_resethand = 4, 0x80000000
+    ctypes.memmove(ctypes.addressof(action) + 136, _u(sa_siginfo | sa_resethand, 4), 4)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.sigaction(int(signal.SIGSYS), action, None) != 0:
+        _fail(f"sigaction(SIGSYS): errno {ctypes.get_errno()}")
+    _SIGSYS_REPORTER[:] = [callback, action]
 
 
 # --------------------------------------------------------------------------------------------
@@ -941,6 +990,10 @@ def _set_up(
     sys.path[:] = [*sys.path, *cfg["sys_path"]]
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
+        if cfg.get("seccomp_names") and cfg["seccomp"] is not None:
+            install_sigsys_reporter(
+                cfg["seccomp_names"], cfg["abi"]["seccomp"]["SIGINFO_SYSCALL_OFFSET"]
+            )
         if libc is None:
             libc = Libc(cfg["abi"])
         apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits
@@ -953,7 +1006,7 @@ def _set_up(
                 forbid_creation(libc)
         drop_capabilities(libc, bounding=not cfg.get("bounding_set_dropped", False))
         if cfg["seccomp"] is not None:
-            load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
+            load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"], cfg.get("pgid_placeholder"))
         del libc
     else:
         apply_rlimits(cfg["rlimits"])

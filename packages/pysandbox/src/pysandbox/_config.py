@@ -77,6 +77,7 @@ class ChildConfig:
         env: The child's environment without its run marker.
         abi: :func:`pysandbox._abi.child_abi` data for this machine.
         no_create: Shrink-only: nothing may be created in the workspace.
+        seccomp_debug: The seccomp program traps unlisted calls and the child names them.
     """
 
     workspace: str
@@ -90,6 +91,11 @@ class ChildConfig:
     env: Mapping[str, str]
     abi: Mapping[str, Any]
     no_create: bool = False
+    seccomp_debug: bool = False
+
+    def _syscall_names(self) -> dict[int, str]:
+        """Map each system-call number of this machine to its name (for the debug reporter)."""
+        return {number: name for name, number in _abi.syscall_table().items()}
 
     @property
     def python_guards(self) -> bool:
@@ -149,6 +155,9 @@ class ChildConfig:
             "landlock": self.landlock.to_wire() if self.landlock is not None else None,
             "seccomp": [f.code for f in self.seccomp] if self.seccomp is not None else None,
             "pid_placeholder": _seccomp.PID_PLACEHOLDER,
+            "pgid_placeholder": _seccomp.NEG_PGID_PLACEHOLDER,
+            # seccomp_debug: the child names a trapped system call (number -> name).
+            "seccomp_names": self._syscall_names() if self.seccomp_debug else None,
             "allowed_modules": sorted(rules.allowed) if rules else [],
             "denied_modules": sorted(rules.denied) if rules else [],
             "allowed_dunders": sorted(rules.allowed_dunders) if rules else [],
@@ -190,6 +199,7 @@ def build(
     landlock: LandlockPlan | None,
     seccomp: tuple[_seccomp.SeccompProgram, ...] | None,
     env: Mapping[str, str],
+    seccomp_debug: bool = False,
 ) -> ChildConfig:
     """Build a child configuration (the one builder: sandboxes and the capability probe).
 
@@ -202,6 +212,8 @@ def build(
         landlock: The Landlock plan, or ``None`` for Landlock off.
         seccomp: The seccomp programs, or ``None`` for seccomp off.
         env: The child's environment without its run marker.
+        seccomp_debug: ``seccomp`` was built with ``debug=True``; the child names trapped
+            calls.
 
     Returns:
         The configuration.
@@ -222,4 +234,5 @@ def build(
         rules=rules,
         env=MappingProxyType(dict(env)),
         abi=MappingProxyType(_abi.child_abi(required=kernel)),
+        seccomp_debug=seccomp_debug and seccomp is not None,
     )

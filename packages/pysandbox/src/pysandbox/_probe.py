@@ -75,7 +75,8 @@ def _probe_seccomp(linux: bool) -> tuple[bool, str, bool]:
     if not linux:
         return False, f"seccomp is a Linux feature; this is {sys.platform}", False
     if not _seccomp.machine_supported():
-        return False, f"filters are assembled for x86-64 only, not {platform.machine()}", False
+        machine = platform.machine()
+        return False, f"filters are assembled for x86-64 and aarch64 only, not {machine}", False
     filtered = False
     try:
         with Path("/proc/self/status").open(encoding="ascii", errors="replace") as fh:

@@ -28,7 +28,7 @@ from typing import Any
 
 import astguard
 from pysandbox import _config, _gate, _landlock, _seccomp, _zygote
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, report
+from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._disk import workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
@@ -47,6 +47,12 @@ __all__ = ["Sandbox"]
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)
+#: The layers the testing kernel-only mode switches off.
+_PYTHON_LEVEL_LAYERS = frozenset(
+    {"ast_gate", "open_guard", "audit_hook", "import_guard", "attribute_guard"}
+)
+#: The environment variable that must be ``1`` for ``Sandbox(_testing_kernel_only=True)``.
+TESTING_KERNEL_ONLY_ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
 EXECUTION_MODES = ("spawn", "warm")
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
@@ -142,6 +148,15 @@ class Sandbox:
             same layers forks a fresh child per run and applies every layer after the fork
             (Linux; where the zygote cannot start, runs fall back to spawn and the capability
             report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
+        seccomp_debug: For diagnosis: a system call outside the seccomp allow-list traps
+            instead of failing with ``ENOSYS``; the child writes ``pysandbox: system call NAME
+            is not allowed in the sandbox`` to stderr and the run ends ``killed`` by
+            ``SIGSYS``. Not for production (the reporter runs Python code in a signal handler).
+        _testing_kernel_only: FOR PYSANDBOX'S OWN TESTS, NEVER FOR USE: no AST gate and no
+            Python-level guards, so that native payloads reach the kernel layers (which stay
+            on, with the limits). Honoured only when ``os.environ`` has
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` when the sandbox is constructed; the
+            capability report and every result name the ``testing_kernel_only`` layer.
         max_concurrent_runs: How many runs of this sandbox execute at once (default: the CPU
             count); further calls to :meth:`run` block, and :meth:`arun` waits without
             blocking the event loop, until a run ends. Concurrent runs share the workspace
@@ -149,7 +164,8 @@ class Sandbox:
             whole passes them.
 
     Raises:
-        ValueError: The workspace or an argument is invalid.
+        ValueError: The workspace or an argument is invalid; ``_testing_kernel_only`` without
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off.
         TypeError: An argument has the wrong type.
     """
 
@@ -165,7 +181,21 @@ class Sandbox:
         kernel_layers: bool = True,
         execution: str = "warm",
         max_concurrent_runs: int | None = None,
+        seccomp_debug: bool = False,
+        _testing_kernel_only: bool = False,
     ) -> None:
+        if _testing_kernel_only is not False:
+            if os.environ.get(TESTING_KERNEL_ONLY_ENV) != "1" or _testing_kernel_only is not True:
+                raise ValueError(
+                    f"_testing_kernel_only is for pysandbox's own tests and needs "
+                    f"{TESTING_KERNEL_ONLY_ENV}=1 in the environment"
+                )
+            if kernel_layers is not True:
+                raise ValueError("_testing_kernel_only keeps the kernel layers: kernel_layers=True")
+        self._kernel_only = _testing_kernel_only is True
+        if not isinstance(seccomp_debug, bool):
+            raise TypeError("seccomp_debug must be a bool")
+        self._seccomp_debug = seccomp_debug
         if execution not in EXECUTION_MODES:
             raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
         if max_concurrent_runs is None:
@@ -322,7 +352,7 @@ class Sandbox:
 
     def _build_capabilities(self) -> Capabilities:
         probe = verify_kernel(self._read_roots) if self._kernel_layers else probe_kernel()
-        return report(
+        caps = report(
             probe,
             limits=self._limits,
             workspace=self._workspace,
@@ -333,6 +363,25 @@ class Sandbox:
             filters=self._seccomp_filters,
             env_allow_list=("PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", *_ENV_PASSTHROUGH),
         )
+        if not self._kernel_only:
+            return caps
+        off = "off: testing kernel-only mode (_testing_kernel_only=True)"
+        layers = [
+            dataclasses.replace(info, active=False, reason=off)
+            if info.name in _PYTHON_LEVEL_LAYERS
+            else info
+            for info in caps.layers
+        ]
+        layers.append(
+            LayerInfo(
+                "testing_kernel_only",
+                True,
+                True,
+                MappingProxyType({"environment": f"{TESTING_KERNEL_ONLY_ENV}=1"}),
+                "FOR TESTING ONLY: no AST gate and no Python-level guards",
+            )
+        )
+        return dataclasses.replace(caps, layers=tuple(layers))
 
     def _plan(self) -> _landlock.LandlockPlan:
         if self._landlock_plan is None:
@@ -346,7 +395,7 @@ class Sandbox:
 
     def _seccomp_filters(self) -> tuple[_seccomp.SeccompProgram, ...]:
         if self._filters is None:
-            self._filters = _seccomp.build_filters()
+            self._filters = _seccomp.build_filters(debug=self._seccomp_debug)
         return self._filters
 
     def invalidate_workspace_manifest(self) -> None:
@@ -501,7 +550,7 @@ class Sandbox:
             }
             return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
         gate = _gate.check_source(code, self._policy)
-        if not gate.ok:
+        if not gate.ok and not self._kernel_only:
             return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
         if os.name != "posix":
             raise IsolationUnavailable(
@@ -523,10 +572,11 @@ class Sandbox:
                 read_roots=self._read_roots,
                 sys_path=self._sys_path,
                 limits=self._limits,
-                rules=self._rules,
+                rules=None if self._kernel_only else self._rules,
                 landlock=self._plan() if landlock_on else None,
                 seccomp=self._seccomp_filters() if seccomp_on else None,
                 env=self._base_env(),
+                seccomp_debug=self._seccomp_debug,
             )
         return self._config
 

@@ -65,12 +65,6 @@ MEMFD = {
         "    return rc\n"
     ),
 }
-PENDING = pytest.mark.xfail(
-    strict=True,
-    reason="memfd is open until the seccomp allow-list (issue 13 item 1, wt-k13a) refuses it",
-)
-
-
 def _held(stdout: str) -> int:
     lines = [line for line in stdout.splitlines() if line.startswith("held ")]
     assert lines, stdout
@@ -83,7 +77,6 @@ def sandbox(workspace: pathlib.Path) -> Sandbox:
 
 
 @needs_kernel
-@PENDING
 @pytest.mark.parametrize("how", ["fallocate", "write", "mmap"])
 @pytest.mark.parametrize("make", sorted(MEMFD))
 def test_memfd_pages_stay_within_the_bound(sandbox: Sandbox, make: str, how: str) -> None:
@@ -139,17 +132,7 @@ def test_posix_shared_memory_is_out_of_reach(sandbox: Sandbox) -> None:
     assert _held(result.stdout) <= BOUND
 
 
-SOCKET_BUFFERS = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "SO_SNDBUF/SO_RCVBUF raise an AF_UNIX socket's buffer to 2 x net.core.wmem_max; "
-        "bounded once the allow-list refuses those setsockopt options (issue 13 item 1)"
-    ),
-)
-
-
 @needs_kernel
-@SOCKET_BUFFERS
 def test_socket_buffers_stay_within_the_bound(sandbox: Sandbox) -> None:
     # 470 MiB were held this way under a 64 MiB limit on a host whose wmem_max is 4 MiB
     # (the default of 208 KiB would give ~26 MiB); without setsockopt a pair holds ~0.4 MiB.

@@ -216,8 +216,15 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     (
         "local socket pairs",
         ALLOW,
-        _names("recvfrom getsockname getpeername getsockopt setsockopt shutdown"),
+        _names("recvfrom getsockname getpeername getsockopt shutdown"),
         "asyncio's self-pipe; only socketpair(AF_UNIX) can make a socket",
+    ),
+    (
+        "socket options",
+        EPERM,
+        _names("setsockopt"),
+        "SO_SNDBUF/SO_RCVBUF would raise a socket pair's buffers to 2 x net.core.wmem_max each "
+        "(memory no rlimit counts); nothing the standard library does on a socket pair needs it",
     ),
     (
         "identity and accounting (read-only)",

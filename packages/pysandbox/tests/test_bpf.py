@@ -45,6 +45,8 @@ CLONE_NEWNS = 0x00020000
 AF_UNIX, AF_INET, SOCK_STREAM = 1, 2, 1
 RLIMIT_NOFILE = 7
 TCGETS = 0x5401
+TIOCSTI = 0x5412  # push a byte into a terminal's input: the classic escape through a tty
+TIOCSETD = 0x5423
 
 
 # ---- the interpreter on hand-written programs -------------------------------------------------
@@ -242,7 +244,9 @@ def test_x32_numbers_are_refused_on_x86_64() -> None:
         ("memfd_create", (POINTER, 0), EPERM),
         ("file_setattr", (-100, POINTER, POINTER, 32, 0), EPERM),
         ("open_tree_attr", (-100, POINTER, 0, POINTER, 32), EPERM),
-        ("ioctl", (0, TCGETS, POINTER), Verdict(ERRNO, errno.ENOTTY)),
+        ("ioctl", (0, TIOCSTI, POINTER), Verdict(ERRNO, errno.ENOTTY)),
+        ("ioctl", (0, TIOCSETD, POINTER), Verdict(ERRNO, errno.ENOTTY)),
+        ("setsockopt", (3, 1, 7, POINTER, 4), EPERM),  # SOL_SOCKET, SO_SNDBUF
     ],
 )
 def test_the_allow_list_refuses_the_dangerous_families(
@@ -251,6 +255,15 @@ def test_the_allow_list_refuses_the_dangerous_families(
     if not is_allow_list(arch):
         pytest.skip("the filter on this branch is a deny-list (the allow-list is issue 13 item 1)")
     assert verdict(arch, name, *args) == expected
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+@pytest.mark.parametrize("request_", [TCGETS, 0x5413, 0x541B, 0x5421, 0x5451, 0x5450])
+def test_the_allow_list_lets_the_listed_ioctl_requests_pass(arch: str, request_: int) -> None:
+    # TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO, FIOCLEX, FIONCLEX: what the runtime asks of a tty.
+    if not is_allow_list(arch):
+        pytest.skip("the filter on this branch is a deny-list (the allow-list is issue 13 item 1)")
+    assert verdict(arch, "ioctl", 0, request_, POINTER).action == ALLOW
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -65,6 +65,8 @@ MEMFD = {
         "    return rc\n"
     ),
 }
+
+
 def _held(stdout: str) -> int:
     lines = [line for line in stdout.splitlines() if line.startswith("held ")]
     assert lines, stdout

@@ -21,7 +21,9 @@ from __future__ import annotations
 import errno
 import platform
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from pysandbox import _abi
 from pysandbox import _syscall_policy as _policy
@@ -29,6 +31,7 @@ from pysandbox import _syscall_policy as _policy
 __all__ = [
     "NEG_PGID_PLACEHOLDER",
     "PID_PLACEHOLDER",
+    "REFUSED_REASONS",
     "SeccompProgram",
     "build_filters",
     "denied_rules",
@@ -127,6 +130,19 @@ class _Asm:
         if not 0 <= offset <= 255:  # pragma: no cover - a programming error in this module
             raise ValueError(f"BPF jump to {target!r} out of range ({offset})")
         return offset
+
+
+#: Every call the allow-list refuses on purpose, by name, with its family and reason (the
+#: families of :mod:`pysandbox._syscall_policy` whose action is not ALLOW). Calls named nowhere
+#: are refused too (ENOSYS), without a reason of their own.
+REFUSED_REASONS: Mapping[str, str] = MappingProxyType(
+    {
+        name: f"{family} [{action.upper()}]: {why}"
+        for family, action, names, why in _policy.FAMILIES
+        if action != _policy.ALLOW
+        for name in names
+    }
+)
 
 
 def machine_supported(machine: str | None = None) -> bool:

@@ -693,7 +693,10 @@ class _Checker:
             if is_known_module(dotted, policy):
                 path, is_module = dotted, True
             elif name in STDLIB_MODULE_NAMES and dotted not in SAME_NAME_NON_MODULES:
-                path, is_module = name, True
+                # Another module held by this one (``typing.operator``): the user's own
+                # import may be a guarded copy (operator), so the library's is refused.
+                self._module_problem("AG304", path, name, link)
+                return
             elif name[:1].islower():
                 path, is_module = dotted, False
             else:
@@ -725,6 +728,11 @@ class _Checker:
             message = (
                 f"{module}.{name} walks attributes from format strings and is refused; "
                 "use f-strings"
+            )
+        elif name in STDLIB_MODULE_NAMES and is_module_allowed(name, self.policy):
+            message = (
+                f"{module}.{name} is the module {name!r} reached through another module; "
+                f"import {name} directly"
             )
         else:
             message = (

@@ -153,6 +153,9 @@ class ChildConfig:
             "denied_modules": sorted(rules.denied) if rules else [],
             "allowed_dunders": sorted(rules.allowed_dunders) if rules else [],
             "forbidden_attributes": sorted(rules.forbidden_attributes) if rules else [],
+            "static_forbidden_attributes": (
+                sorted(rules.static_forbidden_attributes) if rules else []
+            ),
             "module_forbidden": sorted(rules.module_forbidden) if rules else [],
             "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
             "python_guards": rules is not None,

@@ -27,6 +27,8 @@ class ModuleRules:
         forbidden_attributes: Names refused on any object (frame, code, generator and
             traceback internals, process/network factories, string-driven reflection helpers).
         module_forbidden: Names refused on modules (process APIs).
+        static_forbidden_attributes: Names refused on every object when written in source
+            (without the run-time-only ones): what code generated at run time may not read.
         denied_module_attributes: ``module.attribute`` pairs refused.
     """
 
@@ -35,6 +37,7 @@ class ModuleRules:
     allowed_dunders: frozenset[str]
     forbidden_attributes: frozenset[str] = frozenset()
     module_forbidden: frozenset[str] = frozenset()
+    static_forbidden_attributes: frozenset[str] = frozenset()
     denied_module_attributes: frozenset[str] = frozenset()
 
 
@@ -98,6 +101,7 @@ def module_rules(policy: astguard.Policy) -> ModuleRules:
         allowed_dunders=frozenset(policy.allowed_dunder_attributes),
         forbidden_attributes=policy.forbidden_attributes(dynamic=True),
         module_forbidden=policy.module_forbidden_attributes,
+        static_forbidden_attributes=policy.forbidden_attributes(dynamic=False),
         denied_module_attributes=frozenset(policy.denied_module_attributes),
     )
 

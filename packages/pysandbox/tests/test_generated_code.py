@@ -96,6 +96,12 @@ ESCAPES = {
         "ref = typing.get_args(typing.List['int'])[0]\n"
         f"print(type(ref)({PAYLOAD!r}))\n"
     ),
+    # library helpers that write into a module named by user data (item 4)
+    "enum_convert_computed": (
+        "import enum, json\n"
+        "getattr(enum.IntEnum, '_con' + 'vert_')('dumps', 'json', lambda n: True)\n"
+        f"print('{MARK}', json.dumps)\n"
+    ),
     # guarded callables' classes (item 2)
     "attrgetter_dunder_class": (
         "import operator, json\n"
@@ -326,3 +332,36 @@ def test_guarded_operator_checks_names() -> None:
     with pytest.raises(TypeError):
         type(getter)("__globals__")  # a plain function: its class needs code and globals
     assert json.dumps is not None
+
+
+def _dynload_files() -> list[pathlib.Path]:
+    from pysandbox import _landlock
+
+    return sorted(p for d in _landlock._dynload_dirs() for p in pathlib.Path(d).iterdir())
+
+
+@pytest.mark.skipif(not KERNEL.landlock_abi, reason="Landlock unavailable")
+def test_landlock_leaves_test_and_interpreter_modules_out(workspace: pathlib.Path) -> None:
+    from sandbox_helpers import raw_run
+
+    files = _dynload_files()
+    refused = [p for p in files if refused_module(p.name.split(".", 1)[0])]
+    kept = [p for p in files if not refused_module(p.name.split(".", 1)[0])]
+    if not refused or not kept:
+        pytest.skip("this interpreter ships no test or interpreter extension modules")
+    code = (
+        "import os\n"
+        f"for path in {[str(p) for p in refused + kept[:3]]!r}:\n"
+        "    try:\n"
+        "        os.close(os.open(path, os.O_RDONLY))\n"
+        "        print('read', os.path.basename(path).split('.')[0])\n"
+        "    except PermissionError:\n"
+        "        print('denied', os.path.basename(path).split('.')[0])\n"
+        "print(sorted(n.split('.')[0] for n in os.listdir(os.path.dirname(path)))[:1] != [])\n"
+    )
+    with Sandbox(workspace, require=("landlock",)) as sandbox:
+        result = raw_run(sandbox, code, landlock=True, seccomp=False, python_guards=False)
+    lines = result.stdout.splitlines()
+    assert lines[: len(refused)] == [f"denied {p.name.split('.')[0]}" for p in refused], result
+    assert lines[len(refused) : -1] == [f"read {p.name.split('.')[0]}" for p in kept[:3]]
+    assert lines[-1] == "True"  # the directory can still be listed (the import system does)

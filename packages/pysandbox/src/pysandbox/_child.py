@@ -725,6 +725,16 @@ def make_audit_hook(
                     "identifiers and annotations types, not strings of code",
                 )
             return
+        if event == "sqlite3.connect":
+            # sqlite opens its files in C (no open event): in memory or in the workspace only.
+            text = _fsdecode(args[0])
+            if text in ("", ":memory:"):
+                return
+            if text.startswith("file:"):
+                raise _denied(1, "sandbox: sqlite3 URI file names are not permitted")
+            if not _within(_realpath(text), _ws):
+                raise _denied(13, "sandbox: databases outside the workspace are not permitted")
+            return
         if event == "import":
             if _isinstance(args[0], _str) and _refused_module(args[0]):
                 raise _denied(1, f"sandbox: the module {args[0]!r} may not be loaded")
@@ -1031,6 +1041,76 @@ def make_attr_guards(
     return guarded_getattr, guarded_setattr, guarded_delattr, guarded_hasattr
 
 
+def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
+    """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
+
+    ``str.format`` walks ``{0.attr}``/``{0[key]}`` fields in C, unseen by any guard; the
+    parent compiles the code with such calls (when the template is not a literal) rewritten
+    to call this (astguard's ``route_format_calls``). A ``str`` template (also the first
+    argument of ``str.format``/``str.format_map`` and of a str subclass's) is formatted by a
+    ``string.Formatter`` whose field look-ups refuse private, dunder and refused names and
+    dunder item keys; any other object's own ``format``/``format_map`` method is called.
+
+    Args:
+        refused_name: The attribute guard's rule for one name.
+
+    Returns:
+        ``route(obj, method, *args, **kwargs)``.
+    """
+    real_getattr = getattr
+    made: list[Any] = []  # the formatter, built on first use (string imports re)
+
+    def formatter() -> Any:
+        if not made:
+            made.append(_safe_formatter_class(refused_name, real_getattr)())
+        return made[0]
+
+    def route(obj: Any, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        if method not in ("format", "format_map"):
+            raise AttributeError(f"sandbox: {method!r} is not a format method")
+        if isinstance(obj, type) and issubclass(obj, str):  # str.format(template, ...)
+            if not args or not isinstance(args[0], str):
+                raise TypeError(f"descriptor '{method}' for 'str' objects needs a str")
+            obj, args = args[0], args[1:]
+        if not isinstance(obj, str):
+            return real_getattr(obj, method)(*args, **kwargs)
+        if method == "format":
+            return formatter().vformat(str.__str__(obj), args, kwargs)
+        if len(args) != 1 or kwargs:
+            raise TypeError("format_map() takes exactly one argument")
+        return formatter().vformat(str.__str__(obj), (), args[0])
+
+    route.__name__ = "format"
+    return route
+
+
+def _safe_formatter_class(refused_name: Callable[[str], bool], real_getattr: Any) -> Any:
+    import _string  # type: ignore[import-not-found]  # the parser string.Formatter uses
+    import string
+
+    split = _string.formatter_field_name_split
+
+    class SafeFormatter(string.Formatter):
+        def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+            first, rest = split(field_name)
+            obj = self.get_value(first, args, kwargs)
+            for is_attr, key in rest:
+                if is_attr:
+                    if key.startswith("_") or refused_name(key):
+                        raise AttributeError(
+                            f"sandbox: the format field {field_name!r} reads the attribute "
+                            f"{key!r}, which is not accessible"
+                        )
+                    obj = real_getattr(obj, key)
+                else:
+                    if type(key) is str and key.startswith("__"):
+                        raise KeyError(f"sandbox: the format field key {key!r} is refused")
+                    obj = obj[key]
+            return obj, first
+
+    return SafeFormatter
+
+
 _REMOVED_BUILTINS = (
     "exec",
     "eval",
@@ -1109,8 +1189,8 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
         status = exc.code
         if status is None:
             return 0
-        if isinstance(status, int) and not isinstance(status, bool):
-            status &= 0xFF
+        if isinstance(status, int):  # bools too, as CPython: unittest.main() exits False/True
+            status = int(status) & 0xFF
             return 1 if status in RESERVED_EXIT_CODES else status
         try:  # noqa: SIM105
             sys.stderr.write(f"{status}\n")
@@ -1171,6 +1251,9 @@ def install_python_guards(
             "hasattr": g_has,
         }
     )
+    router = cfg.get("format_router")
+    if router:
+        user_builtins[router] = make_safe_format(refused_name)
     builtins.open = guarded_open
     io.open = guarded_open
     list_roots = tuple(cfg.get("list_roots", ()))
@@ -1278,7 +1361,13 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             _print_exception(exc)
             return 1
+        if cfg["python_guards"] and "format" in cfg["code"]:
+            # The parent routes `.format` calls through the safe formatter when it compiles;
+            # without its code object they would run unrouted (fail closed).
+            os.write(2, b"pysandbox: the code could not be prepared for running; try again\n")
+            return 1
 
+    sys.argv[:] = [USER_FILENAME]  # not the bootstrap's descriptors (unittest.main reads it)
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
     sys.modules["__main__"] = main_module

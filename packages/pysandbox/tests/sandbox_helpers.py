@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
-import pathlib
 
 import pytest
 

@@ -44,6 +44,7 @@ __all__ = [
     "build_landlock_ruleset",
     "drop_bounding_set",
     "entry",
+    "finalize",
     "forbid_creation",
     "restrict_landlock",
     "run_config",
@@ -504,8 +505,28 @@ _BLOCKED_EVENTS = frozenset(
         "shutil.chown",
         "os.add_dll_directory",
         "cpython.remote_debugger_script",
+        # a new interpreter has no audit hook and the real builtins (F02)
+        "cpython.PyInterpreterState_New",
     }
 )
+#: Modules no ordinary code imports and that reach a fresh interpreter or raw memory: the
+#: interpreter modules and every test or example extension module (checked by prefix too).
+_REFUSED_MODULES = frozenset({"_interpreters", "_interpchannels", "_interpqueues", "_ctypes_test"})
+_REFUSED_MODULE_PREFIXES = ("_test", "_xx", "xx")
+
+
+def refused_module(name: str) -> bool:
+    """Whether ``name`` (a dotted module name) is one no run may load, whoever imports it.
+
+    The interpreter modules (``_xxsubinterpreters``, ``_interpreters``, ...) create an
+    interpreter without the audit hook; the test and example extension modules
+    (``_testcapi``, ``_testinternalcapi``, ``xxlimited``, ...) reach raw memory and fresh
+    interpreters too. No standard module imports them.
+    """
+    top = name.partition(".")[0]
+    return top in _REFUSED_MODULES or top.startswith(_REFUSED_MODULE_PREFIXES)
+
+
 # Events whose first argument(s) are paths that will be modified.
 _WRITE_PATH_EVENTS = frozenset(
     {
@@ -562,18 +583,192 @@ def _path_text(path: Any) -> str:
     raise SandboxDenied(1, f"sandbox: path arguments of type {kind.__name__} are not accepted")
 
 
+# Names generated code may never read: with a library's globals they are the real builtins.
+_GENERATED_DENIED_NAMES = frozenset(
+    {
+        "__build_class__",
+        "__builtins__",
+        "__import__",
+        "__loader__",
+        "__spec__",
+        "breakpoint",
+        "compile",
+        "delattr",
+        "eval",
+        "exec",
+        "getattr",
+        "globals",
+        "hasattr",
+        "help",
+        "input",
+        "locals",
+        "memoryview",
+        "open",
+        "setattr",
+        "vars",
+    }
+)
+#: The file name the generated-code check parses with: this very object (no other str is
+#: identical to it) tells the audit hook that the ``compile`` event is the check's own.
+_GENERATED_FILENAME = "".join(["<generated code ", str(id(_WRITE_FLAGS)), ">"])
+# Syntax the standard library's code generators emit (dataclasses, namedtuple, typing's
+# forward references); anything else in code compiled during a run is refused.
+_GENERATED_NODES = frozenset(
+    {
+        "Module", "Expression", "FunctionDef", "Lambda", "arguments", "arg", "Return",
+        "Assign", "Expr", "If", "Raise", "Pass", "Call", "keyword", "Attribute", "Name",
+        "Constant", "JoinedStr", "FormattedValue", "BinOp", "BoolOp", "Compare", "UnaryOp",
+        "IfExp", "Tuple", "List", "Set", "Subscript", "Starred", "Load", "Store", "Add",
+        "BitOr", "And", "Or", "Not", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",
+        "In", "NotIn",
+    }
+)  # fmt: skip
+# Dunders the generators read or call besides the user-readable ones: object.__setattr__ in
+# frozen dataclasses.
+_GENERATED_DUNDERS = frozenset({"__setattr__", "__delattr__"})
+
+
+def make_generated_code_check(
+    allowed_dunders: frozenset[str],
+    forbidden: frozenset[str],
+    allowed: frozenset[str],
+    denied: frozenset[str],
+) -> Callable[[Any], str | None]:
+    """The check of source compiled while the user's code runs; returns a reason or ``None``.
+
+    Libraries turn user data into code: ``dataclasses`` compiles text built from field names
+    (the keys of ``__annotations__``, any string when the class comes from ``type()``), and
+    ``typing`` compiles and evaluates string annotations, both with the library's (real)
+    builtins. The audit hook sees the source (the ``compile`` event) but not the globals the
+    code will run with, so the source must be harmless in any globals: only the syntax those
+    generators emit, no name that is a refused builtin, a module off the allow-list or a
+    system module, no dunder outside the user's allow-list except the generators' own
+    (``__dataclass_*``, ``__create_fn__``, ``object.__setattr__``), no dunder string and no
+    assignment to a dunder attribute. A field name that is not an identifier makes the text
+    unparsable or adds syntax outside the list: refused.
+    """
+    stdlib = frozenset(getattr(sys, "stdlib_module_names", ()))
+    readable = allowed_dunders | _GENERATED_DUNDERS
+    # Imported now: importing it inside the hook could meet a partly initialised module.
+    import ast
+
+    parse, walk = ast.parse, ast.walk
+
+    def bad_name(name: str) -> str | None:
+        if name in _GENERATED_DENIED_NAMES or name in forbidden:
+            return f"the name {name!r}"
+        if name.startswith("__") and not (
+            name.startswith("__dataclass") or name == "__create_fn__" or name in allowed_dunders
+        ):
+            return f"the name {name!r}"
+        if name in stdlib and not module_allowed(name, allowed, denied):
+            return f"the module {name!r}"
+        return None
+
+    def check(source: Any) -> str | None:
+        mode = "exec"
+        text = source.decode("utf-8", "replace") if type(source) is bytes else source
+        if type(text) is not str:
+            return f"source of type {type(source).__name__}"
+        try:
+            tree = parse(text, _GENERATED_FILENAME, mode)
+        except SyntaxError:
+            try:
+                tree = parse(text, _GENERATED_FILENAME, "eval")
+            except SyntaxError:
+                return "source that does not parse"
+        nodes: list[Any] = list(walk(tree))
+        # the generator returns the functions it defined: `return __setattr__`
+        # and its parameters are local names (a namedtuple field called `opcode`)
+        defined = {node.name for node in nodes if type(node).__name__ == "FunctionDef"}
+        defined.update(node.arg for node in nodes if type(node).__name__ == "arg")
+        for node in nodes:
+            kind = type(node).__name__
+            if kind not in _GENERATED_NODES:
+                return f"the syntax {kind}"
+            problem: str | None = None
+            if kind == "Name" and node.id not in defined:
+                problem = bad_name(node.id)
+            elif kind == "Attribute":
+                attr = node.attr
+                if attr.startswith("__") and attr.endswith("__"):
+                    if attr not in readable or type(node.ctx).__name__ != "Load":
+                        problem = f"the attribute {attr!r}"
+                elif attr in forbidden:
+                    problem = f"the attribute {attr!r}"
+                elif attr.startswith("_"):
+                    root = node.value
+                    while type(root).__name__ == "Attribute":
+                        root = root.value
+                    if type(root).__name__ == "Name" and root.id in stdlib:
+                        problem = f"the private attribute {attr!r} of a module"
+            elif kind == "Constant" and type(node.value) is str:
+                value = node.value
+                if (
+                    value.startswith("__")
+                    and value.endswith("__")
+                    and (value not in allowed_dunders or value == "__class__")
+                ):
+                    problem = f"the string {value!r}"
+            if problem is not None:
+                return problem
+        return None
+
+    return check
+
+
+def is_library_source(
+    source: Any,
+    filename: str,
+    read_roots: tuple[str, ...],
+    workspace: str,
+    realpath: Callable[[str], str],
+) -> bool:
+    """Whether ``source`` is exactly the file ``filename`` under a read-only root.
+
+    What the import system compiles when a module has no cached bytecode; such source is the
+    library's, not generated from user data.
+    """
+    resolved = realpath(filename)
+    if _within(resolved, (workspace,)) or not _within(resolved, read_roots):
+        return False
+    if type(source) is str:
+        source = source.encode("utf-8", "surrogateescape")
+    if type(source) is not bytes:
+        return False
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks) == source
+
+
 def make_audit_hook(
     workspace: str,
     read_roots: tuple[str, ...],
     realpath: Callable[[str], str],
     own_pid: int,
     list_roots: tuple[str, ...] = (),
+    *,
+    generated_check: Callable[[Any], str | None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
     The hook applies the same file rule as Landlock (reads of the interpreter's files stay
     allowed), and refuses process creation, sockets other than AF_UNIX ``socketpair``,
-    ``ctypes``, frame access, the ``gc`` object walkers, tracing and code construction.
+    ``ctypes``, frame access, the ``gc`` object walkers, tracing, code construction, new
+    interpreters and the modules of :func:`refused_module`. With ``generated_check`` (see
+    :func:`make_generated_code_check`), source compiled during the run is checked too, except
+    a module's unchanged source file under a read-only root (an import without a cache).
     """
 
     def hook(
@@ -596,7 +791,44 @@ def make_audit_hook(
         _str: type[str] = str,
         _int: type[int] = int,
         _fsdecode: Callable[[Any], str] = _path_text,
+        _generated: Callable[[Any], str | None] | None = generated_check,
+        _library_source: Callable[..., bool] = is_library_source,
+        _refused_module: Callable[[str], bool] = refused_module,
     ) -> None:
+        if event == "compile":
+            source, filename = args[0], args[1]
+            if (
+                _generated is None
+                or filename is _GENERATED_FILENAME  # the check's own parse
+                or (
+                    type(filename) is _str
+                    and filename.endswith(".py")
+                    and _library_source(source, filename, _ro, _ws[0], _realpath)
+                )
+            ):
+                return
+            problem = _generated(source)
+            if problem is not None:
+                raise _denied(
+                    1,
+                    f"sandbox: code generated at run time uses {problem}; field names must be "
+                    "identifiers and annotations types, not strings of code",
+                )
+            return
+        if event == "sqlite3.connect":
+            # sqlite opens its files in C (no open event): in memory or in the workspace only.
+            text = _fsdecode(args[0])
+            if text in ("", ":memory:"):
+                return
+            if text.startswith("file:"):
+                raise _denied(1, "sandbox: sqlite3 URI file names are not permitted")
+            if not _within(_realpath(text), _ws):
+                raise _denied(13, "sandbox: databases outside the workspace are not permitted")
+            return
+        if event == "import":
+            if _isinstance(args[0], _str) and _refused_module(args[0]):
+                raise _denied(1, f"sandbox: the module {args[0]!r} may not be loaded")
+            return
         if event == "open":
             path, mode, flags = args
             if path is None or _isinstance(path, _int):
@@ -667,11 +899,77 @@ def module_allowed(name: str, allowed: frozenset[str], denied: frozenset[str]) -
     return best_allowed > best_denied
 
 
+def make_guarded_operator(refused_name: Callable[[str], bool], real: Any = None) -> Any:
+    """A copy of the ``operator`` module whose ``attrgetter``/``methodcaller`` check names.
+
+    The real ones look attributes up in C with names given as strings, and their classes are
+    reachable from any instance (``type(operator.attrgetter("x"))("__globals__")``). The
+    copies refuse private, dunder and refused names on every call and return plain functions,
+    whose class cannot build another getter. The user's imports of ``operator`` get the copy.
+
+    Args:
+        refused_name: The attribute guard's rule for one name.
+        real: The module to copy (default: the real ``operator``).
+
+    Returns:
+        The copied module.
+    """
+    if real is None:
+        import operator as real
+    copy = type(sys)("operator", real.__doc__)
+    copy.__dict__.update(
+        {k: v for k, v in real.__dict__.items() if not (k.startswith("__") and k.endswith("__"))}
+    )
+    real_attrgetter, real_methodcaller = real.attrgetter, real.methodcaller
+
+    def check(name: Any, what: str) -> None:
+        if type(name) is not str:
+            raise TypeError(f"{what} names must be exact str objects")
+        for part in name.split("."):
+            if part.startswith("_") or refused_name(part):
+                raise AttributeError(f"sandbox: {what}({name!r}) is not permitted")
+
+    def attrgetter(attr: str, /, *attrs: str) -> Callable[[Any], Any]:
+        for name in (attr, *attrs):
+            check(name, "attrgetter")
+        getter = real_attrgetter(attr, *attrs)
+
+        def get(obj: Any, /) -> Any:
+            return getter(obj)
+
+        return get
+
+    def methodcaller(name: str, /, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        check(name, "methodcaller")
+        if "." in name:
+            raise AttributeError(f"sandbox: methodcaller({name!r}) is not permitted")
+        caller = real_methodcaller(name, *args, **kwargs)
+
+        def call(obj: Any, /) -> Any:
+            return caller(obj)
+
+        return call
+
+    attrgetter.__doc__ = real_attrgetter.__doc__
+    methodcaller.__doc__ = real_methodcaller.__doc__
+    copy.attrgetter = attrgetter  # type: ignore[attr-defined]
+    copy.methodcaller = methodcaller  # type: ignore[attr-defined]
+    return copy
+
+
 def make_import(
-    real_import: Callable[..., Any], allowed: frozenset[str], denied: frozenset[str]
+    real_import: Callable[..., Any],
+    allowed: frozenset[str],
+    denied: frozenset[str],
+    replacements: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
-    """The import guard bound into the user's builtins only (stdlib imports are unaffected)."""
+    """The import guard bound into the user's builtins only (stdlib imports are unaffected).
+
+    ``replacements`` maps top-level module names to the guarded copies the user gets instead
+    (``operator``, see :func:`make_guarded_operator`).
+    """
     module_type = type(sys)
+    swaps = dict(replacements or {})
     stdlib_names = frozenset(getattr(sys, "stdlib_module_names", ())) | {"_strptime"}
 
     def __import__(
@@ -700,6 +998,8 @@ def make_import(
                 name=str(name),
             )
         module = real_import(name, globals, locals, fromlist, level)
+        if name in swaps:
+            return swaps[name]
         for item in fromlist or ():
             value = getattr(module, item, None)
             if isinstance(value, module_type) and not module_allowed(
@@ -755,13 +1055,16 @@ def make_attr_guards(
     forbidden: frozenset[str] = frozenset(),
     module_forbidden: frozenset[str] = frozenset(),
     module_pairs: frozenset[str] = frozenset(),
+    module_swaps: dict[Any, Any] | None = None,
 ) -> tuple[Callable[..., Any], Callable[..., None], Callable[..., None], Callable[..., bool]]:
     """Guarded ``getattr``/``setattr``/``delattr``/``hasattr`` for the user's builtins.
 
     Refused at run time: dunder names outside ``allowed_dunders``, frame/code/generator
     internals, private names of modules, module values that are off the import allow-list,
-    and any attribute assignment on a module.
+    and any attribute assignment on a module. A module with a guarded copy (``module_swaps``,
+    real module to copy) is answered with the copy.
     """
+    swaps = dict(module_swaps or {})
     real_getattr, real_setattr, real_delattr = getattr, setattr, delattr
     module_type = type(sys)
     missing = object()
@@ -788,6 +1091,8 @@ def make_attr_guards(
             real_getattr(value, "__name__", ""), allowed, denied
         ):
             raise AttributeError(f"sandbox: attribute {name!r} is a module off the allow-list")
+        if isinstance(value, module_type) and value in swaps:
+            return swaps[value]
         return value
 
     def guarded_getattr(obj: object, name: str, default: Any = missing, /) -> Any:
@@ -826,6 +1131,76 @@ def make_attr_guards(
     return guarded_getattr, guarded_setattr, guarded_delattr, guarded_hasattr
 
 
+def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
+    """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
+
+    ``str.format`` walks ``{0.attr}``/``{0[key]}`` fields in C, unseen by any guard; the
+    parent compiles the code with such calls (when the template is not a literal) rewritten
+    to call this (astguard's ``route_format_calls``). A ``str`` template (also the first
+    argument of ``str.format``/``str.format_map`` and of a str subclass's) is formatted by a
+    ``string.Formatter`` whose field look-ups refuse private, dunder and refused names and
+    dunder item keys; any other object's own ``format``/``format_map`` method is called.
+
+    Args:
+        refused_name: The attribute guard's rule for one name.
+
+    Returns:
+        ``route(obj, method, *args, **kwargs)``.
+    """
+    real_getattr = getattr
+    made: list[Any] = []  # the formatter, built on first use (string imports re)
+
+    def formatter() -> Any:
+        if not made:
+            made.append(_safe_formatter_class(refused_name, real_getattr)())
+        return made[0]
+
+    def route(obj: Any, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        if method not in ("format", "format_map"):
+            raise AttributeError(f"sandbox: {method!r} is not a format method")
+        if isinstance(obj, type) and issubclass(obj, str):  # str.format(template, ...)
+            if not args or not isinstance(args[0], str):
+                raise TypeError(f"descriptor '{method}' for 'str' objects needs a str")
+            obj, args = args[0], args[1:]
+        if not isinstance(obj, str):
+            return real_getattr(obj, method)(*args, **kwargs)
+        if method == "format":
+            return formatter().vformat(str.__str__(obj), args, kwargs)
+        if len(args) != 1 or kwargs:
+            raise TypeError("format_map() takes exactly one argument")
+        return formatter().vformat(str.__str__(obj), (), args[0])
+
+    route.__name__ = "format"
+    return route
+
+
+def _safe_formatter_class(refused_name: Callable[[str], bool], real_getattr: Any) -> Any:
+    import _string  # type: ignore[import-not-found]  # the parser string.Formatter uses
+    import string
+
+    split = _string.formatter_field_name_split
+
+    class SafeFormatter(string.Formatter):
+        def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+            first, rest = split(field_name)
+            obj = self.get_value(first, args, kwargs)
+            for is_attr, key in rest:
+                if is_attr:
+                    if key.startswith("_") or refused_name(key):
+                        raise AttributeError(
+                            f"sandbox: the format field {field_name!r} reads the attribute "
+                            f"{key!r}, which is not accessible"
+                        )
+                    obj = real_getattr(obj, key)
+                else:
+                    if type(key) is str and key.startswith("__"):
+                        raise KeyError(f"sandbox: the format field key {key!r} is refused")
+                    obj = obj[key]
+            return obj, first
+
+    return SafeFormatter
+
+
 _REMOVED_BUILTINS = (
     "exec",
     "eval",
@@ -858,8 +1233,16 @@ def _strip(te: Any) -> None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        # Positions are dropped: carets would be computed by parsing each line with
+        # ast.parse, a compile event the generated-code check refuses for library lines.
         current.stack = traceback.StackSummary.from_list(
-            [frame for frame in current.stack if frame.filename != _BOOT_FILE]
+            [
+                traceback.FrameSummary(
+                    frame.filename, frame.lineno, frame.name, lookup_line=False, line=frame.line
+                )
+                for frame in current.stack
+                if frame.filename != _BOOT_FILE
+            ]
         )
         stack.extend([current.__cause__, current.__context__])
         stack.extend(getattr(current, "exceptions", None) or ())
@@ -896,8 +1279,8 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
         status = exc.code
         if status is None:
             return 0
-        if isinstance(status, int) and not isinstance(status, bool):
-            return status & 0xFF  # any status: the parent gives none a meaning of its own
+        if isinstance(status, int):  # bools too, as CPython: unittest.main() exits False/True
+            return int(status) & 0xFF  # any status: the parent gives none a meaning of its own
         try:  # noqa: SIM105
             sys.stderr.write(f"{status}\n")
         except Exception:  # noqa: S110
@@ -919,6 +1302,17 @@ def install_python_guards(
     # A staticmethod (callable since 3.10) so that class bodies doing ``open = io.open``
     # (3.10's pathlib accessor) do not turn the guard into a bound method.
     guarded_open = staticmethod(make_open(io.open, realpath, workspace, read_roots))
+    dunders = frozenset(cfg["allowed_dunders"])
+    forbidden = _INTROSPECTION | frozenset(cfg.get("forbidden_attributes", ()))
+
+    def refused_name(name: str) -> bool:
+        if name.startswith("__") and name.endswith("__"):
+            return name not in dunders
+        return name in forbidden
+
+    import operator
+
+    guarded_operator = make_guarded_operator(refused_name, operator)
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
         allowed,
@@ -926,6 +1320,7 @@ def install_python_guards(
         forbidden=_INTROSPECTION | frozenset(cfg.get("forbidden_attributes", ())),
         module_forbidden=frozenset(cfg.get("module_forbidden", ())),
         module_pairs=frozenset(cfg.get("denied_module_attributes", ())),
+        module_swaps={operator: guarded_operator},
     )
     user_builtins = dict(builtins.__dict__)
     for name in _REMOVED_BUILTINS:
@@ -933,23 +1328,86 @@ def install_python_guards(
     user_builtins.update(
         {
             "open": guarded_open,
-            "__import__": make_import(builtins.__import__, allowed, denied),
+            "__import__": make_import(
+                builtins.__import__, allowed, denied, {"operator": guarded_operator}
+            ),
             "getattr": g_get,
             "setattr": g_set,
             "delattr": g_del,
             "hasattr": g_has,
         }
     )
+    router = cfg.get("format_router")
+    if router:
+        user_builtins[router] = make_safe_format(refused_name)
     builtins.open = guarded_open
     io.open = guarded_open
     list_roots = tuple(cfg.get("list_roots", ()))
-    sys.addaudithook(make_audit_hook(workspace, read_roots, realpath, os.getpid(), list_roots))
+    generated_check = make_generated_code_check(
+        frozenset(cfg["allowed_dunders"]),
+        _INTROSPECTION | frozenset(cfg.get("static_forbidden_attributes", ())),
+        allowed,
+        denied,
+    )
+    sys.addaudithook(
+        make_audit_hook(
+            workspace,
+            read_roots,
+            realpath,
+            os.getpid(),
+            list_roots,
+            generated_check=generated_check,
+        )
+    )
     return user_builtins
 
 
+def finalize() -> None:
+    """Do what interpreter shutdown does, while the guards are still installed.
+
+    Every child (spawn and warm) then ends with ``os._exit``: at a normal interpreter exit
+    the audit hooks are cleared before the last finalizers run.
+
+    Joins non-daemon threads, runs ``atexit`` callbacks, then drops the user's namespace and
+    collects garbage, so that files the code left open are flushed and closed (their buffered
+    data would otherwise be lost) and other finalizers run, as at interpreter shutdown.
+    """
+    try:
+        import gc
+
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+        main = sys.modules.get("__main__")
+        if main is not None:
+            namespace = main.__dict__
+            # Everything but ``__builtins__``: without it, code run by a finalizer (an
+            # ``exec`` into these globals, as ``dataclasses`` does) would get the real builtins.
+            for name in [key for key in namespace if key != "__builtins__"]:
+                del namespace[name]
+        gc.collect()
+    except BaseException:  # noqa: S110 - the user's code already ran; its status stands
+        pass
+
+
 def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
-    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child: :func:`run_config`."""
-    return run_config(cfg)
+    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child.
+
+    :func:`run_config`, :func:`finalize`, flush, then ``os._exit`` with the status: no
+    finalizer runs after interpreter shutdown has removed the audit hooks.
+    """
+    status = EXIT_SETUP_FAILED
+    try:
+        status = run_config(cfg)
+        finalize()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
 
 
 def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
@@ -1021,7 +1479,16 @@ def _set_up(
             code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             compile_error = exc
+        else:
+            if cfg["python_guards"] and "format" in cfg["code"]:
+                # The parent routes `.format` calls through the safe formatter when it compiles;
+                # without its code object they would run unrouted (fail closed).
+                code_obj = None
+                compile_error = RuntimeError(
+                    "pysandbox: the code could not be prepared for running; try again"
+                )
 
+    sys.argv[:] = [USER_FILENAME]  # not the bootstrap's descriptors (unittest.main reads it)
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
     sys.modules["__main__"] = main_module

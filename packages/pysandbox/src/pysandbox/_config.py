@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import CodeType, MappingProxyType
 from typing import Any
 
-from pysandbox import _abi, _child, _seccomp
+from pysandbox import _abi, _child, _gate, _seccomp
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
 from pysandbox._limits import Limits
@@ -55,7 +55,7 @@ def rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
 def compile_user_code(code: str) -> CodeType | None:
     """Compile the checked source as the child would, or ``None`` to let the child report."""
     try:
-        return compile(code, _child.USER_FILENAME, "exec", dont_inherit=True)
+        return _gate.compile_checked(code, _child.USER_FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 
@@ -162,8 +162,12 @@ class ChildConfig:
             "denied_modules": sorted(rules.denied) if rules else [],
             "allowed_dunders": sorted(rules.allowed_dunders) if rules else [],
             "forbidden_attributes": sorted(rules.forbidden_attributes) if rules else [],
+            "static_forbidden_attributes": (
+                sorted(rules.static_forbidden_attributes) if rules else []
+            ),
             "module_forbidden": sorted(rules.module_forbidden) if rules else [],
             "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
+            "format_router": rules.format_router if rules else "",
             "python_guards": rules is not None,
             "abi": {
                 key: dict(value) if isinstance(value, Mapping) else value

@@ -104,8 +104,11 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
             except Exception:  # noqa: S112 - a module this interpreter lacks is imported later
                 continue
         # Modules the zygote itself used but spawn mode never loads stay out of user reach
-        # through the import guard; these two are needed by the fork path.
+        # through the import guard; these are needed by the fork path and the guards
+        # (ast: the check of code generated at run time; operator: its guarded copy).
+        import ast  # noqa: F401
         import atexit  # noqa: F401
+        import operator  # noqa: F401
         import random  # noqa: F401
 
         if cfg["landlock"] is not None:
@@ -268,14 +271,13 @@ def _child_main(
         else:  # pragma: no cover - only if the zygote's environment was changed
             os.environ.clear()
             os.environ.update(wanted)
-        import gc
         import random
 
         random.seed()
         run_cfg = dict(cfg)
         run_cfg.update(request)
         status = child["run_config"](run_cfg, libc, ruleset)
-        _finalize(gc)
+        child["finalize"]()
     except BaseException as exc:
         # Before the user's code the setup channel is open and takes the reason; after it,
         # the channel is closed and this writes nothing (the user's status stands).
@@ -292,31 +294,6 @@ def _child_main(
             sys.stderr.flush()
         finally:
             os._exit(status)
-
-
-def _finalize(gc: Any) -> None:  # pragma: no cover - runs in the forked child
-    """Do what interpreter shutdown does for a spawn-mode child before the ``os._exit``.
-
-    Joins non-daemon threads, runs ``atexit`` callbacks, then drops the user's namespace and
-    collects garbage, so that files the code left open are flushed and closed (their buffered
-    data would otherwise be lost) and other finalizers run, as in spawn mode.
-    """
-    try:
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
-        main = sys.modules.get("__main__")
-        if main is not None:
-            namespace = main.__dict__
-            # Everything but ``__builtins__``: without it, code run by a finalizer (an
-            # ``exec`` into these globals, as ``dataclasses`` does) would get the real builtins.
-            for name in [key for key in namespace if key != "__builtins__"]:
-                del namespace[name]
-        gc.collect()
-    except BaseException:  # noqa: S110 - the user's code already ran; its status stands
-        pass
 
 
 # --------------------------------------------------------------------------------------------

@@ -211,7 +211,7 @@ def test_an_event_stream_longer_than_the_deadline_is_not_cut(server: int) -> Non
         ):
             await session.initialize()
             code = f"import time\ntime.sleep({seconds})\nprint('slept')"
-            result = await session.call_tool("run_sandbox_code", {"code": code, "timeout": 30})
+            result = await session.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 30})
             return dict(result.structured_content or {})
 
     started = time.monotonic()

@@ -342,6 +342,17 @@ class Sandbox:
             self._filters = _seccomp.build_filters()
         return self._filters
 
+    @property
+    def runs_in_progress(self) -> int:
+        """Runs being supervised now; 0 means no process of a run of this sandbox is alive
+        (a run leaves this count only after its whole process tree was killed and reaped).
+
+        A server checks it before restoring the workspace: a run's process must not be able to
+        race the restore's repairs.
+        """
+        with self._active_lock:
+            return len(self._active)
+
     def close(self) -> None:
         """Stop every run in progress (killing its process tree) and refuse further runs."""
         self._closed = True

@@ -72,7 +72,12 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
-            async with state.gate.run(), anyio.create_task_group() as tg:
+            state.refuse_if_inconsistent("run_sandbox_code")
+            async with (
+                state.admission.admit("run", "run_sandbox_code"),
+                state.gate.run(state.settings.admission_wait_s),
+                anyio.create_task_group() as tg,
+            ):
                 tg.start_soon(_report_progress, ctx, timeout)
                 result = await state.sandbox.arun(code, timeout=timeout)
                 tg.cancel_scope.cancel()

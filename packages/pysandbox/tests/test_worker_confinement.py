@@ -91,4 +91,4 @@ def test_confinement_cannot_be_asked_for_without_the_kernel_layers_silently() ->
     assert confine_worker.__kwdefaults__ is not None
     assert confine_worker.__kwdefaults__["require_kernel_layers"] is True
     with pytest.raises(TypeError):
-        confine_worker(64 << 20, 10)  # type: ignore[misc]  # keyword-only: no silent mix-up
+        confine_worker(64 << 20, 10)  # type: ignore[call-arg]  # keyword-only: no silent mix-up

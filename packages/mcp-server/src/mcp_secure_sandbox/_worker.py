@@ -97,8 +97,10 @@ def _write(out: BinaryIO, obj: object) -> None:
 
 
 def _warm(registry: Any) -> None:
-    """Import lazily loaded modules now: after confinement only installed files are readable,
-    and the import system must not need anything else."""
+    """Import lazily loaded modules now, before confinement.
+
+    After it only installed files are readable: the import system must need nothing else.
+    """
     validate_json({"a": [1, 2.5, "x"]}, {"type": "object", "format": "email"}, registry=registry)
     validate_json({"name": "x"}, "config", registry=registry)
     validate_csv("a,b\n1,x\n", constraints={"a": "integer", "b": {"type": "date"}})

@@ -26,8 +26,10 @@ __all__ = ["Admission", "Busy", "WorkspaceGate"]
 
 
 class Busy(Exception):
-    """A call could not start within the admission wait; the message says what it waited for
-    and to retry."""
+    """A call could not start within the admission wait.
+
+    The message says what it waited for, and to retry.
+    """
 
 
 def _busy(what: str, waited: float) -> Busy:
@@ -137,9 +139,11 @@ class Admission:
         self._threads = {kind: anyio.CapacityLimiter(n) for kind, n in capacities.items()}
 
     def limiter(self, kind: str) -> anyio.CapacityLimiter:
-        """The thread limiter of ``kind``, for ``to_thread.run_sync(limiter=...)``: apart from
-        the admission tokens (a call admitted holds one of those while its thread takes one of
-        these), and never anyio's default limiter."""
+        """The thread limiter of ``kind``, for ``to_thread.run_sync(limiter=...)``.
+
+        Apart from the admission tokens (a call admitted holds one of those while its thread
+        takes one of these), and never anyio's default limiter.
+        """
         return self._threads[kind]
 
     def in_use(self) -> dict[str, int]:

@@ -20,8 +20,11 @@ MAX_INPUT_BYTES = 16 * 1024 * 1024
 
 
 class JsonTextError(ValueError):
-    """The text is not acceptable JSON; the message follows the argument's name in a sentence
-    (``"is not valid JSON: Expecting value at line 1 column 1"``)."""
+    """The text is not acceptable JSON.
+
+    The message follows the argument's name in a sentence (``"is not valid JSON: Expecting
+    value at line 1 column 1"``).
+    """
 
 
 def _reject_constant(name: str) -> Any:

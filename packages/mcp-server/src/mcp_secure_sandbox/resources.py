@@ -16,9 +16,9 @@ from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox import budget
+from mcp_secure_sandbox.concurrency import Busy
 from mcp_secure_sandbox.http_transport import http_warnings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.concurrency import Busy
 from mcp_secure_sandbox.tools.snapshots import (
     CHUNK_TEMPLATE,
     LIST_HINT,
@@ -97,8 +97,7 @@ INVALID_PARAMS = -32602
 
 
 async def _from_store(read: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
-    """Run a snapshot-store read in a worker thread on ``limiter``; a bad or unknown id is
-    invalid params."""
+    """Run a snapshot-store read in a thread on ``limiter``; a bad id is invalid params."""
     try:
         return await anyio.to_thread.run_sync(read, limiter=limiter)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:

@@ -98,9 +98,15 @@ class ServerState:
         await self.workers.aclose()
         self.close()
 
+    def patience(self, started: float) -> float:
+        """What is left of the admission wait of a call begun at ``started`` (anyio's clock).
+
+        A call waits once in all, for a token and for the workspace gate.
+        """
+        return max(0.0, self.settings.admission_wait_s - (anyio.current_time() - started))
+
     def refuse_if_inconsistent(self, what: str) -> None:
-        """Refuse ``what`` (a run, a snapshot) while a failed restore left the workspace
-        inconsistent.
+        """Refuse ``what`` (a run, a snapshot) while the workspace is marked inconsistent.
 
         Raises:
             ToolError: Naming the failed restore and the remedy.

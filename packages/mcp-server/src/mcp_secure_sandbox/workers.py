@@ -16,6 +16,7 @@ kill one task, and a dead worker breaks the whole pool), hence this pool.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -176,10 +177,15 @@ class WorkerPool:
         if self.closed:
             raise RuntimeError("the server is shutting down")
         payload = json.dumps(job, separators=(",", ":"), default=str).encode() + b"\n"
-        worker = self._idle.pop() if self._idle else await self._start()
+        # The deadline covers starting a worker (after a kill, the next job starts one).
+        deadline = anyio.current_time() + self.deadline_s
+        with anyio.move_on_after(self.deadline_s):
+            worker = self._idle.pop() if self._idle else await self._start()
+        if anyio.current_time() >= deadline:
+            raise WorkerLimit("deadline", self.limit_message(what))
         answer: dict[str, Any] | None = None
         try:
-            with anyio.move_on_after(self.deadline_s):
+            with anyio.move_on_at(deadline):
                 assert worker.process.stdin is not None  # noqa: S101 - PIPE
                 await worker.process.stdin.send(payload)
                 line = await worker.reader.receive_until(b"\n", ANSWER_MAX_BYTES)
@@ -189,14 +195,15 @@ class WorkerPool:
         except anyio.DelimiterNotFound:
             answer = {"error": {"kind": "failed", "message": "answer too large"}}
         finally:
-            if answer is None or (isinstance(answer, dict) and "error" in answer):
-                kind = answer["error"].get("kind") if answer else None
-                if kind in (None, "memory", "failed"):
-                    await self._discard(worker)
-                    self.replaced += 1
-                else:
-                    self._keep(worker)
-            elif answer is not None:
+            if answer is None:
+                kind = None
+            else:
+                kind = answer["error"].get("kind") if "error" in answer else "ok"
+            if kind in (None, "memory", "failed"):
+                # Dead, out of memory, past its deadline, or the call was cancelled mid-job.
+                await self._discard(worker)
+                self.replaced += 1
+            else:
                 self._keep(worker)
         if answer is None:
             log.warning("%s: worker stopped (deadline or memory budget), replaced", what)
@@ -227,8 +234,6 @@ class WorkerPool:
         self.closed = True
         for worker in list(self._all):
             if worker.process.returncode is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(worker.process.pid, 9)
-                except ProcessLookupError:
-                    pass
         self._idle.clear()

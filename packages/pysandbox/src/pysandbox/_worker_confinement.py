@@ -15,6 +15,7 @@ import os
 import resource
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from pysandbox import _abi, _landlock, _seccomp
 from pysandbox._child import (
@@ -48,9 +49,9 @@ class WorkerConfinement:
 
 def _default_read_roots() -> tuple[str, ...]:
     """The interpreter, its standard library and every ``sys.path`` entry (installed code)."""
-    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable)}
+    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, str(Path(sys.executable).parent)}
     roots.update(p for p in sys.path if p)
-    return tuple(sorted(os.path.realpath(r) for r in roots if os.path.exists(r)))
+    return tuple(sorted(os.path.realpath(r) for r in roots if Path(r).exists()))
 
 
 def confine_worker(
@@ -107,15 +108,13 @@ def confine_worker(
     if abi < 1 and require_kernel_layers:
         raise OSError("Landlock is unavailable on this kernel")
     drop_capabilities(libc)
-    readable = tuple(
-        sorted({os.path.realpath(p) for p in (*_default_read_roots(), *read_only)})
-    )
+    readable = tuple(sorted({os.path.realpath(p) for p in (*_default_read_roots(), *read_only)}))
     granted_writable = tuple(os.path.realpath(p) for p in writable)
     if abi >= 1:
         handled = _landlock.fs_rights_for_abi(abi)
         rules: list[tuple[str, int]] = []
         for path in (*readable, *_landlock.SYSTEM_DIRS, *_landlock.SYSTEM_FILES):
-            if os.path.exists(path):
+            if Path(path).exists():
                 rules.append((os.path.realpath(path), _landlock.READ_ONLY & handled))
         rules.append(("/dev/null", (_landlock.READ_FILE | _landlock.WRITE_FILE) & handled))
         rules.extend((path, _landlock.READ_WRITE & handled) for path in granted_writable)

@@ -344,8 +344,9 @@ class Sandbox:
 
     @property
     def runs_in_progress(self) -> int:
-        """Runs being supervised now; 0 means no process of a run of this sandbox is alive
-        (a run leaves this count only after its whole process tree was killed and reaped).
+        """Runs being supervised now; 0 means no process of a run of this sandbox is alive.
+
+        A run leaves this count only after its whole process tree was killed and reaped.
 
         A server checks it before restoring the workspace: a run's process must not be able to
         race the restore's repairs.

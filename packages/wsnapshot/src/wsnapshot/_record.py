@@ -226,8 +226,9 @@ class Records:
             yield bytes(buf)
 
     def range(self, sid: str, offset: int, length: int) -> bytes:
-        """Bytes ``[offset, offset + length)`` of :meth:`chunks`'s record, reading only the
-        blobs (and the parts of them) that overlap the range.
+        """Bytes ``[offset, offset + length)`` of :meth:`chunks`'s record.
+
+        Only the blobs (and the parts of them) that overlap the range are read.
 
         A blob read whole is verified against its SHA-256; a part of a blob is checked by the
         blob's size only (the record names every file's SHA-256: a reader checks the file).

@@ -72,15 +72,17 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
-            state.refuse_if_inconsistent("run_sandbox_code")
+            started = anyio.current_time()
             async with (
                 state.admission.admit("run", "run_sandbox_code"),
-                state.gate.run(state.settings.admission_wait_s),
-                anyio.create_task_group() as tg,
+                state.gate.run(state.patience(started)),
             ):
-                tg.start_soon(_report_progress, ctx, timeout)
-                result = await state.sandbox.arun(code, timeout=timeout)
-                tg.cancel_scope.cancel()
+                # Checked holding the gate: a restore in progress is not a failed one.
+                state.refuse_if_inconsistent("run_sandbox_code")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_report_progress, ctx, timeout)
+                    result = await state.sandbox.arun(code, timeout=timeout)
+                    tg.cancel_scope.cancel()
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)

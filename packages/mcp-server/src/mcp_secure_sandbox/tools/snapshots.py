@@ -61,8 +61,10 @@ T = TypeVar("T")
 async def _call(
     argument: str, fn: Callable[[], T], limiter: anyio.CapacityLimiter | None = None
 ) -> T:
-    """Run a store operation in a worker thread (on ``limiter``'s tokens, never anyio's default
-    limiter that light work uses); map its errors to argument errors."""
+    """Run a store operation in a thread on ``limiter``; map its errors to argument errors.
+
+    Never on anyio's default limiter, which light work uses.
+    """
     try:
         return await anyio.to_thread.run_sync(fn, limiter=limiter)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
@@ -120,7 +122,6 @@ def too_large_for_mcp(state: ServerState, snapshot_id: str, size: int) -> str | 
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the snapshot tools on ``app``."""
     store = state.store
-    wait = state.settings.admission_wait_s
     heavy = state.admission.limiter("snapshot")
     light = state.admission.limiter("light")
 
@@ -152,13 +153,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         dir_count, symlink_count, total_bytes, new_bytes (stored by this snapshot) and skipped.
         """
         async with state.instrument("create_state_snapshot") as outcome:
+            started = anyio.current_time()
             if len(description) > MAX_DESCRIPTION_CHARS:
                 raise ToolError(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
-            state.refuse_if_inconsistent("create_state_snapshot")
             async with (
                 state.admission.admit("snapshot", "create_state_snapshot"),
-                state.gate.exclusive(wait, "create_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "create_state_snapshot"),
             ):
+                state.refuse_if_inconsistent("create_state_snapshot")
                 info = await _call("description", lambda: store.create(description), heavy)
             outcome["message"] = f"created {info.id}"
             return info
@@ -189,9 +191,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         (`paths_truncated` true).
         """
         async with state.instrument("restore_state_snapshot") as outcome:
+            started = anyio.current_time()
             async with (
                 state.admission.admit("snapshot", "restore_state_snapshot"),
-                state.gate.exclusive(wait, "restore_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "restore_state_snapshot"),
             ):
                 await state.no_run_alive()  # repairs must not race a run's process
                 report = await _call("snapshot_id", lambda: store.restore(snapshot_id), heavy)
@@ -226,6 +229,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         creation time, and how many snapshots remain.
         """
         async with state.instrument("delete_state_snapshot") as outcome:
+            started = anyio.current_time()
 
             def delete() -> DeleteOutput:
                 info = store.get(snapshot_id).info
@@ -239,7 +243,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
             async with (
                 state.admission.admit("snapshot", "delete_state_snapshot"),
-                state.gate.exclusive(wait, "delete_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "delete_state_snapshot"),
             ):
                 result = await _call("snapshot_id", delete, heavy)
             outcome["message"] = f"deleted {snapshot_id}"
@@ -267,9 +271,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         metadata_changed (same content, different mtime or mode).
         """
         async with state.instrument("diff_state_snapshots"):
+            started = anyio.current_time()
             async with state.admission.admit("snapshot", "diff_state_snapshots"):
                 if not other_id:
-                    async with state.gate.exclusive(wait, "diff_state_snapshots"):
+                    patience = state.patience(started)
+                    async with state.gate.exclusive(patience, "diff_state_snapshots"):
                         diff = await _call("snapshot_id", lambda: store.diff(snapshot_id), heavy)
                 else:
                     diff = await _call(

@@ -31,6 +31,7 @@ __all__ = [
     "schema_argument",
 ]
 
+
 def parse_json_strict(text: str, argument: str = "data_json") -> Any:
     """Parse JSON text strictly (:func:`mcp_secure_sandbox.jsontext.loads_strict`).
 

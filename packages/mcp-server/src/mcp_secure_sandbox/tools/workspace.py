@@ -294,7 +294,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 raise ToolError(
                     f"content is {len(data)} bytes, more than the {MAX_WRITE_BYTES} allowed"
                 )
-            async with state.gate.exclusive(state.settings.admission_wait_s, "write_workspace_file"):
+            async with state.gate.exclusive(
+                state.settings.admission_wait_s, "write_workspace_file"
+            ):
                 state.refuse_if_inconsistent("write_workspace_file")
                 try:
                     written = await anyio.to_thread.run_sync(

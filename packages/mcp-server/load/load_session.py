@@ -66,7 +66,7 @@ class Stats:
         elapsed = time.monotonic() - started
         self.latency[kind].append(elapsed)
         if error is not None and "busy, retry" in error:
-            outcome = "busy" if elapsed <= GRACE_S + 0.5 else "busy-late"
+            outcome = "busy" if elapsed <= GRACE_S else "busy-late"
         elif elapsed <= deadline + GRACE_S:
             outcome = "answered" if error is None else "answered-error"
         else:

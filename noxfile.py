@@ -321,6 +321,17 @@ def bench(session: nox.Session) -> None:
                 session.run("python", str(script))
 
 
+@nox.session(python=DEFAULT_PYTHON, default=False)
+def load(session: nox.Session) -> None:
+    """Issue 15's load session (about 75 s, not in the default set): 50 concurrent callers mix
+    schema bombs, large exports, restores of hostile trees and runs for 60 s while a poller
+    reads get_sandbox_metrics every 100 ms; prints the counts, latencies, peak RSS and leftover
+    processes, and fails when a target is missed (arguments after ``--`` are passed on)."""
+    install_local(session, "mcp-secure-sandbox", "test")
+    script = BY_FOLDER["mcp-server"].path / "load" / "load_session.py"
+    session.run("python", str(script), *session.posargs)
+
+
 @nox.session(python=DEFAULT_PYTHON)
 def redteam(session: nox.Session) -> None:
     """The red-team corpus: through ``Sandbox.run`` with all layers, with the kernel layers off

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mcp_secure_sandbox import completions, prompts, resources
@@ -78,7 +79,8 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         try:
             yield
         finally:
-            state.close()
+            with anyio.CancelScope(shield=True):
+                await state.aclose()
 
     app: MCPServer[Any] = MCPServer(
         "secure-sandbox",

@@ -398,6 +398,18 @@ class Sandbox:
             self._filters = _seccomp.build_filters(debug=self._seccomp_debug)
         return self._filters
 
+    @property
+    def runs_in_progress(self) -> int:
+        """Runs being supervised now; 0 means no process of a run of this sandbox is alive.
+
+        A run leaves this count only after its whole process tree was killed and reaped.
+
+        A server checks it before restoring the workspace: a run's process must not be able to
+        race the restore's repairs.
+        """
+        with self._active_lock:
+            return len(self._active)
+
     def invalidate_workspace_manifest(self) -> None:
         """Forget the workspace measurement kept from the end of the last run.
 

@@ -73,14 +73,21 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
+            started = anyio.current_time()
             refused: IsolationUnavailable | SandboxSetupError | None = None
-            async with state.gate.run(), anyio.create_task_group() as tg:
-                tg.start_soon(_report_progress, ctx, timeout)
-                try:
-                    result = await state.sandbox.arun(code, timeout=timeout)
-                except (IsolationUnavailable, SandboxSetupError) as exc:
-                    refused = exc  # raised outside the task group, which would wrap it
-                tg.cancel_scope.cancel()
+            async with (
+                state.admission.admit("run", "run_sandbox_code"),
+                state.gate.run(state.patience(started)),
+            ):
+                # Checked holding the gate: a restore in progress is not a failed one.
+                state.refuse_if_inconsistent("run_sandbox_code")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_report_progress, ctx, timeout)
+                    try:
+                        result = await state.sandbox.arun(code, timeout=timeout)
+                    except (IsolationUnavailable, SandboxSetupError) as exc:
+                        refused = exc  # raised outside the task group, which would wrap it
+                    tg.cancel_scope.cancel()
             if refused is not None:
                 raise ToolError(refusal_text(refused))
             outcome["status"] = result.status.value

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from pysandbox import _abi, _child, _seccomp
+from pysandbox import _abi, _child_kernel, _seccomp
 
 __all__ = ["POINTER", "SELF_PID", "filters_for"]
 
@@ -34,5 +34,6 @@ def filters_for(arch: str) -> tuple[bytes, ...]:
         )
     jeq_k = _abi.SECCOMP["BPF_JMP_JEQ_K"]
     return tuple(
-        _child.patch_self_pid(p.code, _seccomp.PID_PLACEHOLDER, SELF_PID, jeq_k) for p in programs
+        _child_kernel.patch_self_pid(p.code, _seccomp.PID_PLACEHOLDER, SELF_PID, jeq_k)
+        for p in programs
     )

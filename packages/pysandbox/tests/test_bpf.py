@@ -31,7 +31,7 @@ from bpf_interp import (
     run,
 )
 from filter_helpers import POINTER, SELF_PID, filters_for
-from pysandbox import _abi, _child, _seccomp
+from pysandbox import _abi, _child_kernel, _seccomp
 from sandbox_helpers import needs_seccomp
 
 ARCHES = ("x86_64", "aarch64")
@@ -278,7 +278,7 @@ def test_the_allow_list_answers_unlisted_numbers_with_enosys(arch: str) -> None:
 # ---- the interpreter against the kernel --------------------------------------------------------
 KERNEL_CHILD = r"""
 import ctypes, json, os, sys
-from pysandbox._child import patch_self_pid
+from pysandbox._child_kernel import patch_self_pid
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.prctl.restype = ctypes.c_int
@@ -358,7 +358,9 @@ def test_the_interpreter_agrees_with_the_kernel() -> None:
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     jeq_k = _abi.SECCOMP["BPF_JMP_JEQ_K"]
-    patched = [_child.patch_self_pid(p.code, placeholder, report["pid"], jeq_k) for p in programs]
+    patched = [
+        _child_kernel.patch_self_pid(p.code, placeholder, report["pid"], jeq_k) for p in programs
+    ]
     seen: set[str] = set()
     for label, number, args, ran, rc, err in report["results"]:
         data = SeccompData(number, _abi.AUDIT_ARCH["x86_64"], 0, tuple(args))

@@ -14,7 +14,7 @@ import selectors
 import threading
 import time
 
-from pysandbox._child import SETUP_FAILED, SETUP_READY
+from pysandbox._child_kernel import SETUP_FAILED, SETUP_READY
 from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
 from pysandbox._launch import ChildHandle, Launcher, RunSpec
 from pysandbox._outcome import Observation, Stop

@@ -18,6 +18,7 @@ install command, so the resolver takes each sibling from the working tree and ne
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import pathlib
 import pwd
@@ -335,8 +336,16 @@ def load(session: nox.Session) -> None:
 @nox.session(python=DEFAULT_PYTHON)
 def redteam(session: nox.Session) -> None:
     """The red-team corpus: through ``Sandbox.run`` with all layers, with the kernel layers off
-    (reported, not gating), through the MCP server's ``run_sandbox_code``, and as an
-    unprivileged user."""
+    (reported, not gating), in the testing kernel-only mode judged by effect (gating), through
+    the MCP server's ``run_sandbox_code``, and as an unprivileged user.
+
+    Arguments after ``--`` choose passes by report name (``nox -s redteam -- kernel-only`` runs
+    the passes whose report name contains ``kernel-only``, as this user and the unprivileged one).
+    """
+
+    def chosen(report: str) -> bool:
+        return not session.posargs or any(word in report for word in session.posargs)
+
     install_local(session, "mcp-secure-sandbox")
     session.install("uv>=0.5")
     harness = BY_FOLDER["pysandbox"].path / "harness" / "harness.py"
@@ -352,8 +361,22 @@ def redteam(session: nox.Session) -> None:
             "spawn",
             ("--no-kernel-layers",),
         ),
+        (
+            "kernel-only testing mode (no AST gate, no Python guards), judged by effect",
+            "kernel-only-spawn",
+            "spawn",
+            ("--kernel-only",),
+        ),
+        (
+            "kernel-only testing mode, forked from a zygote, judged by effect",
+            "kernel-only-warm",
+            "warm",
+            ("--kernel-only",),
+        ),
     )
     for title, report, mode, flags in runs:
+        if not chosen(report):
+            continue
         session.log(f"== {title}, as the current user")
         session.run(
             "python",
@@ -366,15 +389,23 @@ def redteam(session: nox.Session) -> None:
             "--json-out",
             str(reports / f"{report}.json"),
         )
-    session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
-    session.run(
-        "python",
-        str(BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"),
-        "--corpus-dir",
-        str(corpus),
-        "--json-out",
-        str(reports / "mcp-server.json"),
-    )
+    if chosen("mcp-server"):
+        session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
+        session.run(
+            "python",
+            str(BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"),
+            "--corpus-dir",
+            str(corpus),
+            "--json-out",
+            str(reports / "mcp-server.json"),
+        )
+    unprivileged_runs = [
+        (mode, flags, f"unprivileged-{'kernel-only-' if flags else ''}{mode}")
+        for mode, flags in itertools.product(("spawn", "warm"), ((), ("--kernel-only",)))
+    ]
+    unprivileged_runs = [run for run in unprivileged_runs if chosen(run[2])]
+    if not unprivileged_runs:
+        return
     with unprivileged(session, "secure-pysandbox") as user:
         # The harness and corpus are copied where that user can read them, whatever the
         # permissions of this checkout's parents.
@@ -384,9 +415,10 @@ def redteam(session: nox.Session) -> None:
         for path in (scratch / "harness.py", *(scratch / "redteam").rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         (scratch / "redteam").chmod(0o755)
-        for mode in ("spawn", "warm"):
-            session.log(f"== all layers, as the unprivileged user {user.user}, {mode} execution")
-            report = f"unprivileged-{mode}.json"
+        for mode, flags, name in unprivileged_runs:
+            what = "kernel-only, judged by effect" if flags else "all layers"
+            session.log(f"== {what}, as the unprivileged user {user.user}, {mode} execution")
+            report = f"{name}.json"
             user.run(
                 user.python,
                 str(scratch / "harness.py"),
@@ -394,6 +426,7 @@ def redteam(session: nox.Session) -> None:
                 str(scratch / "redteam"),
                 "--execution",
                 mode,
+                *flags,
                 "--json-out",
                 str(user.home / report),
             )

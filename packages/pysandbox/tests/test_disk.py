@@ -18,7 +18,7 @@ import pytest
 
 from pysandbox import Limits, RunStatus, Sandbox, _disk, runner
 from pysandbox._disk import UNMEASURABLE_BYTES, workspace_usage
-from sandbox_helpers import KERNEL
+from sandbox_helpers import KERNEL, kernel_only_sandbox
 
 MiB = 1 << 20
 PATH_MAX = 4096
@@ -113,8 +113,21 @@ def sandbox(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[
         require=REQUIRE,
         limits=LIMITS,
         execution=request.param,
-        extra_modules=("os", "mmap", "tempfile"),
     ) as sb:
+        yield sb
+
+
+@pytest.fixture(params=["warm", "spawn"])
+def kernel_only(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sandbox]:
+    """The testing kernel-only mode: native payloads meet only the kernel layers and limits."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    sb = kernel_only_sandbox(
+        monkeypatch, ws, require=REQUIRE, limits=LIMITS, execution=request.param
+    )
+    with sb:
         yield sb
 
 
@@ -158,7 +171,7 @@ def test_f04_data_below_path_max_is_over_the_limit(sandbox: Sandbox, spelling: s
 
 
 #: O2's spellings: 6 MiB held in files with no name, then a pause for the parent's polls. The
-#: AST gate would refuse some of these modules; they run as after a gate bypass.
+#: AST gate would refuse some of these modules; they run in the kernel-only testing mode.
 O2 = {
     "unlinked-after-open": (
         "import os\nf = open('h.bin', 'wb')\nos.unlink('h.bin')\n"
@@ -181,20 +194,20 @@ O2 = {
 
 
 @pytest.mark.parametrize("spelling", sorted(O2))
-def test_o2_unlinked_open_files_count(sandbox: Sandbox, spelling: str) -> None:
+def test_o2_unlinked_open_files_count(kernel_only: Sandbox, spelling: str) -> None:
     code = O2[spelling] + "import time\ntime.sleep(3)\nprint('unnoticed')\n"
-    result = sandbox._execute(sandbox._child_config(), code, 10.0)
+    result = kernel_only.run(code)
     assert result.status is RunStatus.DISK_LIMIT, result
     assert "unnoticed" not in result.stdout
-    assert workspace_usage(sandbox.workspace, 100)[1] == 0  # nothing with a name was left
+    assert workspace_usage(kernel_only.workspace, 100)[1] == 0  # nothing with a name was left
 
 
-def test_an_unlinked_file_within_the_limit_is_fine(sandbox: Sandbox) -> None:
+def test_an_unlinked_file_within_the_limit_is_fine(kernel_only: Sandbox) -> None:
     code = (
         "import tempfile, time\nf = tempfile.TemporaryFile(dir='.')\nf.write(b'x' * 100000)\n"
         "f.flush()\ntime.sleep(0.3)\nprint('done')\n"
     )
-    result = sandbox._execute(sandbox._child_config(), code, 10.0)
+    result = kernel_only.run(code)
     assert (result.status, result.stdout) == (RunStatus.OK, "done\n")
 
 

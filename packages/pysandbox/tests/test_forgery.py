@@ -1,10 +1,10 @@
 """F10 as a class: nothing the user's code does makes up the run's outcome.
 
-The code runs after the AST gate would have stopped it (``Sandbox._execute`` directly, as after
-a gate bypass such as F01), with ``os``, ``sys`` and ``signal`` importable, in warm and spawn
-execution. Whatever exit status, signal or text it produces, the result is ``error`` or
-``killed`` with that status; never ``SandboxSetupError``, ``memory_limit`` or a CPU limit the
-parent did not measure. A real setup failure still raises, with the bootstrap's own text.
+The code runs where the AST gate would have stopped it (the kernel-only testing mode, as after
+a gate bypass such as F01: no AST gate, no Python guards), in warm and spawn execution.
+Whatever exit status, signal or text it produces, the result is ``error`` or ``killed`` with
+that status; never ``SandboxSetupError``, ``memory_limit`` or a CPU limit the parent did not
+measure. A real setup failure still raises, with the bootstrap's own text.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, SandboxSetupError
 from pysandbox._launch import SpawnLauncher
-from sandbox_helpers import KERNEL, needs_landlock
+from sandbox_helpers import KERNEL, kernel_only_sandbox, needs_landlock
 
 MiB = 1 << 20
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
@@ -36,22 +36,32 @@ SIGNALS = (
 )
 
 
+LIMITS = Limits(memory_bytes=128 * MiB, cpu_time_s=5)
+
+
 @pytest.fixture(params=["warm", "spawn"])
-def sandbox(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Sandbox]:
-    limits = Limits(memory_bytes=128 * MiB, cpu_time_s=5)
-    with Sandbox(
-        tmp_path,
-        require=REQUIRE,
-        limits=limits,
-        execution=request.param,
-        extra_modules=("os", "sys", "signal"),
-    ) as sb:
+def sandbox(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sandbox]:
+    """The kernel-only testing mode (no AST gate, no Python guards), warm and spawn."""
+    sb = kernel_only_sandbox(
+        monkeypatch, tmp_path, require=REQUIRE, limits=LIMITS, execution=request.param
+    )
+    with sb:
+        yield sb
+
+
+@pytest.fixture(params=["warm", "spawn"])
+def gated(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Sandbox]:
+    """Every layer, the AST gate included, warm and spawn."""
+    with Sandbox(tmp_path, require=REQUIRE, limits=LIMITS, execution=request.param) as sb:
         yield sb
 
 
 def bypassed(sb: Sandbox, code: str) -> RunResult:
-    """Run ``code`` as if it had passed the AST gate (every other layer in place)."""
-    return sb._execute(sb._child_config(), code, 10.0)
+    """Run ``code`` past the AST gate: ``sb`` is in the kernel-only testing mode."""
+    assert "testing_kernel_only" in sb.capabilities().active_layers
+    return sb.run(code)
 
 
 @pytest.mark.parametrize("code", SPECIAL_EXIT_CODES)
@@ -85,9 +95,9 @@ def test_a_raised_memory_error_is_an_error_naming_the_limit(sandbox: Sandbox) ->
     assert f"the memory limit is {128 * MiB} bytes" in result.detail
 
 
-def test_forged_setup_text_with_system_exit(sandbox: Sandbox) -> None:
+def test_forged_setup_text_with_system_exit(gated: Sandbox) -> None:
     # The same through the AST gate: SystemExit and print are ordinary Python.
-    result = sandbox.run(f"print({FORGED!r})\nraise SystemExit(121)")
+    result = gated.run(f"print({FORGED!r})\nraise SystemExit(121)")
     assert (result.status, result.exit_code) == (RunStatus.ERROR, 121)
     assert result.stdout == FORGED + "\n"
 

@@ -5,17 +5,19 @@ memfd pages are not counted by ``RLIMIT_AS``/``RLIMIT_DATA`` (they need not be m
 held 720 MiB under a 512 MiB limit. Each payload here commits memory chunk after chunk in one
 of the ways a process can hold it and prints how much it committed; the test checks that
 effect (never more than the bound), not an errno. Native payloads, without the AST gate or the
-Python guards (``raw_run``), so only the kernel layers and the rlimits stand in the way.
+Python guards (the kernel-only testing mode, warm and spawn), so only the kernel layers and the
+rlimits stand in the way.
 """
 
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator
 
 import pytest
 
 from pysandbox import Limits, Sandbox
-from sandbox_helpers import LIBC_PRELUDE, needs_kernel, raw_run
+from sandbox_helpers import LIBC_PRELUDE, kernel_only_sandbox, needs_kernel
 
 MiB = 1 << 20
 LIMITS = Limits(memory_bytes=64 * MiB, file_size_bytes=32 * MiB, open_files=24)
@@ -73,9 +75,16 @@ def _held(stdout: str) -> int:
     return int(lines[-1].split()[1])
 
 
-@pytest.fixture
-def sandbox(workspace: pathlib.Path) -> Sandbox:
-    return Sandbox(workspace, require=(), limits=LIMITS)
+@pytest.fixture(params=["warm", "spawn"])
+def sandbox(
+    request: pytest.FixtureRequest, workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Sandbox]:
+    """The kernel-only testing mode (no AST gate, no Python guards), warm and spawn."""
+    sb = kernel_only_sandbox(
+        monkeypatch, workspace, require=(), limits=LIMITS, execution=request.param
+    )
+    with sb:
+        yield sb
 
 
 @needs_kernel
@@ -83,7 +92,7 @@ def sandbox(workspace: pathlib.Path) -> Sandbox:
 @pytest.mark.parametrize("make", sorted(MEMFD))
 def test_memfd_pages_stay_within_the_bound(sandbox: Sandbox, make: str, how: str) -> None:
     code = LIBC_PRELUDE + COMMIT + MEMFD[make] + f"HOW = {how!r}\n" + LOOP
-    result = raw_run(sandbox, code)
+    result = sandbox.run(code)
     assert _held(result.stdout) <= BOUND, result
 
 
@@ -106,7 +115,7 @@ def test_shared_anonymous_mappings_stay_within_the_bound(sandbox: Sandbox) -> No
         )
         + LOOP
     )
-    result = raw_run(sandbox, code)
+    result = sandbox.run(code)
     assert "stopped: " in result.stdout, result
     assert _held(result.stdout) <= BOUND
 
@@ -125,7 +134,7 @@ def test_posix_shared_memory_is_out_of_reach(sandbox: Sandbox) -> None:
         + LOOP
     )
     try:
-        result = raw_run(sandbox, code)
+        result = sandbox.run(code)
     finally:
         for leftover in name.parent.glob(name.name + ".*"):
             leftover.unlink()
@@ -156,7 +165,7 @@ def test_socket_buffers_stay_within_the_bound(sandbox: Sandbox) -> None:
         "            pass\n"
         "print('held', held)\n"
     )
-    result = raw_run(sandbox, code)
+    result = sandbox.run(code)
     if pathlib.Path("/proc/sys/net/core/wmem_max").read_text().strip() == "212992":
         pytest.skip("the host's default wmem_max keeps socket buffers small: nothing to show")
     assert _held(result.stdout) <= BOUND, result

@@ -193,7 +193,9 @@ def _dynload_dirs() -> frozenset[str]:
 
     dirs = [Path(sysconfig.get_paths()["platstdlib"]) / "lib-dynload"]
     dirs.extend(Path(entry) for entry in sys.path if entry and "lib-dynload" in entry)
-    return frozenset(os.path.realpath(d) for d in dirs if d.is_dir())
+    # os.path.isdir, not Path.is_dir: a directory this process may not search (a non-root
+    # server whose interpreter lies in a private home) is simply not there for its children.
+    return frozenset(os.path.realpath(d) for d in dirs if os.path.isdir(d))
 
 
 def _beneath(path: str, root: str) -> bool:
@@ -229,7 +231,7 @@ def _read_rules(root: str, hidden: frozenset[str]) -> list[tuple[str, int]]:
         path = str(entry)
         real = os.path.realpath(path)
         if any(_beneath(d, real) for d in inside):
-            if entry.is_dir() and real == path:
+            if os.path.isdir(entry) and real == path:
                 rules.extend(_read_rules(real, hidden))
             continue  # a link to (or above) an extension directory: reached by its real path
         if any(_beneath(real, d) for d in inside):
@@ -261,14 +263,14 @@ def plan(
     hidden = _dynload_dirs()
     for path in candidates:
         real = os.path.realpath(path)
-        if real in seen or not Path(real).exists():
+        if real in seen or not os.path.exists(real):
             continue
         seen.add(real)
         for rule_path, rights in _read_rules(real, hidden):
             rules.append((rule_path, rights & handled))
     for path in list_only:
         real = os.path.realpath(path)
-        if real not in seen and Path(real).is_dir():
+        if real not in seen and os.path.isdir(real):
             seen.add(real)
             rules.append((real, READ_DIR & handled))
     rules.append(("/dev/null", (READ_FILE | WRITE_FILE) & handled))

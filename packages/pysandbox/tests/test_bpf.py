@@ -247,6 +247,8 @@ def test_x32_numbers_are_refused_on_x86_64() -> None:
         ("ioctl", (0, TIOCSTI, POINTER), Verdict(ERRNO, errno.ENOTTY)),
         ("ioctl", (0, TIOCSETD, POINTER), Verdict(ERRNO, errno.ENOTTY)),
         ("setsockopt", (3, 1, 7, POINTER, 4), EPERM),  # SOL_SOCKET, SO_SNDBUF
+        ("truncate", (POINTER, 0), EPERM),  # Landlock checks it only from ABI 3
+        ("fcntl", (3, 1031, 1 << 20), EPERM),  # F_SETPIPE_SZ: unaccounted kernel memory
     ],
 )
 def test_the_allow_list_refuses_the_dangerous_families(

@@ -187,15 +187,33 @@ class LandlockPlan:
         }
 
 
+def _is_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory this process can reach (no error on EACCES).
+
+    A directory this process may not search (a non-root server whose interpreter lies in a
+    private home) is simply not there for its children, which run as the same user.
+    """
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
+
+
+def _exists(path: str | Path) -> bool:
+    """Whether ``path`` exists for this process (no error on EACCES; see :func:`_is_dir`)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
 def _dynload_dirs() -> frozenset[str]:
     """The directories of the interpreter's extension modules (``lib-dynload``)."""
     import sysconfig
 
     dirs = [Path(sysconfig.get_paths()["platstdlib"]) / "lib-dynload"]
     dirs.extend(Path(entry) for entry in sys.path if entry and "lib-dynload" in entry)
-    # os.path.isdir, not Path.is_dir: a directory this process may not search (a non-root
-    # server whose interpreter lies in a private home) is simply not there for its children.
-    return frozenset(os.path.realpath(d) for d in dirs if os.path.isdir(d))
+    return frozenset(os.path.realpath(d) for d in dirs if _is_dir(d))
 
 
 def _beneath(path: str, root: str) -> bool:
@@ -231,7 +249,7 @@ def _read_rules(root: str, hidden: frozenset[str]) -> list[tuple[str, int]]:
         path = str(entry)
         real = os.path.realpath(path)
         if any(_beneath(d, real) for d in inside):
-            if os.path.isdir(entry) and real == path:
+            if _is_dir(entry) and real == path:
                 rules.extend(_read_rules(real, hidden))
             continue  # a link to (or above) an extension directory: reached by its real path
         if any(_beneath(real, d) for d in inside):
@@ -263,14 +281,14 @@ def plan(
     hidden = _dynload_dirs()
     for path in candidates:
         real = os.path.realpath(path)
-        if real in seen or not os.path.exists(real):
+        if real in seen or not _exists(real):
             continue
         seen.add(real)
         for rule_path, rights in _read_rules(real, hidden):
             rules.append((rule_path, rights & handled))
     for path in list_only:
         real = os.path.realpath(path)
-        if real not in seen and os.path.isdir(real):
+        if real not in seen and _is_dir(real):
             seen.add(real)
             rules.append((real, READ_DIR & handled))
     rules.append(("/dev/null", (READ_FILE | WRITE_FILE) & handled))

@@ -99,9 +99,10 @@ IOCTLS = {
     "FIONCLEX": 0x5450,
     "FIOCLEX": 0x5451,
 }
-#: fcntl commands a child may make: descriptors, status flags, record locks (sqlite3), pipe
-#: size. Refused: F_SETOWN/F_SETOWN_EX/F_SETSIG (signals aimed at other processes),
-#: F_SETLEASE, F_NOTIFY (watching directories outside the workspace), F_ADD_SEALS.
+#: fcntl commands a child may make: descriptors, status flags, record locks (sqlite3), reading
+#: a pipe's size. Refused: F_SETOWN/F_SETOWN_EX/F_SETSIG (signals aimed at other processes),
+#: F_SETLEASE, F_NOTIFY (watching directories outside the workspace), F_ADD_SEALS, and
+#: F_SETPIPE_SZ (pipe buffers of up to fs.pipe-max-size each: kernel memory no rlimit counts).
 FCNTLS = {
     "F_DUPFD": 0,
     "F_GETFD": 1,
@@ -119,7 +120,6 @@ FCNTLS = {
     "F_OFD_SETLKW": 38,
     "F_GETLEASE": 1025,
     "F_DUPFD_CLOEXEC": 1030,
-    "F_SETPIPE_SZ": 1031,
     "F_GETPIPE_SZ": 1032,
     "F_GET_SEALS": 1034,
 }
@@ -161,7 +161,7 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         _names(
             "open openat creat stat lstat newfstatat statx statfs access faccessat faccessat2 "
             "getcwd chdir fchdir mkdir mkdirat rmdir unlink unlinkat rename renameat renameat2 "
-            "link linkat symlink symlinkat readlink readlinkat truncate utimensat utime "
+            "link linkat symlink symlinkat readlink readlinkat utimensat utime "
             "utimes mknod mknodat umask"
         ),
         "every path right (read, write, create, remove, link, rename, make) is a Landlock "
@@ -314,6 +314,14 @@ FAMILIES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
         ),
         "debugging, memory, descriptors, signals (a pidfd cannot be checked) and "
         "scheduling of other processes",
+    ),
+    (
+        "truncating by path",
+        EPERM,
+        _names("truncate"),
+        "Landlock checks truncate(2) only from ABI 3 (Linux 6.2; Debian 12 has ABI 2): by path it "
+        "could empty any file the server's user may write; ftruncate on a descriptor opened for "
+        "writing (Landlock-checked) is what file objects use",
     ),
     (
         "file metadata and attributes",

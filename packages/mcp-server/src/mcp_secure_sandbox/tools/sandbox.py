@@ -10,6 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
 
+import astguard
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
@@ -49,7 +50,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def run_sandbox_code(
-        code: Annotated[str, Field(description="The Python source, at most 256 KiB.")],
+        code: Annotated[
+            str,
+            Field(
+                description=(
+                    f"The Python source, at most {astguard.DEFAULT_MAX_SOURCE_BYTES:,} bytes "
+                    "of UTF-8."
+                )
+            ),
+        ],
         ctx: Context,
         timeout_sec: float | None = None,
     ) -> Annotated[CallToolResult, RunOutput]:

@@ -558,6 +558,18 @@ def _outside_the_interpreter(path: Path) -> bool:
     return not any(path == prefix or path.is_relative_to(prefix) for prefix in prefixes)
 
 
+def _searchable_dir(entry: str) -> bool:
+    """Whether ``entry`` is a directory this process can search (no error on EACCES).
+
+    A ``sys.path`` entry the server cannot search is no directory it imports from, and a
+    non-root server must start whatever its ``sys.path`` holds.
+    """
+    try:
+        return Path(entry).is_dir()
+    except OSError:
+        return False
+
+
 def _import_roots() -> list[tuple[Path, str]]:
     """Directories the server imports from that pysandbox's workspace check does not cover.
 
@@ -568,7 +580,7 @@ def _import_roots() -> list[tuple[Path, str]]:
     """
     roots: list[tuple[Path, str]] = []
     for entry in sys.path:
-        if entry and "site-packages" in entry and Path(entry).is_dir():
+        if entry and "site-packages" in entry and _searchable_dir(entry):
             roots.append((Path(entry).resolve(), "installed packages"))
     roots.append((Path(__file__).resolve().parent, "the server's own package"))
     return [(root, what) for root, what in roots if _outside_the_interpreter(root)]

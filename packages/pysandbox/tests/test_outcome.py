@@ -148,6 +148,19 @@ def test_a_failure_with_a_peak_at_the_memory_limit_is_memory() -> None:
     assert below.status is RunStatus.ERROR
 
 
+def test_a_peak_that_is_the_parents_confirms_no_memory_limit() -> None:
+    # A spawned child's ru_maxrss starts from the parent's resident size (CI: a MemoryError
+    # run under a 96 MiB limit read as memory_limit because pytest's process was larger).
+    rss = int(0.95 * LIMITS.memory_bytes)
+    for floor in (rss, rss + 1, 2 * rss):
+        result = decide(
+            observe(exited(1), maxrss_bytes=rss, maxrss_floor_bytes=floor), LIMITS, LAYERS
+        )
+        assert result.status is RunStatus.ERROR, floor
+    above = decide(observe(exited(1), maxrss_bytes=rss, maxrss_floor_bytes=rss - 1), LIMITS, LAYERS)
+    assert above.status is RunStatus.MEMORY_LIMIT
+
+
 def test_setup_failure_raises_with_the_setup_channels_text_only() -> None:
     with pytest.raises(SandboxSetupError) as info:
         decide(

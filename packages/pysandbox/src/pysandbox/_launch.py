@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -64,12 +65,17 @@ class Reaped:
         cpu_time_s: User plus system CPU seconds.
         maxrss_bytes: Peak resident set size, bytes.
         lost: How the child was lost (no accounting then), or ``None``.
+        maxrss_floor_bytes: A peak at or below this says nothing about the child's own memory:
+            a spawned child's ``ru_maxrss`` starts from the parent's resident size when it was
+            started (the kernel carries the old memory's high-water mark across ``exec``);
+            the parent's peak then, for spawn; 0 for children forked from the small zygote.
     """
 
     wait_status: int
     cpu_time_s: float
     maxrss_bytes: int
     lost: Stop | None = None
+    maxrss_floor_bytes: int = 0
 
 
 class ChildHandle(Protocol):
@@ -117,7 +123,7 @@ def _run_env(config: ChildConfig, marker: str) -> dict[str, str]:
 
 
 class _SpawnHandle:
-    def __init__(self, proc: subprocess.Popen[bytes], setup_r: int) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], setup_r: int, rss_floor: int = 0) -> None:
         assert proc.stdout is not None  # noqa: S101 - created with PIPE
         assert proc.stderr is not None  # noqa: S101
         self.proc = proc
@@ -125,6 +131,7 @@ class _SpawnHandle:
         self.stdout_fd = proc.stdout.fileno()
         self.stderr_fd = proc.stderr.fileno()
         self.setup_fd = setup_r
+        self.rss_floor = rss_floor
         self._pidfd = -1
         if hasattr(os, "pidfd_open"):
             with contextlib.suppress(OSError):
@@ -160,7 +167,12 @@ class _SpawnHandle:
             -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         )
         scale = 1 if sys.platform == "darwin" else 1024
-        return Reaped(status, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) * scale)
+        return Reaped(
+            status,
+            usage.ru_utime + usage.ru_stime,
+            int(usage.ru_maxrss) * scale,
+            maxrss_floor_bytes=self.rss_floor,
+        )
 
     def close(self) -> None:
         if self._pidfd >= 0:
@@ -194,6 +206,8 @@ class SpawnLauncher:
             os.close(setup_r)
             os.close(setup_w)
             raise
+        scale = 1 if sys.platform == "darwin" else 1024
+        rss_floor = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
         try:
             proc = subprocess.Popen(
                 _bootstrap.argv(cfg_fd),
@@ -212,7 +226,7 @@ class SpawnLauncher:
         finally:
             os.close(cfg_fd)
             os.close(setup_w)
-        return _SpawnHandle(proc, setup_r)
+        return _SpawnHandle(proc, setup_r, rss_floor)
 
 
 def _payload_fd(data: bytes) -> int:

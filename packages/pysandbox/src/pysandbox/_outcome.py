@@ -57,6 +57,9 @@ class Observation:
         wait_status: Raw status from ``wait4``.
         cpu_time_s: User plus system CPU seconds of the child.
         maxrss_bytes: Peak resident set size of the child, bytes.
+        maxrss_floor_bytes: A peak at or below this is not the child's own (a spawned child's
+            ``ru_maxrss`` starts from the parent's resident size), so it confirms no memory
+            limit; 0 when every byte of the peak is the child's.
         stdout: Captured bytes (at most the cap).
         stderr: Captured bytes (at most the cap).
         stdout_truncated: More than the cap was written to stdout.
@@ -77,6 +80,7 @@ class Observation:
     wait_status: int
     cpu_time_s: float
     maxrss_bytes: int
+    maxrss_floor_bytes: int = 0
     stdout: bytes = b""
     stderr: bytes = b""
     stdout_truncated: bool = False
@@ -145,7 +149,12 @@ def decide(
             "the child was reaped by another part of this process (waitpid(-1))"
         ),
     }
-    near_memory = o.maxrss_bytes >= MEMORY_PEAK_SHARE * limits.memory_bytes
+    # A peak no higher than the floor (a spawned child's ru_maxrss starts from the parent's
+    # resident size) is not the child's own: it confirms nothing.
+    near_memory = (
+        o.maxrss_bytes >= MEMORY_PEAK_SHARE * limits.memory_bytes
+        and o.maxrss_bytes > o.maxrss_floor_bytes
+    )
     detail = ""
     if o.stop in _STOPS:
         status, detail = _STOPS[o.stop], details[o.stop]

@@ -338,6 +338,7 @@ class Supervisor:
             wait_status=reaped.wait_status,
             cpu_time_s=reaped.cpu_time_s,
             maxrss_bytes=reaped.maxrss_bytes,
+            maxrss_floor_bytes=reaped.maxrss_floor_bytes,
             stdout=bytes(bufs[out_fd]),
             stderr=bytes(bufs[err_fd]),
             stdout_truncated=truncated[out_fd],

@@ -13,6 +13,7 @@ leak a canary.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import pathlib
@@ -118,10 +119,12 @@ class McpSandbox:
         result = self._call("run_sandbox_code", **arguments)
         if result.is_error or result.structured_content is None:
             raise RuntimeError(f"run_sandbox_code failed as a call: {result.content}")
-        data = dict(result.structured_content)
+        fields = {f.name for f in dataclasses.fields(RunResult)}
+        data = {k: v for k, v in result.structured_content.items() if k in fields}
         data["status"] = RunStatus(data["status"])
         data["violations"] = tuple(data["violations"])
-        data["layers"] = tuple(data["layers"])
+        # Run results no longer list the layers (sandbox://status does): take the active ones.
+        data["layers"] = tuple(self.capabilities().active_layers)
         return RunResult(**data)
 
     def capabilities(self) -> Any:

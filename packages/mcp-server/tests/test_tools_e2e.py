@@ -52,6 +52,7 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
             "sandbox://schemas/{name}",
             "sandbox://snapshots/{snapshot_id}",
             "sandbox://exports/{snapshot_id}",
+            "sandbox://exports/{snapshot_id}/{chunk}",
             "sandbox://workspace/{+path}{?offset,length}",
         }
         prompts = {p.name: p for p in (await s.list_prompts()).prompts}

@@ -3,7 +3,7 @@
 Run with the package installed::
 
     python packages/pysandbox/harness/harness.py [--corpus-dir DIR] [--no-kernel-layers]
-                                                 [--json-out FILE] [--only ID ...]
+                                                 [--kernel-only] [--json-out FILE] [--only ID ...]
 
 Each case gets a fresh scratch directory holding the workspace, ``CANARY.txt`` (a random
 token), ``VICTIM/keep.txt`` and the environment canaries of ``redteam/README.md``; an optional
@@ -12,20 +12,28 @@ its own outer fence that does not rely on the code under test: a cgroup (v1 ``pi
 ``memory``, nested under the harness's own) when running as root, otherwise ``setrlimit`` on
 itself (inherited by every child), plus a size-limited tmpfs scratch directory when root.
 
+``--kernel-only`` runs the escape corpus in pysandbox's testing mode (``_testing_kernel_only``:
+no AST gate, no Python guards; Landlock, seccomp and the limits stay) and judges each case by its
+EFFECT, not by its ``expect`` label (see ``run_escape_effects``): no file outside the workspace
+written or created, no canary read, no connection to the listener, no signal delivered to a
+sentinel process (or to the harness), no process of the run left. The benign corpus is not run.
+
 Exit status: 0 when every case passed (or with ``--no-kernel-layers``, which only reports),
-1 when a case failed, 2 on a usage or setup error.
+1 when a case failed (with ``--kernel-only``: violated an invariant), 2 on a usage or setup error.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import pathlib
 import resource
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -39,6 +47,7 @@ from typing import Any
 import psutil
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox
+from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
 STRICTNESS = {"rejected": 3, "blocked": 2, "contained": 1}
 MiB = 1024 * 1024
@@ -172,15 +181,21 @@ class Fence:
 # Fixtures of one case
 # --------------------------------------------------------------------------------------------
 class Listener:
-    """Records connections to 127.0.0.1:8765 (if the port is free)."""
+    """Records connections to 127.0.0.1:``port``.
 
-    def __init__(self) -> None:
+    The port is 8765 by default, 0 picks a free one; when the port is taken nothing is bound and
+    ``active`` is false.
+    """
+
+    def __init__(self, port: int = LISTEN_PORT) -> None:
         self.connections = 0
+        self.port = port
         self._sock: socket.socket | None = None
         sock = socket.socket()
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", LISTEN_PORT))
+            sock.bind(("127.0.0.1", port))
+            self.port = sock.getsockname()[1]
             sock.listen(16)
             sock.settimeout(0.2)
         except OSError:
@@ -438,6 +453,299 @@ def run_benign(sb_factory: Any, case: dict[str, Any], scratch: pathlib.Path) -> 
 
 
 # --------------------------------------------------------------------------------------------
+# Kernel-only mode: judging by effect
+# --------------------------------------------------------------------------------------------
+#: Signals the sentinel and the harness count (SIGKILL and SIGSTOP show as death or a stop).
+COUNTED_SIGNALS = (
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGTERM,
+    signal.SIGALRM,
+    signal.SIGXCPU,
+    signal.SIGXFSZ,
+    signal.SIGCONT,
+)
+#: The harness counts these on itself (not SIGINT, so that Ctrl-C still stops it).
+HARNESS_COUNTED = tuple(s for s in COUNTED_SIGNALS if s not in (signal.SIGINT, signal.SIGCONT))
+SENTINEL_CODE = """
+import json, signal, sys
+counts = {}
+def note(signum, frame):
+    counts[signum] = counts.get(signum, 0) + 1
+for s in %r:
+    signal.signal(s, note)
+print('ready', flush=True)
+for line in sys.stdin:
+    print(json.dumps(counts), flush=True)
+"""
+
+
+class Sentinel:
+    """A process outside the run (own session) that counts the signals it receives.
+
+    ``counts()`` asks it over a pipe; a signal sent before the question is handled before the
+    answer (its blocking read is interrupted, the handler runs, the read resumes), so the answer
+    is exact. SIGKILL shows as the process gone, SIGSTOP as the question left unanswered.
+    """
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SENTINEL_CODE % ([int(s) for s in COUNTED_SIGNALS],)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert self.proc.stdout is not None  # noqa: S101
+        if self.proc.stdout.readline().strip() != "ready":
+            raise RuntimeError("the signal sentinel did not start")
+
+    def counts(self) -> dict[str, int] | str:
+        """Signals received so far by name, or a string saying why the sentinel cannot answer."""
+        if self.proc.poll() is not None:
+            return f"the sentinel died (status {self.proc.returncode})"
+        try:
+            if psutil.Process(self.proc.pid).status() == psutil.STATUS_STOPPED:
+                return "the sentinel was stopped"
+        except psutil.Error:
+            return "the sentinel is gone"
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # noqa: S101
+        try:
+            self.proc.stdin.write("?\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except OSError:
+            line = ""
+        if not line:  # killed while being asked
+            return f"the sentinel died (status {self.proc.wait()})"
+        raw = json.loads(line)
+        return {signal.Signals(int(k)).name: v for k, v in raw.items()}
+
+    def close(self) -> None:
+        """Stop the sentinel."""
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+
+
+@contextlib.contextmanager
+def counting_own_signals() -> Iterator[dict[str, int]]:
+    """Count the signals of ``HARNESS_COUNTED`` this process receives (handlers restored after)."""
+    counts: dict[str, int] = {}
+
+    def note(signum: int, _frame: object) -> None:
+        name = signal.Signals(signum).name
+        counts[name] = counts.get(name, 0) + 1
+
+    saved = {s: signal.signal(s, note) for s in HARNESS_COUNTED}
+    try:
+        yield counts
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+def outside_snapshot(scratch: pathlib.Path) -> dict[str, tuple[Any, ...]]:
+    """Every entry of the scratch directory outside the workspaces (``<case>/ws``), by path.
+
+    Each entry maps to its type, mode, inode, owner, size and modification time, and for regular
+    files up to 1 MiB a SHA-256 of the content. Symbolic links are not followed.
+    """
+    found: dict[str, tuple[Any, ...]] = {}
+    for dirpath, dirnames, filenames in os.walk(scratch):
+        here = pathlib.Path(dirpath)
+        if here.parent == scratch:
+            dirnames[:] = [d for d in dirnames if d != "ws"]
+        for name in dirnames + filenames:
+            path = here / name
+            try:
+                st = path.lstat()
+            except OSError as exc:
+                found[str(path)] = ("unreadable", exc.errno)
+                continue
+            digest = ""
+            if path.is_file() and not path.is_symlink() and st.st_size <= MiB:
+                try:
+                    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError as exc:
+                    digest = f"unreadable:{exc.errno}"
+            found[str(path)] = (
+                st.st_mode,
+                st.st_ino,
+                st.st_uid,
+                st.st_size,
+                st.st_mtime_ns,
+                digest,
+            )
+    return found
+
+
+def snapshot_changes(
+    before: dict[str, tuple[Any, ...]], after: dict[str, tuple[Any, ...]]
+) -> list[str]:
+    """Paths created, removed or changed between two ``outside_snapshot`` results."""
+    created = [f"created {p}" for p in sorted(after.keys() - before.keys())]
+    removed = [f"removed {p}" for p in sorted(before.keys() - after.keys())]
+    changed = [
+        f"changed {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]
+    ]
+    return created + removed + changed
+
+
+def workspace_holds(workspace: pathlib.Path, needles: list[bytes]) -> list[str]:
+    """Workspace files (regular, not followed through links) whose content holds a needle."""
+    hits = []
+    for dirpath, _dirnames, filenames in os.walk(workspace):
+        for name in filenames:
+            path = pathlib.Path(dirpath) / name
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                data = fh.read(128 * MiB)
+            if any(n in data for n in needles):
+                hits.append(str(path.relative_to(workspace)))
+    return hits
+
+
+#: Error text in a run's output that shows a kernel layer or a limit refused a step.
+KERNEL_REFUSALS = (
+    ("[Errno 1] Operation not permitted", "kernel:EPERM"),
+    ("[Errno 13] Permission denied", "kernel:EACCES"),
+    ("[Errno 38] Function not implemented", "kernel:ENOSYS"),
+    ("File too large", "rlimit:fsize"),
+    ("[Errno 11] Resource temporarily unavailable", "rlimit:nproc"),
+)
+
+
+def kernel_stop(result: RunResult) -> str:
+    """Which kernel layer or limit stopped a run, or ``-`` when its output shows none did.
+
+    ``-`` covers runs that finished and runs whose refusal left no text (``os.system`` returns
+    127 when the kernel refuses its ``clone``): the effect judge alone says they did no harm.
+    """
+    if result.status in (
+        RunStatus.TIMEOUT,
+        RunStatus.MEMORY_LIMIT,
+        RunStatus.OUTPUT_LIMIT,
+        RunStatus.DISK_LIMIT,
+    ):
+        return f"limit:{result.status.value}"
+    if result.status is RunStatus.KILLED:
+        return f"killed:{result.detail}"
+    text = result.stderr + result.stdout
+    for needle, layer in KERNEL_REFUSALS:
+        if needle in text:
+            return layer
+    return "-"
+
+
+def run_escape_effects(
+    sb_factory: Any,
+    case: dict[str, Any],
+    scratch: pathlib.Path,
+    *,
+    listener: Listener,
+    secrets_env: dict[str, str],
+    sentinel: Sentinel,
+    own_signals: dict[str, int],
+) -> CaseReport:
+    """Run one escape case (in kernel-only mode) and judge it by effect, not by ``expect``.
+
+    Invariants (a breach is a problem, the case fails): no entry of ``scratch`` outside the
+    workspaces created, removed or changed (``CANARY.txt``, ``VICTIM/``, the workspace's
+    siblings, earlier cases), no new ``*PWNED*`` in /tmp; the canary token and the secret
+    environment values in neither the result nor a workspace file; no connection to the
+    listener; no signal to the sentinel or the harness; no process with its working directory
+    in the case's directory after the run. Everything else (``ESCAPED`` printed, the time taken,
+    the follow-up run) is a note. ``got`` is ``stopped`` (``layer`` says by what) or
+    ``no effect``.
+    """
+    fx = make_fixture(scratch, case["id"], {})
+    code = case["code"]
+    if listener.port != LISTEN_PORT:  # 8765 was taken: the case is told the listener's port
+        code = code.replace(str(LISTEN_PORT), str(listener.port))
+    tmp_before = tmp_entries()
+    outside_before = outside_snapshot(scratch)
+    connections_before = listener.connections
+    signals_before = sentinel.counts()
+    own_before = dict(own_signals)
+    sb: Sandbox = sb_factory(fx.workspace)
+    started = time.monotonic()
+    result = sb.run(code)
+    elapsed = time.monotonic() - started
+    stop = kernel_stop(result)
+    report = CaseReport(
+        id=case["id"],
+        kind="escape-effect",
+        expected="no effect",
+        got="no effect" if stop == "-" else "stopped",
+        status=result.status.value,
+        layer=stop,
+        passed=True,
+        duration_ms=round(elapsed * 1000, 1),
+    )
+    tail = (result.stderr.strip().splitlines() or [""])[-1][:120]
+    if tail:
+        report.notes.append(f"last stderr line: {tail}")
+    blob = json.dumps(result.to_dict())
+    needles = [fx.token, *secrets_env.values()]
+    if any(n in blob for n in needles):
+        report.problems.append("canary or secret in the result")
+    leaked = workspace_holds(fx.workspace, [n.encode() for n in needles])
+    if leaked:
+        report.problems.append(f"canary or secret in workspace files: {leaked}")
+    if listener.connections > connections_before:
+        report.problems.append(f"a connection reached the listener on 127.0.0.1:{listener.port}")
+    if not listener.active:
+        report.problems.append("no listener: connections cannot be observed")
+    signals_after = sentinel.counts()
+    if signals_after != signals_before:
+        report.problems.append(f"signals reached the sentinel: {signals_before} -> {signals_after}")
+    if own_signals != own_before:
+        report.problems.append(f"signals reached the harness: {own_before} -> {own_signals}")
+    if "ESCAPED" in blob:
+        report.notes.append("ESCAPED printed (the step returned; its effect is judged above)")
+    if elapsed > LIMITS.timeout_s + GRACE_S:
+        report.notes.append(f"the call took {elapsed:.1f} s")
+    follow = sb.run("print(1 + 1)")
+    if follow.stdout != "2\n":
+        report.notes.append(f"follow-up run failed: {follow.status.value}")
+    sb.close()
+    left = leftover_processes(fx)
+    if left:
+        report.problems.append(f"processes of the run remained: {left}")
+    # the snapshots hold the case's own fixture (taken after it was made), not its workspace
+    changes = snapshot_changes(outside_before, outside_snapshot(scratch))
+    pwned_tmp = sorted(n for n in tmp_entries() - tmp_before if "PWNED" in n)
+    changes += [f"created /tmp/{n}" for n in pwned_tmp]
+    if changes:
+        report.problems.append(f"files outside the workspace: {sorted(set(changes))[:8]}")
+    report.passed = not report.problems
+    return report
+
+
+def summarize_effects(reports: list[CaseReport]) -> dict[str, Any]:
+    """Count kernel-only cases: violations, and which the kernel stopped vs ran harmlessly."""
+    cases = [r for r in reports if r.kind == "escape-effect"]
+    return {
+        "mode": "kernel-only (testing mode), judged by effect",
+        "escapes_total": len(cases),
+        "violations": [r.id for r in cases if not r.passed],
+        "stopped": {r.id: r.layer for r in cases if r.got == "stopped"},
+        "no_effect": [r.id for r in cases if r.got == "no effect"],
+    }
+
+
+# --------------------------------------------------------------------------------------------
 # Main
 # --------------------------------------------------------------------------------------------
 def default_corpus() -> pathlib.Path:
@@ -525,11 +833,135 @@ def summarize(reports: list[CaseReport], kernel_layers: bool) -> dict[str, Any]:
     }
 
 
+def kernel_only_factory(execution: str) -> Any:
+    """A factory of kernel-only sandboxes.
+
+    Sets ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in this process's environment, which the testing
+    mode needs at each construction.
+    """
+    os.environ[TESTING_KERNEL_ONLY_ENV] = "1"
+
+    def factory(ws: pathlib.Path) -> Sandbox:
+        return Sandbox(
+            ws,
+            limits=LIMITS,
+            require=("landlock", "seccomp"),
+            execution=execution,  # type: ignore[arg-type]
+            _testing_kernel_only=True,
+        )
+
+    return factory
+
+
+def run_kernel_only(
+    escapes: list[dict[str, Any]], execution: str, scratch: pathlib.Path
+) -> list[CaseReport]:
+    """Run the escape corpus in kernel-only mode and judge each case by effect.
+
+    After a grace period it looks again for processes that outlived their run: a ``LATE`` file,
+    a process with its working directory in the case's directory, a signal that arrived late.
+    """
+    factory = kernel_only_factory(execution)
+    reports: list[CaseReport] = []
+    listener = Listener()
+    if not listener.active:  # 8765 is taken (another run?): a free port, written into the cases
+        listener = Listener(0)
+    sentinel = Sentinel()
+    try:
+        with canary_environment() as secret_env, counting_own_signals() as own:
+            for case in escapes:
+                reports.append(
+                    run_escape_effects(
+                        factory,
+                        case,
+                        scratch,
+                        listener=listener,
+                        secrets_env=secret_env,
+                        sentinel=sentinel,
+                        own_signals=own,
+                    )
+                )
+            signals_before_grace = (sentinel.counts(), dict(own))
+            time.sleep(GRACE_S)
+            for r in reports:
+                root = scratch / r.id
+                late = []
+                if (root / "ws" / "LATE").exists():
+                    late.append("LATE file appeared after the run")
+                left = [p.pid for p in psutil.process_iter() if _cwd_under(p, root)]
+                if left:
+                    late.append(f"processes remained after the grace period: {left}")
+                r.problems += late
+                r.passed = not r.problems
+            signals_after_grace = (sentinel.counts(), dict(own))
+            if reports and signals_after_grace != signals_before_grace:
+                # a process of some earlier case, still alive: the last report carries it
+                reports[-1].problems.append(
+                    f"signals arrived during the grace period: {signals_after_grace}"
+                )
+                reports[-1].passed = False
+    finally:
+        listener.close()
+        sentinel.close()
+    return reports
+
+
+def _cwd_under(proc: psutil.Process, root: pathlib.Path) -> bool:
+    try:
+        return proc.cwd().startswith(str(root))
+    except (psutil.Error, OSError):
+        return False
+
+
+def main_kernel_only(
+    escapes: list[dict[str, Any]],
+    execution: str,
+    only: list[str] | None,
+    json_out: pathlib.Path | None,
+) -> int:
+    """``--kernel-only``: the escape corpus in the testing mode, judged by effect."""
+    chosen = [c for c in escapes if not only or c["id"] in only]
+    with Fence() as fence:
+        caps = kernel_only_factory(execution)(_mkdir(fence.scratch / "_probe")).capabilities()
+        print(
+            f"mode: KERNEL-ONLY (testing), judged by effect; uid {os.geteuid()}; "
+            f"python {sys.version.split()[0]} ({sys.executable}); execution {execution}"
+        )
+        print(f"active layers: {', '.join(caps.active_layers)}")
+        print(f"fence: {'; '.join(fence.description)}")
+        reports = run_kernel_only(chosen, execution, fence.scratch)
+    print()
+    print_table(reports)
+    summary = summarize_effects(reports)
+    print()
+    print(
+        f"SUMMARY [{summary['mode']}, {execution}]: {summary['escapes_total']} cases, "
+        f"{len(summary['violations'])} violated an invariant "
+        f"({summary['violations'] or 'none'}); stopped by a kernel layer or limit: "
+        f"{len(summary['stopped'])}; ran and did nothing harmful: {len(summary['no_effect'])}"
+    )
+    if json_out:
+        json_out.write_text(
+            json.dumps({"summary": summary, "cases": [asdict(r) for r in reports]}, indent=2)
+        )
+    return 1 if summary["violations"] else 0
+
+
+def _mkdir(path: pathlib.Path) -> pathlib.Path:
+    path.mkdir()
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the corpora; see the module docstring for the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--corpus-dir", type=pathlib.Path, default=None)
     parser.add_argument("--no-kernel-layers", action="store_true")
+    parser.add_argument(
+        "--kernel-only",
+        action="store_true",
+        help="testing mode (no AST gate, no Python guards); escapes judged by effect",
+    )
     parser.add_argument("--json-out", type=pathlib.Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="case ids to run")
     parser.add_argument(
@@ -547,6 +979,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"harness: cannot read the corpus: {exc}", file=sys.stderr)
         return 2
     kernel = not args.no_kernel_layers
+    if args.kernel_only and not kernel:
+        print("harness: --kernel-only keeps the kernel layers on", file=sys.stderr)
+        return 2
+    if args.kernel_only:
+        return main_kernel_only(escapes, args.execution, args.only, args.json_out)
     require = ("landlock", "seccomp") if kernel else ()
 
     def factory(ws: pathlib.Path) -> Sandbox:

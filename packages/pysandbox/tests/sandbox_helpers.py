@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import dataclasses
+import pathlib
+from typing import Any
 
 import pytest
 
 from pysandbox import RunResult, Sandbox, _abi
 from pysandbox._launch import SpawnLauncher
 from pysandbox._probe import probe_kernel
+from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
 KERNEL = probe_kernel()
 needs_landlock = pytest.mark.skipif(KERNEL.landlock_abi < 1, reason="Landlock unavailable")
@@ -14,6 +17,21 @@ needs_seccomp = pytest.mark.skipif(not KERNEL.seccomp, reason="seccomp unavailab
 needs_kernel = pytest.mark.skipif(
     KERNEL.landlock_abi < 1 or not KERNEL.seccomp, reason="kernel layers unavailable"
 )
+
+
+def kernel_only_sandbox(
+    monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path, **kwargs: Any
+) -> Sandbox:
+    """``Sandbox(workspace, _testing_kernel_only=True, **kwargs)``: no AST gate, no Python guards.
+
+    ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` is set for the construction only (the mode reads it
+    there) and removed again, so that no other test sees it.
+    """
+    monkeypatch.setenv(TESTING_KERNEL_ONLY_ENV, "1")
+    try:
+        return Sandbox(workspace, _testing_kernel_only=True, **kwargs)
+    finally:
+        monkeypatch.delenv(TESTING_KERNEL_ONLY_ENV)
 
 
 def raw_run(

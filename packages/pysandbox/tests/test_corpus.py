@@ -67,3 +67,19 @@ def test_escape_case(
 def test_benign_case(case: dict[str, Any], tmp_path: pathlib.Path) -> None:
     report = harness.run_benign(factory, case, tmp_path)
     assert report.problems == []
+
+
+ORDINARY = cases("benign-ordinary.jsonl") if (CORPUS / "benign-ordinary.jsonl").exists() else []
+
+
+def test_ordinary_corpus_is_present_and_broad() -> None:
+    # Issue 14: at least 30 ordinary scripts beside the original benign corpus.
+    assert len(ORDINARY) >= 30
+    imports = {name for case in ORDINARY for name in case["imports"]}
+    assert {"unittest", "sqlite3", "shlex", "asyncio", "dataclasses"} <= imports
+
+
+@pytest.mark.parametrize("case", ORDINARY, ids=lambda c: c["id"])
+def test_ordinary_case(case: dict[str, Any], tmp_path: pathlib.Path) -> None:
+    report = harness.run_benign(factory, case, tmp_path)
+    assert report.problems == []

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from pysandbox import RunStatus, Sandbox
-from pysandbox._child import make_audit_hook, module_allowed
+from pysandbox._child import make_audit_hook, make_generated_code_check, module_allowed
 from sandbox_helpers import raw_run
 
 
@@ -243,7 +243,10 @@ def test_main_module_is_the_users(python_only: Sandbox) -> None:
 
 
 def test_audit_hook_state_is_immutable(workspace: pathlib.Path) -> None:
-    hook = make_audit_hook(str(workspace), ("/usr/lib",), lambda p: p, 1)
+    check = make_generated_code_check(
+        frozenset({"__init__"}), frozenset({"f_globals"}), frozenset({"json"}), frozenset()
+    )
+    hook = make_audit_hook(str(workspace), ("/usr/lib",), lambda p: p, 1, (), generated_check=check)
     assert hook.__closure__ is None
     immutable = (
         frozenset,
@@ -251,15 +254,30 @@ def test_audit_hook_state_is_immutable(workspace: pathlib.Path) -> None:
         str,
         int,
         type,
+        type(None),
         types.FunctionType,
         types.BuiltinFunctionType,
         types.MappingProxyType,
     )
-    for value in hook.__defaults__ or ():
+    seen: set[int] = set()
+
+    def check_function(function: types.FunctionType) -> None:
+        # Closures (the generated-code check's) hold immutable values and functions only.
+        if id(function) in seen:
+            return
+        seen.add(id(function))
+        for cell in function.__closure__ or ():
+            value = cell.cell_contents
+            assert isinstance(value, immutable), type(value)
+            if isinstance(value, types.FunctionType):
+                check_function(value)
+
+    defaults = hook.__defaults__ or ()
+    assert check in defaults
+    for value in defaults:
         assert isinstance(value, immutable), type(value)
         if isinstance(value, types.FunctionType):
-            cells = value.__closure__ or ()
-            assert all(isinstance(c.cell_contents, (str, int)) for c in cells)
+            check_function(value)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import signal
 import pytest
 
 from pysandbox import Limits, RunStatus, SandboxSetupError
-from pysandbox._child import EXIT_MEMORY, EXIT_SETUP_FAILED
+from pysandbox._child import EXIT_SETUP_FAILED
 from pysandbox._outcome import Observation, Stop, decide
 
 LIMITS = Limits(cpu_time_s=5, memory_bytes=256 * 1024 * 1024)
@@ -87,10 +87,19 @@ def test_a_stop_of_the_parent_decides(stop: Stop, status: RunStatus, detail: str
     assert result.signal == signal.SIGKILL
 
 
-def test_sigxcpu_is_the_cpu_limit() -> None:
-    result = decide(observe(killed(signal.SIGXCPU)), LIMITS, LAYERS)
+def test_sigxcpu_after_the_cpu_limit_is_the_cpu_limit() -> None:
+    # The kernel's clock runs ahead of wait4's: half the limit measured is enough.
+    result = decide(observe(killed(signal.SIGXCPU), cpu_time_s=2.5), LIMITS, LAYERS)
     assert result.status is RunStatus.TIMEOUT
     assert result.detail == "CPU time limit (5 s) reached"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGXCPU, signal.SIGKILL])
+def test_a_cpu_signal_without_the_cpu_time_is_killed(sig: int) -> None:
+    """F10: a self-sent SIGXCPU (or SIGKILL) is not the CPU limit: the time was not used."""
+    result = decide(observe(killed(sig), cpu_time_s=2.4), LIMITS, LAYERS)
+    assert result.status is RunStatus.KILLED
+    assert result.detail == f"killed by signal {signal.Signals(sig).name}"
 
 
 def test_sigkill_after_the_cpu_limit_is_the_cpu_limit() -> None:
@@ -117,16 +126,68 @@ def test_other_signals_are_killed() -> None:
     assert result.detail == "killed by signal SIGSEGV"
 
 
-def test_memory_exit_code() -> None:
-    result = decide(observe(exited(EXIT_MEMORY)), LIMITS, LAYERS)
+@pytest.mark.parametrize("code", [1, 120, 121, 255])
+def test_no_exit_code_means_memory_or_setup(code: int) -> None:
+    """F10: every exit code of a run that got ready is the user's: ``error``, never more."""
+    forged = b"pysandbox: isolation setup failed: landlock: forged\nMemoryError\n"
+    result = decide(observe(exited(code), stderr=forged), LIMITS, LAYERS)
+    assert result.status is RunStatus.ERROR
+    assert result.exit_code == code
+    assert "the parent did not measure a peak near it" in result.detail
+    assert f"the memory limit is {LIMITS.memory_bytes} bytes" in result.detail
+
+
+def test_a_failure_with_a_peak_at_the_memory_limit_is_memory() -> None:
+    rss = int(0.95 * LIMITS.memory_bytes)
+    result = decide(observe(exited(1), maxrss_bytes=rss), LIMITS, LAYERS)
     assert result.status is RunStatus.MEMORY_LIMIT
-    assert result.detail == "MemoryError under the memory limit"
+    assert result.detail == (
+        f"failed with its measured peak at the memory limit ({LIMITS.memory_bytes} bytes)"
+    )
+    below = decide(observe(exited(1), maxrss_bytes=int(0.85 * LIMITS.memory_bytes)), LIMITS, LAYERS)
+    assert below.status is RunStatus.ERROR
 
 
-def test_setup_failure_raises_with_the_childs_text() -> None:
+def test_a_peak_that_is_the_parents_confirms_no_memory_limit() -> None:
+    # A spawned child's ru_maxrss starts from the parent's resident size (CI: a MemoryError
+    # run under a 96 MiB limit read as memory_limit because pytest's process was larger).
+    rss = int(0.95 * LIMITS.memory_bytes)
+    for floor in (rss, rss + 1, 2 * rss):
+        result = decide(
+            observe(exited(1), maxrss_bytes=rss, maxrss_floor_bytes=floor), LIMITS, LAYERS
+        )
+        assert result.status is RunStatus.ERROR, floor
+    above = decide(observe(exited(1), maxrss_bytes=rss, maxrss_floor_bytes=rss - 1), LIMITS, LAYERS)
+    assert above.status is RunStatus.MEMORY_LIMIT
+
+
+def test_setup_failure_raises_with_the_setup_channels_text_only() -> None:
     with pytest.raises(SandboxSetupError) as info:
-        decide(observe(exited(EXIT_SETUP_FAILED), stderr=b"landlock: EPERM\n"), LIMITS, LAYERS)
-    assert info.value.detail == "landlock: EPERM"
+        decide(
+            observe(
+                exited(EXIT_SETUP_FAILED),
+                stderr=b"user text\n",
+                ready=False,
+                setup_error="landlock_restrict_self: EPERM",
+            ),
+            LIMITS,
+            LAYERS,
+        )
+    assert info.value.detail == "landlock_restrict_self: EPERM"
+
+
+def test_a_child_that_ended_before_ready_is_a_setup_failure() -> None:
+    with pytest.raises(SandboxSetupError) as info:
+        decide(observe(killed(signal.SIGSEGV), stderr=b"user text", ready=False), LIMITS, LAYERS)
+    assert info.value.detail == (
+        "the child ended (signal SIGSEGV) before its isolation layers were in place"
+    )
+    assert "user text" not in str(info.value)
+
+
+def test_a_stop_of_the_parent_before_ready_is_still_the_stop() -> None:
+    result = decide(observe(killed(9), stop=Stop.TIMEOUT, ready=False), LIMITS, LAYERS)
+    assert result.status is RunStatus.TIMEOUT
 
 
 def test_workspace_over_its_allowance_at_the_end_is_disk_limit() -> None:

@@ -1,13 +1,19 @@
-"""Every seccomp rule, shown failing in a child with only seccomp (plus rlimits) active."""
+"""Every seccomp rule and errno class, shown in a child with only seccomp (plus rlimits) active.
+
+Landlock is off in these runs, so the signal rules are shown to hold without Landlock's signal
+scoping (kernels before 6.12).
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import pathlib
 import struct
 
 import pytest
 
-from pysandbox import RunStatus, Sandbox
+from pysandbox import RunStatus, Sandbox, _abi
 from pysandbox import _seccomp as sc
 from sandbox_helpers import LIBC_PRELUDE, needs_seccomp, raw_run
 
@@ -165,11 +171,63 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
         ("fcntl_setsig", "sc('fcntl', 1, 10, 9)", "EPERM"),
         ("fcntl_setown_ex", "sc('fcntl', 1, 15, buf())", "EPERM"),
         ("fcntl_getfl", "sc('fcntl', 1, 3)", "ok"),
-        ("ioctl_fiosetown", "sc('ioctl', 1, 0x8901, buf())", "EPERM"),
-        ("ioctl_tiocsti", "sc('ioctl', 1, 0x5412, ctypes.c_char_p(b'x'))", "EPERM"),
-        ("ioctl_setflags", "sc('ioctl', 1, 0x40086602, buf())", "EPERM"),
+        ("ioctl_fiosetown", "sc('ioctl', 1, 0x8901, buf())", "ENOTTY"),
+        ("ioctl_tiocsti", "sc('ioctl', 1, 0x5412, ctypes.c_char_p(b'x'))", "ENOTTY"),
+        ("ioctl_setflags", "sc('ioctl', 1, 0x40086602, buf())", "ENOTTY"),
         ("prctl_set_mm", "sc('prctl', 35, 0, 0, 0, 0)", "EPERM"),
         ("prctl_get_dumpable", "sc('prctl', 3, 0, 0, 0, 0)", "ok"),
+        # -- the allow-list: unlisted calls get ENOSYS, fall-back calls ENOSYS on purpose --
+        ("unlisted_capset", "sc('capset', buf(), buf())", "ENOSYS"),
+        ("unlisted_landlock", "sc('landlock_create_ruleset', 0, 0, 1)", "ENOSYS"),
+        ("openat2", "sc('openat2', -100, DOT, buf(), 24)", "ENOSYS"),
+        ("epoll_pwait2", "sc('epoll_pwait2', 0, buf(), 1, 0, 0, 8)", "ENOSYS"),
+        # -- SysV IPC, POSIX message queues, memfd (F03, F05) --
+        ("shmget", "sc('shmget', 0, 4096, 0o1600)", "EPERM"),
+        ("shmat", "sc('shmat', 0, 0, 0)", "EPERM"),
+        ("shmctl", "sc('shmctl', 0, 2, buf())", "EPERM"),
+        ("msgget", "sc('msgget', 0, 0o1600)", "EPERM"),
+        ("semget", "sc('semget', 0, 1, 0o1600)", "EPERM"),
+        ("semop", "sc('semop', 0, buf(), 1)", "EPERM"),
+        ("mq_open", "sc('mq_open', ctypes.c_char_p(b'q'), 0o100 | 2, 0o600, 0)", "EPERM"),
+        ("memfd_create", "sc('memfd_create', ctypes.c_char_p(b'm'), 0)", "EPERM"),
+        ("memfd_secret", "sc('memfd_secret', 0)", "EPERM"),
+        # -- new mount and attribute APIs, file handles --
+        ("fsmount", "sc('fsmount', 0, 0, 0)", "EPERM"),
+        ("move_mount", "sc('move_mount', -100, DOT, -100, DOT, 0)", "EPERM"),
+        ("mount_setattr", "sc('mount_setattr', -100, DOT, 0, buf(), 32)", "EPERM"),
+        ("open_tree_attr", "sc('open_tree_attr', -100, DOT, 0, 0, 0)", "EPERM"),
+        ("file_getattr", "sc('file_getattr', -100, DOT, buf(), 32, 0)", "EPERM"),
+        ("file_setattr", "sc('file_setattr', -100, DOT, buf(), 32, 0)", "EPERM"),
+        ("getxattr_path", "sc('getxattr', DOT, NAME, 0, 0)", "EPERM"),
+        ("name_to_handle_at", "sc('name_to_handle_at', -100, DOT, buf(), buf(), 0)", "EPERM"),
+        ("open_by_handle_at", "sc('open_by_handle_at', -100, buf(), 0)", "EPERM"),
+        # -- descriptor passing, sockets --
+        ("sendmsg", "sc('sendmsg', 1, buf(), 0)", "EPERM"),
+        ("recvmsg", "sc('recvmsg', 0, buf(), 0)", "EPERM"),
+        ("accept4", "sc('accept4', 0, 0, 0, 0)", "EPERM"),
+        # -- signals: own process and group only (kill(0), kill(-pgid)) --
+        ("kill_group_zero", "sc('kill', 0, 0)", "ok"),
+        ("kill_own_group", "sc('kill', -os.getpgrp(), 0)", "ok"),
+        ("kill_parent_group", "sc('kill', -os.getpgid(PP), 0)", "EPERM"),
+        ("tgkill_self", "sc('tgkill', os.getpid(), os.getpid(), 0)", "ok"),
+        ("tkill_self", "sc('tkill', os.getpid(), 0)", "ok"),
+        ("rt_tgsigqueueinfo_parent", "sc('rt_tgsigqueueinfo', PP, PP, 0, buf())", "EPERM"),
+        # -- ioctl requests outside the list get ENOTTY; listed ones pass --
+        ("ioctl_fioasync", "sc('ioctl', 1, 0x5452, buf())", "ENOTTY"),
+        ("ioctl_fionread", "sc('ioctl', 1, 0x541B, buf())", "ok"),
+        ("ioctl_fionbio", "sc('ioctl', 1, 0x5421, ctypes.byref(ctypes.c_int(0)))", "ok"),
+        ("ioctl_fioclex", "sc('ioctl', 1, 0x5451, 0)", "ok"),
+        # -- argument rules --
+        ("fcntl_setlease", "sc('fcntl', 1, 1024, 0)", "EPERM"),
+        ("fcntl_notify", "sc('fcntl', 1, 1026, 0)", "EPERM"),
+        ("fcntl_dupfd_cloexec", "sc('fcntl', 1, 1030, 10)", "ok"),
+        ("prctl_set_dumpable", "sc('prctl', 4, 0, 0, 0, 0)", "EPERM"),
+        ("prctl_set_name", "sc('prctl', 15, ctypes.c_char_p(b'x'), 0, 0, 0)", "ok"),
+        (
+            "mmap_exec",
+            "sc('mmap', 0, 4096, 1 | 4, 0x02 | 0x20, -1, 0)",
+            "ok",
+        ),
     ],
 )
 def test_rule_denies(sandbox: Sandbox, name: str, call: str, expected: str) -> None:
@@ -250,30 +308,87 @@ print('ESCAPED')
     assert "seccomp" in result.detail
 
 
-def test_assembler_shape() -> None:
-    main, exec_filter = sc.build_filters()
-    assert main.name == "main"
-    assert exec_filter.name == "exec"
-    assert len(main.code) % 8 == 0
-    assert 50 < main.length < 4096
-    first = struct.unpack_from("=HBBI", main.code, 0)
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_assembler_shape(machine: str) -> None:
+    (program,) = sc.build_filters(machine)
+    assert program.name == "allow-list"
+    assert len(program.code) % 8 == 0
+    assert 100 < program.length < 4096
+    first = struct.unpack_from("=HBBI", program.code, 0)
     assert first == (0x20, 0, 0, 4)  # load arch first
-    second = struct.unpack_from("=HBBI", main.code, 8)
-    assert second[3] == sc.AUDIT_ARCH_X86_64
-    last = struct.unpack_from("=HBBI", main.code, len(main.code) - 8)
-    assert last == (0x06, 0, 0, sc.RET_ALLOW)
-    assert any("clone3" in rule for rule in sc.denied_rules())
+    second = struct.unpack_from("=HBBI", program.code, 8)
+    assert second == (0x15, 1, 0, _abi.AUDIT_ARCH[machine])
+    third = struct.unpack_from("=HBBI", program.code, 16)
+    assert third == (0x06, 0, 0, sc.RET_KILL_PROCESS)  # a foreign arch is killed
+    fifth = struct.unpack_from("=HBBI", program.code, 32)
+    if machine == "x86_64":  # x32 numbers refused right after loading the number
+        assert fifth == (0x35, 0, 1, sc.X32_SYSCALL_BIT)
+    else:
+        assert fifth[0] == 0x35 and fifth[3] != sc.X32_SYSCALL_BIT
+    rets = {
+        struct.unpack_from("=HBBI", program.code, i)[3]
+        for i in range(0, len(program.code), 8)
+        if program.code[i] == 0x06
+    }
+    assert rets == {
+        sc.RET_KILL_PROCESS,
+        sc.RET_ALLOW,
+        sc.RET_ERRNO | errno.EPERM,
+        sc.RET_ERRNO | errno.ENOSYS,
+        sc.RET_ERRNO | errno.ENOTTY,
+    }
+    (debug,) = sc.build_filters(machine, debug=True)
+    assert sc.RET_TRAP in {
+        struct.unpack_from("=HBBI", debug.code, i)[3] for i in range(0, len(debug.code), 8)
+    }
+    assert any(rule.startswith("every other system call: ENOSYS") for rule in program.rules)
 
 
-def test_pid_placeholder_patch() -> None:
-    from pysandbox._child import patch_self_pid
+def test_pid_placeholders_patch() -> None:
+    from pysandbox._child_kernel import patch_self_pid
 
-    main, _ = sc.build_filters()
-    patched = patch_self_pid(main.code, sc.PID_PLACEHOLDER, 4242, sc._JEQ_K)
+    (program,) = sc.build_filters()
+    patched = patch_self_pid(program.code, sc.PID_PLACEHOLDER, 4242, sc._JEQ_K)
+    patched = patch_self_pid(patched, sc.NEG_PGID_PLACEHOLDER, -4242 & 0xFFFFFFFF, sc._JEQ_K)
     ks = [struct.unpack_from("=HBBI", patched, i)[3] for i in range(0, len(patched), 8)]
     assert sc.PID_PLACEHOLDER not in ks
+    assert sc.NEG_PGID_PLACEHOLDER not in ks
     assert 4242 in ks
-    assert len(patched) == len(main.code)
+    assert -4242 & 0xFFFFFFFF in ks
+    assert len(patched) == len(program.code)
+
+
+def test_sendto_only_without_an_address(sandbox: Sandbox) -> None:
+    body = """
+import socket
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+a.send(b'x')
+print('send', b.recv(1))
+try:
+    a.sendto(b'y', '/dev/log')
+except PermissionError as exc:
+    print('sendto', errno.errorcode[exc.errno])
+"""
+    assert seccomp_only(sandbox, body) == ["send b'x'", "sendto EPERM"]
+
+
+def test_debug_names_the_refused_call(workspace: pathlib.Path) -> None:
+    with Sandbox(workspace, seccomp_debug=True, execution="spawn") as sb:
+        assert "debug" in sb.capabilities().layer("seccomp").details["filters"][0]["name"]
+        result = raw_run(
+            sb,
+            LIBC_PRELUDE + "print('before', flush=True)\nsc('capset', 0, 0)\nprint('ESCAPED')",
+            landlock=False,
+            seccomp=True,
+        )
+    assert result.status is RunStatus.KILLED
+    assert result.signal == 31  # SIGSYS
+    assert result.stdout == "before\n"
+    assert "pysandbox: system call capset is not allowed in the sandbox" in result.stderr
+    # Without the debug setting the same call fails with ENOSYS and the run goes on.
+    with Sandbox(workspace, execution="spawn") as sb:
+        result = raw_run(sb, LIBC_PRELUDE + "show('capset', sc('capset', 0, 0))", seccomp=True)
+    assert result.stdout == "capset ENOSYS\n"
 
 
 def test_capabilities_dropped(sandbox: Sandbox) -> None:

@@ -12,7 +12,8 @@ import psutil
 import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, _bootstrap
-from pysandbox._supervisor import sweep_processes, workspace_usage
+from pysandbox._disk import workspace_usage
+from pysandbox._supervisor import sweep_processes
 from pysandbox.runner import RUN_ENV
 from sandbox_helpers import KERNEL, raw_run
 

@@ -61,7 +61,11 @@ CASES = {
     "error": ("def f():\n    return 1 / 0\nf()", None),
     "exit_code": ("raise SystemExit(7)", None),
     "timeout": ("while True:\n    pass", 1.0),
-    "memory_limit": ("x = bytearray(4 << 30)", None),
+    "memory_limit": (
+        "b = []\ntry:\n    while True:\n        b.append(bytearray(1 << 20))\n"
+        "except MemoryError:\n    del b\n    raise",
+        None,
+    ),
     "output_limit": ("while True:\n    print('x' * 1000)", None),
     "rejected": ("import subprocess", None),
 }
@@ -335,12 +339,15 @@ def test_runs_do_not_serialise_on_the_zygote(warm: Sandbox) -> None:
         }
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        setup_r, setup_w = os.pipe()
         try:
-            handle = zygote.launch(marshal.dumps(request), out_w, err_w)
+            handle = zygote.launch(marshal.dumps(request), out_w, err_w, setup_w)
         finally:
             os.close(out_w)
             os.close(err_w)
+            os.close(setup_w)
         os.close(err_r)
+        os.close(setup_r)
         return handle, out_r
 
     slow, slow_out = launch("while True:\n    pass")

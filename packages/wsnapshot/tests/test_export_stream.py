@@ -284,3 +284,42 @@ def test_import_of_a_large_record_keeps_memory_flat(tmp_path: Path) -> None:
     got = json.loads(done.stdout)
     assert got["bytes"] == 48 << 20
     assert got["grew_kib"] * 1024 < 32 << 20, got
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 7, 4096, 10_000])
+def test_export_range_is_a_slice_of_the_stream(tmp_path: Path, name: str, step: int) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    tree = dict(TREES[name])
+    if name == "names":
+        tree["x"] = b"target"
+    build_tree(ws, tree)
+    store = SnapshotStore(ws, tmp_path / "store", workers=1)
+    sid = store.create("ranges").id
+    whole = b"".join(store.export_chunks(sid))
+    size = store.export_size(sid)
+    pieces = [store.export_range(sid, at, step) for at in range(0, size, step)]
+    assert b"".join(pieces) == whole
+    assert all(len(p) == step for p in pieces[:-1])
+    assert store.export_range(sid, size, 10) == b""
+    assert store.export_range(sid, 3, 0) == b""
+
+
+def test_export_range_refuses_bad_bounds_and_checks_blobs(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f").write_bytes(b"x" * 10_000)
+    store = SnapshotStore(ws, tmp_path / "store", workers=1)
+    sid = store.create().id
+    for offset, length in ((-1, 1), (0, -1), (0, (16 << 20) + 1)):
+        with pytest.raises(ValueError, match="offset and length"):
+            store.export_range(sid, offset, length)
+    (blob,) = [p for p in (tmp_path / "store" / "blobs").rglob("*") if p.is_file()]
+    blob.chmod(0o600)
+    blob.write_bytes(b"y" * 10_000)  # same size, other content: a whole read notices
+    with pytest.raises(CorruptSnapshot, match="SHA-256"):
+        store.export_range(sid, 0, store.export_size(sid))
+    blob.write_bytes(b"y" * 10)  # another size: even a partial read notices
+    with pytest.raises(CorruptSnapshot, match="size"):
+        store.export_range(sid, 400, 10)  # inside the content (the head is ~330 bytes)

@@ -25,11 +25,13 @@ from astguard._policy import (
     reaches_system,
 )
 from astguard._result import CheckResult, Violation
+from astguard._route import FORMAT_ROUTER, route_format_calls
 from astguard._rules import RULES, Rule, rule_table_markdown
 
 __all__ = [
     "ALLOWED_NODE_TYPES",
     "DEFAULT_MAX_SOURCE_BYTES",
+    "FORMAT_ROUTER",
     "RULES",
     "AstGuardError",
     "CheckResult",
@@ -46,6 +48,7 @@ __all__ = [
     "is_module_allowed",
     "module_forbidden_attributes",
     "reaches_system",
+    "route_format_calls",
     "rule_table_markdown",
 ]
 

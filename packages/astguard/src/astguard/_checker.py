@@ -209,6 +209,11 @@ _SAFE_BASES = frozenset(
     }
 )
 _WRAPPER_HELPERS = {"update_wrapper": 2, "wraps": 1}
+# unittest's entry points resolve test names from strings (module=, defaultTest=, argv=):
+# imports by name and attribute walks no guard sees; only their default form is accepted.
+_TEST_PROGRAMS = frozenset(
+    {"unittest.main", "unittest.TestProgram", "unittest.main.main", "unittest.main.TestProgram"}
+)
 # What to use instead of modules that ordinary scripts reach for.
 _IMPORT_HINTS = {
     "os": "use pathlib.Path for files and directories (Path.mkdir, Path.iterdir, Path.unlink)",
@@ -428,6 +433,8 @@ class _Checker:
                 qualified = self.from_imports.get(name, name)
                 if not called and qualified.rsplit(".", 1)[-1] in _ATTRGETTERS:
                     self._attrgetter_value(node, name)
+                elif not called and qualified in _TEST_PROGRAMS:
+                    self._test_program_value(node, qualified)
             if self.shadow_count.get(name) and self._shadowed(name):
                 return
             if name in self.modules:
@@ -436,7 +443,14 @@ class _Checker:
                 self.value_uses[name] = node
 
     def _special_name(self, node: ast.Name, name: str, load: bool, called: bool) -> None:
-        if name in self.policy.denied_builtins:
+        if name == "input" and name in self.policy.denied_builtins:
+            self.report(
+                node,
+                "AG201",
+                "input() is refused: sandboxed code has no standard input; read data from a "
+                "file in the workspace (open('data.txt')) or define it in the code",
+            )
+        elif name in self.policy.denied_builtins:
             self.report(
                 node,
                 "AG201",
@@ -480,6 +494,43 @@ class _Checker:
             "AG205",
             f"{name!r} used as a value is refused; call it directly with literal names",
         )
+
+    def _test_program_value(self, node: ast.AST, name: str) -> None:
+        self.report(
+            node,
+            "AG205",
+            f"{name} used as a value is refused; call it directly (unittest.main() or "
+            "unittest.main(exit=False))",
+        )
+
+    def _test_program_call(self, node: ast.Call, name: str) -> None:
+        """Accept ``unittest.main(...)`` only without string-driven test selection."""
+        problem = None
+        if node.args:
+            problem = "positional arguments"
+        for kw in node.keywords:
+            value = kw.value
+            if kw.arg is None or kw.arg == "defaultTest":
+                problem = f"{kw.arg or '**'}="
+            elif kw.arg == "module" and not (
+                isinstance(value, ast.Constant) and value.value in ("__main__", None)
+            ):
+                problem = "module= other than '__main__'"
+            elif kw.arg == "argv" and not (
+                isinstance(value, (ast.List, ast.Tuple))
+                and len(value.elts) <= 1
+                and all(
+                    isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+                )
+            ):
+                problem = "argv= naming tests"
+        if problem is not None:
+            self.report(
+                node,
+                "AG205",
+                f"{name}() with {problem} is refused: it looks tests up by name from strings; "
+                "call unittest.main() (tests of this script) or unittest.main(exit=False)",
+            )
 
     def _module_value(self, node: ast.AST, module: str) -> None:
         self.report(
@@ -556,10 +607,17 @@ class _Checker:
         for link in chain:
             self._attribute_name(link.attr, link)
         outer = chain[-1]
+        for link in chain[:-1]:
+            if link.attr in _FORMAT_METHODS:  # `t.format.__call__(...)`: a bound method value
+                self._format_receiver(link, None)
         if outer.attr in _FORMAT_METHODS:
             self._format_receiver(outer, call)
         elif outer.attr in _ATTRGETTERS and call is None:
             self._attrgetter_value(outer, outer.attr)
+        elif outer.attr in ("main", "TestProgram") and call is None:
+            qualified = self._qualified(outer)
+            if qualified in _TEST_PROGRAMS:
+                self._test_program_value(outer, qualified)
         store = not isinstance(node.ctx, ast.Load)
         if store and _normalize(outer.attr) == "__class__":
             self._class_write(outer)
@@ -697,10 +755,13 @@ class _Checker:
                 and dotted not in SAME_NAME_NON_MODULES
                 and path.partition(".")[0] in STDLIB_MODULE_NAMES
             ):
-                # A standard-library module held by another one (os.path). A third-party
-                # module's attribute of such a name is its own (numpy.array, numpy.random):
-                # the run-time attribute guard refuses it if it is a module off the allow-list.
-                path, is_module = name, True
+                # A standard-library module held by another one (``typing.operator``): the
+                # user's own import may be a guarded copy (operator), so the library's is
+                # refused. A third-party module's attribute of such a name is its own
+                # (numpy.array, numpy.random): the run-time attribute guard refuses it if it
+                # is a module off the allow-list.
+                self._module_problem("AG304", path, name, link)
+                return
             elif name[:1].islower():
                 path, is_module = dotted, False
             else:
@@ -733,6 +794,11 @@ class _Checker:
                 f"{module}.{name} walks attributes from format strings and is refused; "
                 "use f-strings"
             )
+        elif name in STDLIB_MODULE_NAMES and is_module_allowed(name, self.policy):
+            message = (
+                f"{module}.{name} is the module {name!r} reached through another module; "
+                f"import {name} directly"
+            )
         else:
             message = (
                 f"{module}.{name} is a module off the allow-list or a refused attribute of "
@@ -757,6 +823,8 @@ class _Checker:
         if template is None:
             if isinstance(receiver, ast.Constant):
                 return  # bytes and numbers have no .format; it fails at run time
+            if call is not None and self.policy.runtime_format_guard:
+                return  # a call: routed through the safe formatter (route_format_calls)
             self.report(
                 attr,
                 "AG402",
@@ -789,6 +857,10 @@ class _Checker:
         else:
             self.visit(func, inner)
             last = ""
+        if last in ("main", "TestProgram") and isinstance(func, (ast.Name, ast.Attribute)):
+            qualified = self._qualified(func)
+            if qualified in _TEST_PROGRAMS:
+                self._test_program_call(node, qualified)
         if last in _ATTRGETTERS:
             self._attrgetter(node, last)
         elif last in _WRAPPER_HELPERS and (
@@ -925,7 +997,13 @@ class _Checker:
 
     @staticmethod
     def _import_refused(name: str) -> str:
-        hint = _IMPORT_HINTS.get(name) or _IMPORT_HINTS.get(name.split(".", 1)[0])
+        top = name.split(".", 1)[0]
+        hint = _IMPORT_HINTS.get(name) or _IMPORT_HINTS.get(top)
+        if hint is None and top not in STDLIB_MODULE_NAMES and _installed(top):
+            hint = (
+                "it is installed here but not allowed; an operator can allow it "
+                "(pysandbox extra_modules, the server's --extra-modules)"
+            )
         message = f"import of {name!r} is refused: it is not on the allowed module list"
         return f"{message}; {hint}" if hint else message
 
@@ -1369,6 +1447,22 @@ class _Checker:
             Violation(rule_id, message, line, col, end_line, end_col)
             for line, col, end_line, end_col, rule_id, message in sorted(out)
         )
+
+
+def _installed(top: str) -> bool:
+    """Whether the top-level module ``top`` can be found on this interpreter's path.
+
+    Only asked for a refused import (the message); finding a top-level spec runs no module
+    code.
+    """
+    if not top.isidentifier():
+        return False
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _callee_name(func: ast.expr) -> str:

@@ -103,6 +103,11 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
         "warnings",  # warnings.warn
         "zlib",  # compression (memory limits contain decompression bombs)
         "zoneinfo",  # IANA time zones, read from the system tz database
+        "shlex",  # shell-like splitting and quoting of strings (shlex.os refused, AG304)
+        "sqlite3",  # in-memory or workspace databases (the audit hook confines the path;
+        # load_extension refused; SQL ATTACH of other files is left to Landlock)
+        "unittest",  # test suites of the script (string-driven test selection refused, AG205;
+        # unittest.mock denied below)
     }
 )
 """Modules (top-level or dotted) the default policy allows, with their submodules.
@@ -110,7 +115,8 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
 Everything else is refused; notably os, sys, subprocess, socket, shutil, tempfile, importlib,
 builtins, types, inspect, gc, ctypes, pickle/marshal/shelve/copyreg, threading,
 multiprocessing, concurrent, signal, code/codeop, timeit, profile/cProfile, pdb,
-sqlite3, tarfile/zipfile, urllib.request, platform and sysconfig.
+tarfile/zipfile, urllib.request, platform and sysconfig (the README's table gives the
+reason for each standard module).
 """
 
 DEFAULT_DENIED_MODULES: frozenset[str] = frozenset(
@@ -124,6 +130,7 @@ DEFAULT_DENIED_MODULES: frozenset[str] = frozenset(
         "json.tool",  # command-line tool that opens files by name
         "logging.config",  # dictConfig imports dotted names; listen() opens a socket
         "logging.handlers",  # socket, SMTP, HTTP and syslog handlers
+        "unittest.mock",  # patch() imports and replaces attributes named by strings
     }
 )
 """Submodules of allowed packages that stay refused (most specific entry wins)."""
@@ -242,6 +249,7 @@ _KNOWN_SUBMODULES = frozenset(
 DENIED_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
         "contextlib.chdir",  # changes the process working directory
+        "enum.global_enum",  # writes members into sys.modules[cls.__module__], named by data
         "copy.dispatch_table",  # reducers whose state copy.copy applies with setattr()
         "zoneinfo.reset_tzpath",  # points zone look-ups at arbitrary directories
         "io.FileIO",  # raw file access that bypasses the guarded open()
@@ -277,6 +285,7 @@ SAME_NAME_NON_MODULES: frozenset[str] = frozenset(
         "glob.glob",
         "pprint.pprint",
         "random.random",
+        "shlex.shlex",
         "time.time",
     }
 )
@@ -507,6 +516,12 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         # private evaluators reachable from public objects (typing.get_args(...)[0]._evaluate)
         "_evaluate",
         "_eval_type",
+        # library helpers that write into a module named by a string (Enum._convert_)
+        "_convert_",
+        "_convert",
+        # unittest loaders that import modules and walk attributes named by strings
+        "loadTestsFromName",
+        "loadTestsFromNames",
         # string-formatter internals (AG403 reports these)
         "vformat",
         "get_field",
@@ -794,6 +809,10 @@ class Policy:
         runtime_attribute_guard: True when the runner installs guarded ``getattr``/
             ``setattr``/``delattr``/``hasattr`` builtins (pysandbox does); then computed
             names are accepted statically (AG203/AG204) and checked at run time.
+        runtime_format_guard: True when the runner compiles the code after
+            :func:`astguard.route_format_calls` and provides the safe formatter it calls
+            (pysandbox does): then ``t.format(...)``/``t.format_map(...)`` calls with a
+            template that is not a literal are accepted (AG402 only for other spellings).
         max_source_bytes: Largest accepted source, in bytes of UTF-8 (AG902); default
             :data:`DEFAULT_MAX_SOURCE_BYTES` (200,000). Checked before parsing; the parsed AST
             costs about 1 KB per node, so this is also the memory bound. A runner applies the
@@ -808,6 +827,7 @@ class Policy:
     allowed_dunder_attributes: frozenset[str] = ALLOWED_DUNDER_ATTRIBUTES
     denied_module_attributes: frozenset[str] = DENIED_MODULE_ATTRIBUTES
     runtime_attribute_guard: bool = False
+    runtime_format_guard: bool = False
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_nodes: int = 100_000
     max_depth: int = 120
@@ -891,6 +911,18 @@ class Policy:
             A new policy.
         """
         return dataclasses.replace(self, runtime_attribute_guard=bool(installed))
+
+    def with_runtime_format_guard(self, *, installed: bool = True) -> Policy:
+        """Return a copy that says whether the runner routes non-literal format templates.
+
+        Args:
+            installed: True when the runner compiles the code after
+                :func:`astguard.route_format_calls` and binds the safe formatter it names.
+
+        Returns:
+            A new policy.
+        """
+        return dataclasses.replace(self, runtime_format_guard=bool(installed))
 
     def with_limits(
         self,
@@ -1016,6 +1048,7 @@ class Policy:
             "allowed_dunder_attributes": sorted(self.allowed_dunder_attributes),
             "denied_module_attributes": sorted(self.denied_module_attributes),
             "runtime_attribute_guard": self.runtime_attribute_guard,
+            "runtime_format_guard": self.runtime_format_guard,
             "max_source_bytes": self.max_source_bytes,
             "max_nodes": self.max_nodes,
             "max_depth": self.max_depth,

@@ -104,7 +104,8 @@ _RULE_LIST = (
         "AG205",
         "builtins",
         "String-driven reflection: operator.attrgetter/methodcaller with a refused, private "
-        "or computed name.",
+        "or computed name; unittest.main/TestProgram used as a value or with string-driven "
+        "test selection (module=, defaultTest=, argv= naming tests).",
         "operator.attrgetter('__globals__')",
     ),
     Rule(
@@ -184,7 +185,9 @@ _RULE_LIST = (
     Rule(
         "AG402",
         "format",
-        "str.format/format_map with a template that is not a string literal.",
+        "str.format/format_map with a template that is not a string literal, unless the "
+        "policy says the runner routes such calls through a safe formatter "
+        "(runtime_format_guard: then only a bound t.format used as a value is refused).",
         "template.format(x)",
     ),
     Rule(

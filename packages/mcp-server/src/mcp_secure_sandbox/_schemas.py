@@ -91,12 +91,31 @@ class DeleteOutput(TypedDict):
 
 
 class ExportOutput(TypedDict):
-    """A snapshot export: the record inline, or a resource link when it is large."""
+    """A snapshot export: the record inline, or how to read it in chunks when it is large."""
 
     snapshot_id: str
     size_bytes: int
     record: dict[str, Any] | None
     resource_uri: str | None
+    chunk_count: int
+    chunk_bytes: int
+    chunk_uri_template: str | None
+
+
+class RestoreOutput(TypedDict):
+    """A restore's report; the path lists cut to fit one answer (``counts`` has every length)."""
+
+    snapshot_id: str
+    deleted: list[str]
+    rewritten: list[str]
+    recreated: list[str]
+    metadata_restored: list[str]
+    unchanged: int
+    dirs_created: list[str]
+    dirs_removed: list[str]
+    duration_ms: float
+    counts: dict[str, int]
+    paths_truncated: bool
 
 
 class MetricsOutput(TypedDict):

@@ -47,6 +47,9 @@ STREAM_RETURN_BYTES = 64 * 1024
 """Largest part of one output stream a run result carries (head, tail and marker), in bytes."""
 READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
 """Largest byte range of a file one read returns: Base64 and the text mirror fit the budget."""
+EXPORT_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 2
+"""Bytes of an export record one chunk read returns (as a Base64 blob: 4/3 of it, within the
+budget)."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
 _MIN_STREAM_BYTES = 256

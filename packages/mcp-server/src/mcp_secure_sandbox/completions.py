@@ -64,6 +64,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     sources: dict[tuple[str, str], Callable[[], list[str]]] = {
         ("sandbox://snapshots/{snapshot_id}", "snapshot_id"): snapshot_ids,
         ("sandbox://exports/{snapshot_id}", "snapshot_id"): snapshot_ids,
+        ("sandbox://exports/{snapshot_id}/{chunk}", "snapshot_id"): snapshot_ids,
         ("sandbox://schemas/{name}", "name"): schema_names,
         ("diagnose_validation_error", "schema"): schema_names,
         (WORKSPACE_TEMPLATE, "path"): file_paths,
@@ -80,4 +81,5 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         source = sources.get((key, argument.name))
         if source is None:
             return None
-        return complete(await anyio.to_thread.run_sync(source), argument.value)
+        found = await anyio.to_thread.run_sync(source, limiter=state.admission.limiter("light"))
+        return complete(found, argument.value)

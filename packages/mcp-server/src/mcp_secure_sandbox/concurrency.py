@@ -3,18 +3,40 @@
 Runs may overlap each other, but a snapshot, a restore or a validation of a workspace file must see
 the workspace still: those take the workspace exclusively, and wait for the runs in progress to end
 (new runs wait behind them, so they are not starved). How many runs execute at once is pysandbox's
-cap (``Sandbox(max_concurrent_runs=...)``), applied there only: a run holds shared access from
-the moment it is asked for, including while it waits for one of the sandbox's slots.
+cap (``Sandbox(max_concurrent_runs=...)``); the server admits no more runs than that
+(:class:`Admission`), so a run never queues inside the sandbox.
+
+Admission, not abandonment: each kind of heavy work has its own :class:`anyio.CapacityLimiter`
+(runs, validations, snapshot operations, exports), and the threads of light work (metrics,
+status, listings) have theirs, so nothing waits behind a different kind of work and nothing
+takes anyio's default thread limiter. A call that cannot start within the admission wait (a
+token, or the workspace gate) is answered :class:`Busy` ("busy, retry"); a call that started
+runs to its end or its own deadline, never killed halfway.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import math
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import anyio
 
-__all__ = ["WorkspaceGate"]
+__all__ = ["Admission", "Busy", "WorkspaceGate"]
+
+
+class Busy(Exception):
+    """A call could not start within the admission wait.
+
+    The message says what it waited for, and to retry.
+    """
+
+
+def _busy(what: str, waited: float) -> Busy:
+    return Busy(
+        f"busy, retry: {what} did not get its turn within {waited:g} s (the server is at "
+        "capacity for this kind of work); call again in a few seconds"
+    )
 
 
 class WorkspaceGate:
@@ -35,13 +57,27 @@ class WorkspaceGate:
         """Number of runs holding the workspace now: executing, or waiting for a sandbox slot."""
         return self._active_runs
 
+    @property
+    def held_exclusively(self) -> bool:
+        """Whether a snapshot, restore or workspace read holds the workspace now."""
+        return self._exclusive
+
     @asynccontextmanager
-    async def run(self) -> AsyncIterator[None]:
-        """Hold shared access to the workspace for the duration of the block."""
+    async def run(self, patience: float = math.inf) -> AsyncIterator[None]:
+        """Hold shared access to the workspace for the duration of the block.
+
+        Raises:
+            Busy: Not admitted within ``patience`` seconds.
+        """
         async with self._condition:
-            while self._exclusive or self._waiting_exclusive:
-                await self._condition.wait()
-            self._active_runs += 1
+            admitted = False
+            with anyio.move_on_after(patience):
+                while self._exclusive or self._waiting_exclusive:
+                    await self._condition.wait()
+                self._active_runs += 1
+                admitted = True
+            if not admitted:
+                raise _busy("the run (the workspace is being snapshotted or restored)", patience)
         try:
             yield
         finally:
@@ -51,19 +87,33 @@ class WorkspaceGate:
                     self._condition.notify_all()
 
     @asynccontextmanager
-    async def exclusive(self) -> AsyncIterator[None]:
-        """Hold the workspace alone (no run, no other exclusive holder) for the block."""
+    async def exclusive(
+        self, patience: float = math.inf, what: str = "the call"
+    ) -> AsyncIterator[None]:
+        """Hold the workspace alone (no run, no other exclusive holder) for the block.
+
+        Raises:
+            Busy: Not admitted within ``patience`` seconds (runs in progress or another
+                exclusive holder).
+        """
         async with self._condition:
             self._waiting_exclusive += 1
+            admitted = False
             try:
-                while self._exclusive or self._active_runs:
-                    await self._condition.wait()
+                with anyio.move_on_after(patience):
+                    while self._exclusive or self._active_runs:
+                        await self._condition.wait()
+                    admitted = True
             except BaseException:
                 # Cancelled while waiting: runs queued behind this writer may go on.
                 self._waiting_exclusive -= 1
                 self._condition.notify_all()
                 raise
             self._waiting_exclusive -= 1
+            if not admitted:
+                self._condition.notify_all()
+                reason = "runs or another snapshot operation hold the workspace"
+                raise _busy(f"{what} ({reason})", patience)
             self._exclusive = True
         try:
             yield
@@ -72,3 +122,50 @@ class WorkspaceGate:
                 async with self._condition:
                     self._exclusive = False
                     self._condition.notify_all()
+
+
+class Admission:
+    """One :class:`anyio.CapacityLimiter` per kind of work, and the wait for a token.
+
+    Args:
+        wait_s: Longest wait for a token, in seconds (the settings' ``admission_wait_s``).
+        capacities: Tokens per kind (``"run"``, ``"validation"``, ``"snapshot"``,
+            ``"export"``, ``"light"``...).
+    """
+
+    def __init__(self, wait_s: float, capacities: Mapping[str, int]) -> None:
+        self.wait_s = wait_s
+        self.limiters = {kind: anyio.CapacityLimiter(n) for kind, n in capacities.items()}
+        self._threads = {kind: anyio.CapacityLimiter(n) for kind, n in capacities.items()}
+
+    def limiter(self, kind: str) -> anyio.CapacityLimiter:
+        """The thread limiter of ``kind``, for ``to_thread.run_sync(limiter=...)``.
+
+        Apart from the admission tokens (a call admitted holds one of those while its thread
+        takes one of these), and never anyio's default limiter.
+        """
+        return self._threads[kind]
+
+    def in_use(self) -> dict[str, int]:
+        """Tokens borrowed now, per kind."""
+        return {kind: int(lim.borrowed_tokens) for kind, lim in self.limiters.items()}
+
+    @asynccontextmanager
+    async def admit(self, kind: str, what: str) -> AsyncIterator[None]:
+        """Hold one token of ``kind`` for the block.
+
+        Raises:
+            Busy: No token within :attr:`wait_s` (the message names ``what``).
+        """
+        limiter = self.limiters[kind]
+        token = object()
+        admitted = False
+        with anyio.move_on_after(self.wait_s):
+            await limiter.acquire_on_behalf_of(token)
+            admitted = True
+        if not admitted:
+            raise _busy(what, self.wait_s)
+        try:
+            yield
+        finally:
+            limiter.release_on_behalf_of(token)

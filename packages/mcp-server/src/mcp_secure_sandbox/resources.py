@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -15,9 +16,15 @@ from mcp.shared.exceptions import MCPError
 
 from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox import budget
+from mcp_secure_sandbox.concurrency import Busy
 from mcp_secure_sandbox.http_transport import http_warnings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools.snapshots import EXPORT_HINT, LIST_HINT
+from mcp_secure_sandbox.tools.snapshots import (
+    CHUNK_TEMPLATE,
+    LIST_HINT,
+    chunk_count,
+    too_large_for_mcp,
+)
 from mcp_secure_sandbox.tools.workspace import read_range
 from wsnapshot import InvalidSnapshotId, SnapshotError, SnapshotNotFound, WorkspaceError
 
@@ -89,10 +96,10 @@ INVALID_PARAMS = -32602
 """JSON-RPC 2.0 error code for invalid method parameters (a bad id or name in the URI)."""
 
 
-async def _from_store(read: Callable[[], T]) -> T:
-    """Run a snapshot-store read in a worker thread; a bad or unknown id is invalid params."""
+async def _from_store(read: Callable[[], T], limiter: anyio.CapacityLimiter) -> T:
+    """Run a snapshot-store read in a thread on ``limiter``; a bad id is invalid params."""
     try:
-        return await anyio.to_thread.run_sync(read)
+        return await anyio.to_thread.run_sync(read, limiter=limiter)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
         raise MCPError(code=INVALID_PARAMS, message=f"{exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
@@ -109,7 +116,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def status() -> str:
-        document = await anyio.to_thread.run_sync(lambda: status_document(state))
+        document = await anyio.to_thread.run_sync(
+            lambda: status_document(state), limiter=state.admission.limiter("light")
+        )
         return budget.resource_text(_dump(document), "sandbox://status", _NARROW)
 
     @app.resource(
@@ -153,7 +162,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         mime_type="application/json",
     )
     async def snapshot(snapshot_id: str) -> str:
-        snap = await _from_store(lambda: state.store.get(snapshot_id))
+        snap = await _from_store(
+            lambda: state.store.get(snapshot_id), state.admission.limiter("light")
+        )
         uri = f"sandbox://snapshots/{snapshot_id}"
         hint = "compare snapshots with diff_state_snapshots instead"
         return budget.resource_text(_dump(snap.to_dict()), uri, hint)
@@ -161,13 +172,61 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     @app.resource(
         "sandbox://exports/{snapshot_id}",
         name="snapshot-export",
-        description="The self-contained export record of one snapshot, with every file inline.",
+        description=(
+            "The self-contained export record of one small snapshot, every file inline; a "
+            "larger one is read in chunks (sandbox://exports/{snapshot_id}/{chunk})."
+        ),
         mime_type="application/json",
     )
     async def export(snapshot_id: str) -> str:
-        record = await _from_store(lambda: state.store.export(snapshot_id))
+        uri = f"sandbox://exports/{snapshot_id}"
+        async with _admitted("export", uri):
+            try:
+                record = await _from_store(
+                    lambda: state.store.export(snapshot_id, max_size=budget.RESPONSE_BUDGET_BYTES),
+                    state.admission.limiter("export"),
+                )
+            except ResourceError as exc:
+                raise ResourceError(
+                    f"{exc} (over MCP: read it in chunks, {CHUNK_TEMPLATE}, export_state_snapshot "
+                    "gives their count)"
+                ) from None
         text = json.dumps(record, separators=(",", ":"))
-        return budget.resource_text(text, f"sandbox://exports/{snapshot_id}", EXPORT_HINT)
+        return budget.resource_text(text, uri, f"read it in chunks ({CHUNK_TEMPLATE})")
+
+    @app.resource(
+        CHUNK_TEMPLATE,
+        name="snapshot-export-chunk",
+        description=(
+            "One chunk of a snapshot's export record, by index from 0: bytes [chunk * "
+            f"{budget.EXPORT_CHUNK_BYTES}, (chunk + 1) * {budget.EXPORT_CHUNK_BYTES}) of the "
+            "compact JSON record (contents in Base64); export_state_snapshot gives the count."
+        ),
+        mime_type="application/octet-stream",
+    )
+    async def export_chunk(snapshot_id: str, chunk: str) -> bytes:
+        uri = f"sandbox://exports/{snapshot_id}/{chunk}"
+        store = state.store
+        async with _admitted("export", uri):
+            exporting = state.admission.limiter("export")
+            size = await _from_store(lambda: store.export_size(snapshot_id), exporting)
+            refusal = too_large_for_mcp(state, snapshot_id, size)
+            if refusal is not None:
+                raise ResourceError(refusal)
+            count = chunk_count(size)
+            index = _count("chunk", chunk, 0, max(count - 1, 0))
+            step = budget.EXPORT_CHUNK_BYTES
+            return await _from_store(
+                lambda: store.export_range(snapshot_id, index * step, step), exporting
+            )
+
+    @asynccontextmanager
+    async def _admitted(kind: str, uri: str) -> AsyncIterator[None]:
+        try:
+            async with state.admission.admit(kind, f"reading {uri}"):
+                yield
+        except Busy as exc:
+            raise ResourceError(str(exc)) from None
 
     @app.resource(
         WORKSPACE_TEMPLATE,

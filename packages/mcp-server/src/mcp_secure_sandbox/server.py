@@ -7,10 +7,12 @@ only a wrong call (bad arguments) is a tool error, with a message that names the
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 
 from mcp_secure_sandbox import completions, prompts, resources
@@ -48,9 +50,18 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         ConfigError: A library refused the settings: pysandbox the workspace's location (``/``,
             a home directory, the interpreter, a system directory) or a module name or limit,
             wsnapshot the snapshot store (overlapping the workspace, not a store); or the
-            workspace overlaps a directory the server imports from. The message is the
-            library's, one line.
+            workspace overlaps a directory the server imports from; or a kernel layer that
+            ``--require-layers`` names is unavailable (missing layers that are not required
+            are logged as warnings). The message is the library's, one line; or the process
+            has ``PYSANDBOX_TESTING_KERNEL_ONLY`` set (pysandbox's testing-only mode without the
+            Python-level layers).
     """
+    if "PYSANDBOX_TESTING_KERNEL_ONLY" in os.environ:
+        raise ConfigError(
+            "PYSANDBOX_TESTING_KERNEL_ONLY is set: that variable enables a pysandbox mode for "
+            "its own tests, without the AST gate and the Python-level guards; unset it to "
+            "start the server"
+        )
     try:
         state = ServerState(settings)
     except (SandboxError, SnapshotError, ValueError, TypeError) as exc:
@@ -58,6 +69,7 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         raise ConfigError(str(exc)) from None
     try:
         check_importable_overlap(settings.workspace)
+        state.check_isolation()
     except ConfigError:
         state.close()
         raise
@@ -67,7 +79,8 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         try:
             yield
         finally:
-            state.close()
+            with anyio.CancelScope(shield=True):
+                await state.aclose()
 
     app: MCPServer[Any] = MCPServer(
         "secure-sandbox",

@@ -81,6 +81,16 @@ class Settings:
             headers and body) from its connection or first byte, in seconds.
         http_max_connections: Largest number of open HTTP connections (further bounded by the
             soft ``RLIMIT_NOFILE``, see :func:`~mcp_secure_sandbox.http_transport.connection_cap`).
+        worker_pool_size: Confined worker processes validating caller-supplied input at most
+            (:mod:`mcp_secure_sandbox.workers`); also how many validations run at once.
+        worker_deadline_s: Wall-clock time one validation may take in a worker, in seconds;
+            past it the worker is killed and replaced.
+        worker_memory_bytes: Address-space budget (``RLIMIT_AS``) of each worker, in bytes.
+        admission_wait_s: Longest time a call waits for its turn (a worker, a run slot, the
+            workspace, an export slot) before it is answered "busy, retry", in seconds.
+        export_max_bytes: Largest export served over MCP (in chunks), in bytes; a larger one is
+            refused with the host command that exports it.
+        max_concurrent_exports: Export calls and export chunk reads served at once.
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
         token: The HTTP bearer token, or ``None``; never printed, logged or returned.
@@ -111,6 +121,12 @@ class Settings:
     max_body_bytes: int = 4 * 1024 * 1024
     http_request_timeout_s: float = 30.0
     http_max_connections: int = 512
+    worker_pool_size: int = 2
+    worker_deadline_s: float = 10.0
+    worker_memory_bytes: int = 256 * 1024 * 1024
+    admission_wait_s: float = 1.5
+    export_max_bytes: int = 256 * 1024 * 1024
+    max_concurrent_exports: int = 2
     workspace_fallback: bool = False
     token: str | None = field(default=None, repr=False, compare=False)
 
@@ -362,6 +378,58 @@ _OPTIONS: tuple[_Option, ...] = (
         "oldest connection not being served is closed, or the new one refused",
         _positive(int),
     ),
+    _Option(
+        "--worker-pool-size",
+        "WORKER_POOL_SIZE",
+        "2",
+        "confined worker processes that validate JSON and CSV input (each a fresh interpreter "
+        "with rlimits, read-only Landlock and seccomp); also the validations running at once. "
+        "With compose's 1 GiB / 128 pids, 2 workers of 256 MiB leave room for runs",
+        _positive(int),
+    ),
+    _Option(
+        "--worker-deadline",
+        "WORKER_DEADLINE",
+        "10",
+        "seconds one validation may take in a worker; past it the worker is killed and "
+        "replaced and the call gets a tool error",
+        _positive(float),
+        field="worker_deadline_s",
+    ),
+    _Option(
+        "--worker-memory",
+        "WORKER_MEMORY",
+        "256M",
+        "address-space budget of each validation worker in bytes (RLIMIT_AS); K, M, G suffixes",
+        _size,
+        field="worker_memory_bytes",
+    ),
+    _Option(
+        "--admission-wait",
+        "ADMISSION_WAIT",
+        "1.5",
+        "seconds a call waits for its turn (a worker, a run slot, the workspace, an export "
+        "slot) before it is answered 'busy, retry' (1.5 s: the answer reaches the client "
+        "within 2 s)",
+        _positive(float),
+        field="admission_wait_s",
+    ),
+    _Option(
+        "--export-max",
+        "EXPORT_MAX",
+        "256M",
+        "largest snapshot export served over MCP (in chunks) in bytes; larger ones are refused "
+        "with the host command (wsnapshot export)",
+        _size,
+        field="export_max_bytes",
+    ),
+    _Option(
+        "--max-concurrent-exports",
+        "MAX_CONCURRENT_EXPORTS",
+        "2",
+        "export calls and export chunk reads served at once",
+        _positive(int),
+    ),
 )
 
 
@@ -528,6 +596,18 @@ def _outside_the_interpreter(path: Path) -> bool:
     return not any(path == prefix or path.is_relative_to(prefix) for prefix in prefixes)
 
 
+def _searchable_dir(entry: str) -> bool:
+    """Whether ``entry`` is a directory this process can search (no error on EACCES).
+
+    A ``sys.path`` entry the server cannot search is no directory it imports from, and a
+    non-root server must start whatever its ``sys.path`` holds.
+    """
+    try:
+        return Path(entry).is_dir()
+    except OSError:
+        return False
+
+
 def _import_roots() -> list[tuple[Path, str]]:
     """Directories the server imports from that pysandbox's workspace check does not cover.
 
@@ -538,7 +618,7 @@ def _import_roots() -> list[tuple[Path, str]]:
     """
     roots: list[tuple[Path, str]] = []
     for entry in sys.path:
-        if entry and "site-packages" in entry and Path(entry).is_dir():
+        if entry and "site-packages" in entry and _searchable_dir(entry):
             roots.append((Path(entry).resolve(), "installed packages"))
     roots.append((Path(__file__).resolve().parent, "the server's own package"))
     return [(root, what) for root, what in roots if _outside_the_interpreter(root)]

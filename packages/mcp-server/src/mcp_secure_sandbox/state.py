@@ -14,10 +14,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 import astguard
 from datavalidate import SchemaRegistry, default_registry
-from mcp_secure_sandbox.concurrency import WorkspaceGate
+from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
 from mcp_secure_sandbox.observability import Metrics, TraceLog
 from mcp_secure_sandbox.profiles import PROFILES
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox.settings import ConfigError, Settings
+from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import Limits, Sandbox
 from wsnapshot import SafeWorkspace, SnapshotStore
 
@@ -77,12 +78,107 @@ class ServerState:
         self.workspace = SafeWorkspace(settings.workspace)
         self.registry: SchemaRegistry = default_registry()
         self.gate = WorkspaceGate()
+        self.admission = Admission(
+            settings.admission_wait_s,
+            {
+                "run": settings.max_concurrent_runs,
+                "validation": settings.worker_pool_size,
+                "snapshot": 1,
+                "export": settings.max_concurrent_exports,
+                "light": 4,
+                "metrics": 2,
+            },
+        )
+        self.workers = WorkerPool(
+            size=settings.worker_pool_size,
+            deadline_s=settings.worker_deadline_s,
+            memory_bytes=settings.worker_memory_bytes,
+            workspace=settings.workspace,
+            require_kernel_layers=bool(settings.require_layers),
+        )
         self.metrics = Metrics()
         self.traces = TraceLog()
 
+    def check_isolation(self) -> list[str]:
+        """Check the kernel layers once, at start-up; return a warning for each missing one.
+
+        Each layer is probed on its own (pysandbox), so one blocked layer does not hide the
+        other. A missing layer that ``--require-layers`` names would refuse every run: that
+        is a configuration error now, not a tool error on each call.
+
+        Returns:
+            One line per kernel layer that is unavailable but not required (also logged).
+
+        Raises:
+            ConfigError: A required layer is unavailable (which, why, which setting).
+        """
+        caps = self.sandbox.capabilities()
+        warnings: list[str] = []
+        for name in caps.missing_required:
+            reason = caps.layer(name).reason or "unavailable"
+            raise ConfigError(
+                f"--require-layers: the {name} layer is unavailable here ({reason}); every run "
+                f"would be refused. Make {name} available, or leave it out of --require-layers "
+                "(SANDBOX_REQUIRE_LAYERS; 'none' accepts Python-level isolation only, unsafe)"
+            )
+        for name in ("landlock", "seccomp"):
+            info = caps.layer(name)
+            if not info.active:
+                warnings.append(
+                    f"isolation layer {name} is unavailable ({info.reason or 'off'}); runs go "
+                    "without it (not in --require-layers)"
+                )
+                log.warning("%s", warnings[-1])
+        return warnings
+
     def close(self) -> None:
-        """Stop every run still in progress and release the sandbox's resources."""
+        """Stop every run still in progress, kill the workers, release the sandbox's resources."""
+        self.workers.close()
         self.sandbox.close()
+
+    async def aclose(self) -> None:
+        """Like :meth:`close`, waiting for the workers to end."""
+        await self.workers.aclose()
+        self.close()
+
+    def patience(self, started: float) -> float:
+        """What is left of the admission wait of a call begun at ``started`` (anyio's clock).
+
+        A call waits once in all, for a token and for the workspace gate.
+        """
+        return max(0.0, self.settings.admission_wait_s - (anyio.current_time() - started))
+
+    def refuse_if_inconsistent(self, what: str) -> None:
+        """Refuse ``what`` (a run, a snapshot) while the workspace is marked inconsistent.
+
+        Raises:
+            ToolError: Naming the failed restore and the remedy.
+        """
+        reason = self.store.inconsistent
+        if reason is not None:
+            raise ToolError(
+                f"{what} refused: the workspace is inconsistent: {reason}; restore a snapshot "
+                "with restore_state_snapshot to repair it (list_state_snapshots gives the ids), "
+                "or repair it by hand on the host and run `wsnapshot state --clear`"
+            )
+
+    async def no_run_alive(self) -> None:
+        """Wait (at most the admission wait) until no process of a run is alive.
+
+        Called with the workspace held exclusively, before a restore: a run cancelled by its
+        client leaves the gate at once but its process tree is reaped a moment later.
+
+        Raises:
+            Busy: A run's process is still alive after the wait.
+        """
+        with anyio.move_on_after(self.settings.admission_wait_s):
+            while self.sandbox.runs_in_progress:
+                await anyio.sleep(0.02)
+        if self.sandbox.runs_in_progress:
+            raise Busy(
+                "busy, retry: a run's processes are still being stopped; the restore did not "
+                "start (call again in a few seconds)"
+            )
 
     def timeout_for(self, timeout_sec: float | None) -> float:
         """Return the time-out of a call in seconds, applying the default and the maximum.
@@ -114,8 +210,13 @@ class ServerState:
         level = "INFO"
         try:
             yield outcome
+        except Busy as exc:
+            outcome["status"], outcome["message"], level = "busy", str(exc), "WARNING"
+            raise ToolError(str(exc)) from None
         except ToolError as exc:
-            outcome["status"], outcome["message"], level = "invalid_arguments", str(exc), "WARNING"
+            if outcome["status"] in ("ok", "valid", "invalid"):
+                outcome["status"] = "invalid_arguments"
+            outcome["message"], level = str(exc), "WARNING"
             raise
         except anyio.get_cancelled_exc_class():
             # The client cancelled the call (or went away): not a failure of the tool.

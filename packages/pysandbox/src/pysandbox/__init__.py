@@ -8,6 +8,7 @@ from pysandbox.__about__ import __version__
 from pysandbox._capabilities import Capabilities, LayerInfo
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
+from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
@@ -27,5 +28,7 @@ __all__ = [
     "SandboxClosedError",
     "SandboxError",
     "SandboxSetupError",
+    "WorkerConfinement",
     "__version__",
+    "confine_worker",
 ]

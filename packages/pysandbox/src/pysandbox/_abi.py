@@ -7,17 +7,22 @@ Standard library only, and free of side effects on import. The parent imports it
 (which runs ``python -I -S`` and cannot import pysandbox) receives what it needs as plain data
 in its configuration (:func:`child_abi`), so the child never holds a number of its own.
 
-System-call numbers are name -> number tables per architecture, following the kernel's
-``arch/x86/entry/syscalls/syscall_64.tbl`` (x86-64) and ``include/uapi/asm-generic/unistd.h``
-(aarch64: the generic table, which has no ``open``/``fork``/``stat`` family, so the legacy
-names are absent there). Numbers from 424 on are shared by every architecture. The tables hold
-the names pysandbox uses now; :func:`syscall_table` selects one by ``platform.machine()``.
+System-call numbers are full name -> number tables per architecture, kept as generated data
+in :mod:`pysandbox._abi_tables`: the kernel's ``arch/x86/entry/syscalls/syscall_64.tbl``
+(x86-64, the 64-bit ABI without x32) and the generic ``scripts/syscall.tbl`` /
+``include/uapi/asm-generic/unistd.h`` as arm64 uses it (no ``open``/``fork``/``stat`` family,
+so the legacy names are absent there), up to Linux 6.17's ``file_setattr`` (469). Numbers from
+424 on are shared by every architecture. ``tests/test_uapi.py`` checks both tables against
+Debian's UAPI headers and the vendored kernel tables. :func:`syscall_table` selects one by
+``platform.machine()``.
 """
 
 from __future__ import annotations
 
 import platform
 from types import MappingProxyType
+
+from pysandbox import _abi_tables
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUDIT_ARCH",
     "CAPSET_HEADER_VERSION",
+    "COMPAT_AUDIT_ARCH",
     "LANDLOCK",
     "MACHINES",
     "PRCTL",
@@ -37,215 +43,6 @@ __all__ = [
     "syscall_table",
 ]
 
-#: The unified numbers (Linux 5.1+), the same on x86-64 and aarch64.
-_COMMON: dict[str, int] = {
-    "pidfd_send_signal": 424,
-    "io_uring_setup": 425,
-    "io_uring_enter": 426,
-    "io_uring_register": 427,
-    "open_tree": 428,
-    "move_mount": 429,
-    "fsopen": 430,
-    "fsconfig": 431,
-    "fsmount": 432,
-    "fspick": 433,
-    "pidfd_open": 434,
-    "clone3": 435,
-    "pidfd_getfd": 438,
-    "process_madvise": 440,
-    "mount_setattr": 442,
-    "quotactl_fd": 443,
-    "landlock_create_ruleset": 444,
-    "landlock_add_rule": 445,
-    "landlock_restrict_self": 446,
-    "process_mrelease": 448,
-    "fchmodat2": 452,
-    "statmount": 457,
-    "listmount": 458,
-    "setxattrat": 463,
-    "removexattrat": 466,
-}
-
-#: x86-64 (``arch/x86/entry/syscalls/syscall_64.tbl``, the 64-bit ABI).
-_X86_64: dict[str, int] = {
-    "ioctl": 16,
-    "socket": 41,
-    "connect": 42,
-    "bind": 49,
-    "listen": 50,
-    "socketpair": 53,
-    "clone": 56,
-    "fork": 57,
-    "vfork": 58,
-    "execve": 59,
-    "kill": 62,
-    "fcntl": 72,
-    "chmod": 90,
-    "fchmod": 91,
-    "chown": 92,
-    "fchown": 93,
-    "lchown": 94,
-    "ptrace": 101,
-    "syslog": 103,
-    "capget": 125,
-    "capset": 126,
-    "rt_sigqueueinfo": 129,
-    "uselib": 134,
-    "personality": 135,
-    "setpriority": 141,
-    "sched_setparam": 142,
-    "sched_setscheduler": 144,
-    "vhangup": 153,
-    "modify_ldt": 154,
-    "pivot_root": 155,
-    "prctl": 157,
-    "adjtimex": 159,
-    "setrlimit": 160,
-    "chroot": 161,
-    "acct": 163,
-    "settimeofday": 164,
-    "mount": 165,
-    "umount2": 166,
-    "swapon": 167,
-    "swapoff": 168,
-    "reboot": 169,
-    "sethostname": 170,
-    "setdomainname": 171,
-    "iopl": 172,
-    "ioperm": 173,
-    "init_module": 175,
-    "delete_module": 176,
-    "quotactl": 179,
-    "setxattr": 188,
-    "lsetxattr": 189,
-    "fsetxattr": 190,
-    "removexattr": 197,
-    "lremovexattr": 198,
-    "fremovexattr": 199,
-    "tkill": 200,
-    "sched_setaffinity": 203,
-    "lookup_dcookie": 212,
-    "clock_settime": 227,
-    "tgkill": 234,
-    "kexec_load": 246,
-    "add_key": 248,
-    "request_key": 249,
-    "keyctl": 250,
-    "ioprio_set": 251,
-    "inotify_add_watch": 254,
-    "migrate_pages": 256,
-    "fchownat": 260,
-    "fchmodat": 268,
-    "unshare": 272,
-    "move_pages": 279,
-    "rt_tgsigqueueinfo": 297,
-    "perf_event_open": 298,
-    "fanotify_init": 300,
-    "fanotify_mark": 301,
-    "prlimit64": 302,
-    "name_to_handle_at": 303,
-    "open_by_handle_at": 304,
-    "clock_adjtime": 305,
-    "setns": 308,
-    "process_vm_readv": 310,
-    "process_vm_writev": 311,
-    "kcmp": 312,
-    "finit_module": 313,
-    "sched_setattr": 314,
-    "seccomp": 317,
-    "kexec_file_load": 320,
-    "bpf": 321,
-    "execveat": 322,
-    "userfaultfd": 323,
-    **_COMMON,
-}
-
-#: aarch64 (``include/uapi/asm-generic/unistd.h``). No chmod, chown, lchown, fork, vfork,
-#: uselib, modify_ldt, iopl or ioperm: the generic table never had them.
-_AARCH64: dict[str, int] = {
-    "setxattr": 5,
-    "lsetxattr": 6,
-    "fsetxattr": 7,
-    "removexattr": 14,
-    "lremovexattr": 15,
-    "fremovexattr": 16,
-    "lookup_dcookie": 18,
-    "fcntl": 25,
-    "inotify_add_watch": 27,
-    "ioctl": 29,
-    "ioprio_set": 30,
-    "umount2": 39,
-    "mount": 40,
-    "pivot_root": 41,
-    "chroot": 51,
-    "fchmod": 52,
-    "fchmodat": 53,
-    "fchownat": 54,
-    "fchown": 55,
-    "vhangup": 58,
-    "quotactl": 60,
-    "acct": 89,
-    "capget": 90,
-    "capset": 91,
-    "personality": 92,
-    "unshare": 97,
-    "kexec_load": 104,
-    "init_module": 105,
-    "delete_module": 106,
-    "clock_settime": 112,
-    "syslog": 116,
-    "ptrace": 117,
-    "sched_setparam": 118,
-    "sched_setscheduler": 119,
-    "sched_setaffinity": 122,
-    "kill": 129,
-    "tkill": 130,
-    "tgkill": 131,
-    "rt_sigqueueinfo": 138,
-    "setpriority": 140,
-    "reboot": 142,
-    "sethostname": 161,
-    "setdomainname": 162,
-    "setrlimit": 164,
-    "prctl": 167,
-    "settimeofday": 170,
-    "adjtimex": 171,
-    "socket": 198,
-    "socketpair": 199,
-    "bind": 200,
-    "listen": 201,
-    "connect": 203,
-    "add_key": 217,
-    "request_key": 218,
-    "keyctl": 219,
-    "clone": 220,
-    "execve": 221,
-    "swapon": 224,
-    "swapoff": 225,
-    "migrate_pages": 238,
-    "move_pages": 239,
-    "rt_tgsigqueueinfo": 240,
-    "perf_event_open": 241,
-    "prlimit64": 261,
-    "fanotify_init": 262,
-    "fanotify_mark": 263,
-    "name_to_handle_at": 264,
-    "open_by_handle_at": 265,
-    "clock_adjtime": 266,
-    "setns": 268,
-    "process_vm_readv": 270,
-    "process_vm_writev": 271,
-    "kcmp": 272,
-    "finit_module": 273,
-    "sched_setattr": 274,
-    "seccomp": 277,
-    "bpf": 280,
-    "execveat": 281,
-    "userfaultfd": 282,
-    "kexec_file_load": 294,
-    **_COMMON,
-}
-
 #: ``platform.machine()`` spellings -> the canonical architecture name.
 MACHINES: Mapping[str, str] = MappingProxyType(
     {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
@@ -253,11 +50,21 @@ MACHINES: Mapping[str, str] = MappingProxyType(
 
 #: System-call tables, by canonical architecture name.
 SYSCALLS: Mapping[str, Mapping[str, int]] = MappingProxyType(
-    {"x86_64": MappingProxyType(_X86_64), "aarch64": MappingProxyType(_AARCH64)}
+    {
+        "x86_64": MappingProxyType(_abi_tables.X86_64),
+        "aarch64": MappingProxyType(_abi_tables.AARCH64),
+    }
 )
 
 #: ``AUDIT_ARCH_*`` (linux/audit.h): the ``arch`` field of ``struct seccomp_data``.
 AUDIT_ARCH: Mapping[str, int] = MappingProxyType({"x86_64": 0xC000003E, "aarch64": 0xC00000B7})
+
+#: The 32-bit compat ABI the kernel of each architecture may also run (``AUDIT_ARCH_I386``,
+#: reached with ``int 0x80`` on x86-64; ``AUDIT_ARCH_ARM``, AArch32 tasks on arm64): a filter
+#: must kill it, since its numbers mean other calls.
+COMPAT_AUDIT_ARCH: Mapping[str, int] = MappingProxyType(
+    {"x86_64": 0x40000003, "aarch64": 0x40000028}
+)
 
 #: seccomp (linux/seccomp.h) and its x86-64 specifics.
 SECCOMP: Mapping[str, int] = MappingProxyType(
@@ -266,10 +73,12 @@ SECCOMP: Mapping[str, int] = MappingProxyType(
         "GET_ACTION_AVAIL": 2,
         "MODE_FILTER": 2,
         "RET_KILL_PROCESS": 0x80000000,
+        "RET_TRAP": 0x00030000,
         "RET_ERRNO": 0x00050000,
         "RET_ALLOW": 0x7FFF0000,
         "X32_SYSCALL_BIT": 0x40000000,
         "BPF_JMP_JEQ_K": 0x15,  # the opcode whose ``k`` the child patches with its pid
+        "SIGINFO_SYSCALL_OFFSET": 24,  # si_syscall in siginfo_t (SIGSYS), 64-bit Linux
     }
 )
 

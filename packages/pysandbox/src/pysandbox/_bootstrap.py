@@ -2,10 +2,12 @@
 
 Both are started as ``python -I -S -X utf8 -c STUB <payload fd> [<control fd>]`` (no site, no
 environment, so pysandbox itself is not importable there). The payload on the descriptor is an
-8-byte little-endian length, a ``marshal`` dump of ``((module name, code), ...)`` and a
-``marshal`` dump of the configuration. :data:`STUB` executes each module's code, in order, in
-a fresh namespace named after the module, and exits with what the last module's ``entry``
-returns for ``(namespaces, configuration)``:
+8-byte little-endian length, a ``marshal`` dump of ``((module name, (code, ...)), ...)`` and a
+``marshal`` dump of the configuration. :data:`STUB` executes each module's codes, in order, in
+one fresh namespace named after the module (a module may be built from several files: the
+kernel part of the child, :mod:`pysandbox._child_kernel`, and the rest, :mod:`pysandbox._child`,
+share one namespace), and exits with what the last module's ``entry`` returns for
+``(namespaces, configuration)``:
 
 - spawn: :data:`CHILD` = ``pysandbox._child``; its ``entry`` applies every layer and runs the
   code (:func:`pysandbox._child.run_config`);
@@ -39,12 +41,18 @@ STUB = (
     "m=marshal.loads(d[8:8+n]);c=marshal.loads(d[8+n:]);del d,f,n\n"
     "s=[]\n"
     "for k,b in m:\n"
-    " g={'__name__':k,'__file__':b.co_filename,'__builtins__':__builtins__}\n"
-    " exec(b,g);s.append(g)\n"
-    "del m,k,b,g\n"
+    " g={'__name__':k,'__file__':b[-1].co_filename,'__builtins__':__builtins__}\n"
+    " for x in b:exec(x,g)\n"
+    " s.append(g)\n"
+    "del m,k,b,g,x\n"
     "sys.exit(s[-1]['entry'](s,c))\n"
 )
 
+#: The files that make up each module the bootstrap executes (one namespace per module).
+_MODULES: dict[str, tuple[str, ...]] = {
+    "_child": ("_child_kernel", "_child"),
+    "_zygote": ("_zygote",),
+}
 #: The modules a spawn-mode child executes.
 CHILD: tuple[str, ...] = ("_child",)
 #: The modules the zygote executes.
@@ -87,7 +95,9 @@ def payload(modules: tuple[str, ...], config: dict[str, Any]) -> bytes:
         The bytes to put on the payload descriptor.
     """
     if modules not in _packed:
-        code = marshal.dumps(tuple((f"pysandbox.{m}", module_code(m)) for m in modules))
+        code = marshal.dumps(
+            tuple((f"pysandbox.{m}", tuple(module_code(f) for f in _MODULES[m])) for m in modules)
+        )
         _packed[modules] = len(code).to_bytes(8, "little") + code
     return _packed[modules] + marshal.dumps(config)
 

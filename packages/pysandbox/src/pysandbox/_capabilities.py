@@ -204,7 +204,10 @@ def report(
     if probe.seccomp:
         programs = filters()
         sc_details.update(
-            filters=[{"name": f.name, "instructions": f.length} for f in programs],
+            filters=[
+                {"name": f.name, "instructions": f.length, "listed_calls": f.listed}
+                for f in programs
+            ],
             rules=list(_seccomp.denied_rules()),
         )
     add("seccomp", probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)

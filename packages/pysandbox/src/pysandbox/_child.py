@@ -11,8 +11,14 @@ the warm zygote whose forked children use the same :func:`run_config`. The confi
    whose state is immutable, the import guard for the user's own imports and guarded
    ``getattr``/``setattr``/``delattr``/``hasattr``;
 
-and then runs the user's code as ``__main__``. A layer that was asked for and cannot be applied
-ends the process with :data:`EXIT_SETUP_FAILED` before any user code runs.
+and then runs the user's code as ``__main__``.
+
+The setup channel: the configuration's ``setup_fd`` is the write end of a pipe whose read end
+only the parent holds. Once every layer is in place the child writes :data:`SETUP_READY` to
+it and closes it, before the user's code (or its compilation) starts; a layer that was asked
+for and cannot be applied writes :data:`SETUP_FAILED` and the reason instead and ends the
+process with :data:`EXIT_SETUP_FAILED`. The parent believes only this channel about setup:
+no exit status, signal or output of the user's code can claim a setup failure.
 
 When imported (by the parent, or tests) this module only defines constants and functions.
 """
@@ -31,23 +37,42 @@ if TYPE_CHECKING:
     from types import MappingProxyType
     from typing import Any
 
+if "Libc" not in globals():
+    # Imported by the parent or the tests. In a confined interpreter the bootstrap stub has
+    # already executed pysandbox._child_kernel into this namespace (pysandbox itself is not
+    # importable there), so these names exist and nothing is imported.
+    from pysandbox._child_kernel import (
+        EXIT_SETUP_FAILED,
+        SETUP_FAILED,
+        SETUP_READY,
+        Libc,
+        _fail,
+        _setup_channel,
+        apply_landlock,
+        apply_rlimits,
+        build_landlock_ruleset,
+        drop_bounding_set,
+        drop_capabilities,
+        forbid_creation,
+        install_sigsys_reporter,
+        load_seccomp,
+        open_setup_channel,
+        report_setup,
+        restrict_landlock,
+    )
+
 __all__ = [
-    "EXIT_MEMORY",
     "EXIT_SETUP_FAILED",
-    "RESERVED_EXIT_CODES",
+    "SETUP_FAILED",
+    "SETUP_READY",
     "build_landlock_ruleset",
     "drop_bounding_set",
     "entry",
+    "finalize",
     "forbid_creation",
     "restrict_landlock",
     "run_config",
 ]
-
-#: Exit status meaning "the user's code raised MemoryError" (never reachable from user code).
-EXIT_MEMORY = 120
-#: Exit status meaning "a required isolation layer could not be applied"; nothing ran.
-EXIT_SETUP_FAILED = 121
-RESERVED_EXIT_CODES = frozenset({EXIT_MEMORY, EXIT_SETUP_FAILED})
 
 USER_FILENAME = "<sandbox>"
 _BOOT_FILE = __file__
@@ -61,256 +86,6 @@ class SandboxDenied(PermissionError, ValueError):
     ``typing``, ``collections.namedtuple``, ``enum`` and ``logging`` catch ``ValueError`` around
     ``sys._getframe`` (for interpreters without it), so denying frame access stays harmless.
     """
-
-
-def _fail(message: str) -> None:
-    try:
-        os.write(2, f"pysandbox: isolation setup failed: {message}\n".encode())
-    finally:
-        os._exit(EXIT_SETUP_FAILED)
-
-
-# --------------------------------------------------------------------------------------------
-# Layer 3: resource limits
-# --------------------------------------------------------------------------------------------
-def apply_rlimits(limits: list[tuple[int, int, int]], libc: Libc | None = None) -> None:
-    """Apply ``(resource, soft, hard)`` triples.
-
-    With ``libc`` (the kernel layers are loaded anyway) through ``prlimit64`` on this
-    process, which saves importing ``resource``; otherwise with ``resource.setrlimit``.
-    """
-    if libc is not None:
-        for which, soft, hard in limits:
-            if libc.call("prlimit64", 0, which, _u(soft, 8) + _u(hard, 8), None) != 0:
-                _fail(f"prlimit64({which}): {libc.error()}")
-        return
-    import resource
-
-    for which, soft, hard in limits:
-        resource.setrlimit(which, (soft, hard))
-
-
-# --------------------------------------------------------------------------------------------
-# Layer 5: Landlock and seccomp (ctypes, raw system calls)
-# --------------------------------------------------------------------------------------------
-class Libc:
-    """Just enough libc for the kernel layers: ``syscall`` and ``prctl`` with errno.
-
-    ``abi`` is :func:`pysandbox._abi.child_abi`'s data (from the configuration): system calls
-    are made by name (:meth:`call`) and constants read from it, so no number lives here.
-
-    Built on ``_ctypes`` directly (the same primitives ``ctypes/__init__.py`` uses), which
-    costs about a millisecond less per run than importing ``ctypes``; falls back to ``ctypes``
-    if those primitives ever change. Integer arguments are passed as C ``long``; ``bytes`` as
-    pointers to their (read-only) contents; ``None`` as NULL.
-    """
-
-    def __init__(self, abi: dict[str, Any]) -> None:
-        self.nr: dict[str, int] = abi["nr"]
-        self.prctl_opt: dict[str, int] = abi["prctl"]
-        self.landlock: dict[str, int] = abi["landlock"]
-        self.seccomp: dict[str, int] = abi["seccomp"]
-        self.capset_version: int = abi["capset_version"]
-        self._long: Any = None
-        self._char: Any = None
-        self._syscall: Any = None
-        self._prctl: Any = None
-        self.errno: Any = None
-        self._addressof: Any = None
-        try:
-            self._init_ctypes_core()
-        except (ImportError, AttributeError, TypeError):  # pragma: no cover - safety net
-            self._init_ctypes()
-
-    def _init_ctypes_core(self) -> None:
-        import _ctypes
-
-        class CLong(_ctypes._SimpleCData):  # type: ignore[type-arg]
-            _type_ = "l"
-
-        class CChar(_ctypes._SimpleCData):  # type: ignore[type-arg]
-            _type_ = "c"
-
-        class Func(_ctypes.CFuncPtr):
-            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
-            _restype_ = CLong
-
-        class Lib:
-            _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]
-
-        self._long = CLong
-        self._char = CChar
-        self._syscall = Func(("syscall", Lib))  # type: ignore[arg-type]
-        self._prctl = Func(("prctl", Lib))  # type: ignore[arg-type]
-        self.errno = _ctypes.get_errno
-        self._addressof = _ctypes.addressof
-
-    def _init_ctypes(self) -> None:  # pragma: no cover - only if _ctypes changes
-        import ctypes
-
-        lib = ctypes.CDLL(None, use_errno=True)
-        lib.syscall.restype = ctypes.c_long
-        lib.prctl.restype = ctypes.c_long
-        self._long = ctypes.c_long
-        self._char = ctypes.c_char
-        self._syscall = lib.syscall
-        self._prctl = lib.prctl
-        self.errno = ctypes.get_errno
-        self._addressof = ctypes.addressof
-
-    def _args(self, args: tuple[Any, ...]) -> list[Any]:
-        return [self._long(a) if isinstance(a, int) else a for a in args]
-
-    def syscall(self, *args: Any) -> int:
-        """``syscall(2)``; returns the raw result (negative on error, see :meth:`errno`)."""
-        return int(self._syscall(*self._args(args)))
-
-    def call(self, name: str, *args: Any) -> int:
-        """``syscall(2)`` of the system call called ``name`` on this architecture."""
-        return int(self._syscall(*self._args((self.nr[name], *args))))
-
-    def prctl(self, *args: Any) -> int:
-        """``prctl(2)`` with five arguments."""
-        return int(self._prctl(*self._args(args)))
-
-    def buffer(self, data: bytes) -> tuple[Any, int]:
-        """Copy ``data`` into C memory; return the owner (keep it alive) and its address."""
-        owner = (self._char * len(data)).from_buffer_copy(data)
-        return owner, int(self._addressof(owner))
-
-    def error(self) -> str:
-        """The current errno as text."""
-        err = int(self.errno())
-        return f"{os.strerror(err)} (errno {err})"
-
-
-def _u(value: int, size: int) -> bytes:
-    return int(value).to_bytes(size, sys.byteorder)
-
-
-def apply_landlock(libc: Libc, plan: dict[str, Any]) -> None:
-    """Create the ruleset, add every path rule and restrict this thread (and its future ones)."""
-    restrict_landlock(libc, build_landlock_ruleset(libc, plan))
-
-
-def restrict_landlock(libc: Libc, ruleset: int) -> None:
-    """``PR_SET_NO_NEW_PRIVS``, ``landlock_restrict_self(ruleset)``, then close ``ruleset``."""
-    set_no_new_privs(libc)
-    if libc.call("landlock_restrict_self", ruleset, 0) < 0:
-        _fail(f"landlock_restrict_self: {libc.error()}")
-    os.close(ruleset)
-
-
-def forbid_creation(libc: Libc) -> None:
-    """Stack a Landlock ruleset that handles every ``MAKE_*`` right and grants none.
-
-    Landlock rulesets intersect, so after this nothing can be created anywhere (files,
-    directories, links, renames into new names), while everything the first ruleset allows
-    otherwise (reading, deleting, truncating) still works. Used for shrink-only runs.
-    """
-    ll = libc.landlock
-    make_any = 0  # every LANDLOCK_ACCESS_FS_MAKE_* right (ABI 1)
-    for kind in ("CHAR", "DIR", "REG", "SOCK", "FIFO", "BLOCK", "SYM"):
-        make_any |= ll["ACCESS_FS_MAKE_" + kind]
-    ruleset = libc.call("landlock_create_ruleset", _u(make_any, 8), 8, 0)
-    if ruleset < 0:
-        _fail(f"landlock_create_ruleset (no creation): {libc.error()}")
-    restrict_landlock(libc, ruleset)
-
-
-def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
-    """Create the ruleset and add every path rule; return the ruleset descriptor."""
-    abi = int(plan["abi"])
-    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    attr = (_u(plan["fs"], 8) + _u(plan["net"], 8) + _u(plan["scoped"], 8))[:size]
-    ruleset = libc.call("landlock_create_ruleset", attr, size, 0)
-    if ruleset < 0:
-        _fail(f"landlock_create_ruleset: {libc.error()}")
-    ll = libc.landlock
-    file_only = 0
-    for right in ("EXECUTE", "WRITE_FILE", "READ_FILE", "TRUNCATE", "IOCTL_DEV"):
-        file_only |= ll["ACCESS_FS_" + right]
-    path_beneath = ll["RULE_PATH_BENEATH"]
-    for path, rights in plan["rules"]:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            continue  # vanished since planning: nothing to grant
-        try:
-            # os.path, not pathlib: importing pathlib would cost every run ~2 ms.
-            mask = rights if os.path.isdir(path) else rights & file_only  # noqa: PTH112
-            if not mask:
-                continue
-            # struct landlock_path_beneath_attr (packed): __u64 allowed_access; __s32 parent_fd
-            rule = _u(mask, 8) + _u(fd, 4)
-            if libc.call("landlock_add_rule", ruleset, path_beneath, rule, 0) < 0:
-                _fail(f"landlock_add_rule({path!r}): {libc.error()}")
-        finally:
-            os.close(fd)
-    return int(ruleset)
-
-
-def set_no_new_privs(libc: Libc) -> None:
-    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``: required for unprivileged Landlock and seccomp."""
-    if libc.prctl(libc.prctl_opt["PR_SET_NO_NEW_PRIVS"], 1, 0, 0, 0) != 0:
-        _fail(f"prctl(PR_SET_NO_NEW_PRIVS): {libc.error()}")
-
-
-def drop_bounding_set(libc: Libc) -> None:
-    """Empty the capability bounding set and the ambient set of this process.
-
-    Inherited across ``fork``: the warm zygote does this once, and its children skip it.
-    Unprivileged callers have nothing to drop; errors are ignored.
-    """
-    opt = libc.prctl_opt
-    for cap in range(64):
-        if libc.prctl(opt["PR_CAPBSET_DROP"], cap, 0, 0, 0) != 0 and libc.errno() == 22:  # EINVAL
-            break
-    libc.prctl(opt["PR_CAP_AMBIENT"], opt["PR_CAP_AMBIENT_CLEAR_ALL"], 0, 0, 0)
-
-
-def drop_capabilities(libc: Libc, *, bounding: bool = True) -> None:
-    """Empty the bounding, ambient, effective, permitted and inheritable capability sets.
-
-    For a child started by root this removes what Landlock and seccomp do not look at
-    (``CAP_DAC_OVERRIDE`` for files Landlock allows read-only, ``CAP_SYS_RESOURCE``, ...).
-    ``bounding=False`` skips the bounding and ambient sets (already empty: a warm child).
-    A failing ``capset`` ends the process with ``EXIT_SETUP_FAILED``.
-    """
-    if bounding:
-        drop_bounding_set(libc)
-    header = _u(libc.capset_version, 4) + _u(0, 4)  # _LINUX_CAPABILITY_VERSION_3, this process
-    if libc.call("capset", header, bytes(24)) != 0:  # all sets empty
-        _fail(f"capset: {libc.error()}")
-
-
-def patch_self_pid(code: bytes, placeholder: int, pid: int, jeq_k: int) -> bytes:
-    """Replace the pid placeholder in ``JEQ k`` (opcode ``jeq_k``) instructions with ``pid``."""
-    out = bytearray(code)
-    needle = _u(placeholder, 4)
-    replacement = _u(pid, 4)
-    at = out.find(needle)
-    while at >= 0:  # only a handful of matches: cheaper than walking every instruction
-        # ``k`` is the last 4 bytes of an 8-byte instruction whose opcode is BPF_JMP|JEQ|K.
-        if at % 8 == 4 and int.from_bytes(out[at - 4 : at - 2], sys.byteorder) == jeq_k:
-            out[at : at + 4] = replacement
-        at = out.find(needle, at + 1)
-    return bytes(out)
-
-
-def load_seccomp(libc: Libc, filters: list[bytes], placeholder: int) -> None:
-    """Load the stacked classic-BPF filters with ``prctl(PR_SET_SECCOMP, MODE_FILTER)``."""
-    set_no_new_privs(libc)
-    pid = os.getpid()
-    for code in filters:
-        patched = patch_self_pid(code, placeholder, pid, libc.seccomp["BPF_JMP_JEQ_K"])
-        program, address = libc.buffer(patched)
-        # struct sock_fprog { unsigned short len; (6 bytes padding) struct sock_filter *filter; }
-        fprog, fprog_address = libc.buffer(_u(len(code) // 8, 2) + bytes(6) + _u(address, 8))
-        mode = libc.seccomp["MODE_FILTER"]
-        if libc.prctl(libc.prctl_opt["PR_SET_SECCOMP"], mode, fprog_address, 0, 0) != 0:
-            _fail(f"prctl(PR_SET_SECCOMP): {libc.error()}")
-        del program, fprog
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,6 +187,8 @@ _BLOCKED_EVENTS = frozenset(
         "shutil.chown",
         "os.add_dll_directory",
         "cpython.remote_debugger_script",
+        # a new interpreter has no audit hook and the real builtins (F02)
+        "cpython.PyInterpreterState_New",
     }
 )
 # ``os.putenv``/``os.unsetenv`` are not refused: they change this process's own (scrubbed)
@@ -422,6 +199,24 @@ _BLOCKED_EVENTS = frozenset(
 #: are required; libraries call these in ordinary work (pandas' warnings and pyparsing look at
 #: the calling frames).
 NATIVE_ALLOWED_EVENTS = frozenset({"sys._getframe"})
+#: Modules no ordinary code imports and that reach a fresh interpreter or raw memory: the
+#: interpreter modules and every test or example extension module (checked by prefix too).
+_REFUSED_MODULES = frozenset({"_interpreters", "_interpchannels", "_interpqueues", "_ctypes_test"})
+_REFUSED_MODULE_PREFIXES = ("_test", "_xx", "xx")
+
+
+def refused_module(name: str) -> bool:
+    """Whether ``name`` (a dotted module name) is one no run may load, whoever imports it.
+
+    The interpreter modules (``_xxsubinterpreters``, ``_interpreters``, ...) create an
+    interpreter without the audit hook; the test and example extension modules
+    (``_testcapi``, ``_testinternalcapi``, ``xxlimited``, ...) reach raw memory and fresh
+    interpreters too. No standard module imports them.
+    """
+    top = name.partition(".")[0]
+    return top in _REFUSED_MODULES or top.startswith(_REFUSED_MODULE_PREFIXES)
+
+
 # Events whose first argument(s) are paths that will be modified.
 _WRITE_PATH_EVENTS = frozenset(
     {
@@ -478,19 +273,193 @@ def _path_text(path: Any) -> str:
     raise SandboxDenied(1, f"sandbox: path arguments of type {kind.__name__} are not accepted")
 
 
-def make_audit_hook(  # noqa: PLR0917 - positional, as its callers always passed them
+# Names generated code may never read: with a library's globals they are the real builtins.
+_GENERATED_DENIED_NAMES = frozenset(
+    {
+        "__build_class__",
+        "__builtins__",
+        "__import__",
+        "__loader__",
+        "__spec__",
+        "breakpoint",
+        "compile",
+        "delattr",
+        "eval",
+        "exec",
+        "getattr",
+        "globals",
+        "hasattr",
+        "help",
+        "input",
+        "locals",
+        "memoryview",
+        "open",
+        "setattr",
+        "vars",
+    }
+)
+#: The file name the generated-code check parses with: this very object (no other str is
+#: identical to it) tells the audit hook that the ``compile`` event is the check's own.
+_GENERATED_FILENAME = "".join(["<generated code ", str(id(_WRITE_FLAGS)), ">"])
+# Syntax the standard library's code generators emit (dataclasses, namedtuple, typing's
+# forward references); anything else in code compiled during a run is refused.
+_GENERATED_NODES = frozenset(
+    {
+        "Module", "Expression", "FunctionDef", "Lambda", "arguments", "arg", "Return",
+        "Assign", "Expr", "If", "Raise", "Pass", "Call", "keyword", "Attribute", "Name",
+        "Constant", "JoinedStr", "FormattedValue", "BinOp", "BoolOp", "Compare", "UnaryOp",
+        "IfExp", "Tuple", "List", "Set", "Subscript", "Starred", "Load", "Store", "Add",
+        "BitOr", "And", "Or", "Not", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",
+        "In", "NotIn",
+    }
+)  # fmt: skip
+# Dunders the generators read or call besides the user-readable ones: object.__setattr__ in
+# frozen dataclasses.
+_GENERATED_DUNDERS = frozenset({"__setattr__", "__delattr__"})
+
+
+def make_generated_code_check(
+    allowed_dunders: frozenset[str],
+    forbidden: frozenset[str],
+    allowed: frozenset[str],
+    denied: frozenset[str],
+) -> Callable[[Any], str | None]:
+    """The check of source compiled while the user's code runs; returns a reason or ``None``.
+
+    Libraries turn user data into code: ``dataclasses`` compiles text built from field names
+    (the keys of ``__annotations__``, any string when the class comes from ``type()``), and
+    ``typing`` compiles and evaluates string annotations, both with the library's (real)
+    builtins. The audit hook sees the source (the ``compile`` event) but not the globals the
+    code will run with, so the source must be harmless in any globals: only the syntax those
+    generators emit, no name that is a refused builtin, a module off the allow-list or a
+    system module, no dunder outside the user's allow-list except the generators' own
+    (``__dataclass_*``, ``__create_fn__``, ``object.__setattr__``), no dunder string and no
+    assignment to a dunder attribute. A field name that is not an identifier makes the text
+    unparsable or adds syntax outside the list: refused.
+    """
+    stdlib = frozenset(getattr(sys, "stdlib_module_names", ()))
+    readable = allowed_dunders | _GENERATED_DUNDERS
+    # Imported now: importing it inside the hook could meet a partly initialised module.
+    import ast
+
+    parse, walk = ast.parse, ast.walk
+
+    def bad_name(name: str) -> str | None:
+        if name in _GENERATED_DENIED_NAMES or name in forbidden:
+            return f"the name {name!r}"
+        if name.startswith("__") and not (
+            name.startswith("__dataclass") or name == "__create_fn__" or name in allowed_dunders
+        ):
+            return f"the name {name!r}"
+        if name in stdlib and not module_allowed(name, allowed, denied):
+            return f"the module {name!r}"
+        return None
+
+    def check(source: Any) -> str | None:
+        mode = "exec"
+        text = source.decode("utf-8", "replace") if type(source) is bytes else source
+        if type(text) is not str:
+            return f"source of type {type(source).__name__}"
+        try:
+            tree = parse(text, _GENERATED_FILENAME, mode)
+        except SyntaxError:
+            try:
+                tree = parse(text, _GENERATED_FILENAME, "eval")
+            except SyntaxError:
+                return "source that does not parse"
+        nodes: list[Any] = list(walk(tree))
+        # the generator returns the functions it defined: `return __setattr__`
+        # and its parameters are local names (a namedtuple field called `opcode`)
+        defined = {node.name for node in nodes if type(node).__name__ == "FunctionDef"}
+        defined.update(node.arg for node in nodes if type(node).__name__ == "arg")
+        for node in nodes:
+            kind = type(node).__name__
+            if kind not in _GENERATED_NODES:
+                return f"the syntax {kind}"
+            problem: str | None = None
+            if kind == "Name" and node.id not in defined:
+                problem = bad_name(node.id)
+            elif kind == "Attribute":
+                attr = node.attr
+                if attr.startswith("__") and attr.endswith("__"):
+                    if attr not in readable or type(node.ctx).__name__ != "Load":
+                        problem = f"the attribute {attr!r}"
+                elif attr in forbidden:
+                    problem = f"the attribute {attr!r}"
+                elif attr.startswith("_"):
+                    root = node.value
+                    while type(root).__name__ == "Attribute":
+                        root = root.value
+                    if type(root).__name__ == "Name" and root.id in stdlib:
+                        problem = f"the private attribute {attr!r} of a module"
+            elif kind == "Constant" and type(node.value) is str:
+                value = node.value
+                if (
+                    value.startswith("__")
+                    and value.endswith("__")
+                    and (value not in allowed_dunders or value == "__class__")
+                ):
+                    problem = f"the string {value!r}"
+            if problem is not None:
+                return problem
+        return None
+
+    return check
+
+
+def is_library_source(
+    source: Any,
+    filename: str,
+    read_roots: tuple[str, ...],
+    workspace: str,
+    realpath: Callable[[str], str],
+) -> bool:
+    """Whether ``source`` is exactly the file ``filename`` under a read-only root.
+
+    What the import system compiles when a module has no cached bytecode; such source is the
+    library's, not generated from user data.
+    """
+    resolved = realpath(filename)
+    if _within(resolved, (workspace,)) or not _within(resolved, read_roots):
+        return False
+    if type(source) is str:
+        source = source.encode("utf-8", "surrogateescape")
+    if type(source) is not bytes:
+        return False
+    try:
+        fd = os.open(resolved, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks) == source
+
+
+def make_audit_hook(
     workspace: str,
     read_roots: tuple[str, ...],
     realpath: Callable[[str], str],
     own_pid: int,
     list_roots: tuple[str, ...] = (),
     blocked: frozenset[str] = _BLOCKED_EVENTS,
+    *,
+    generated_check: Callable[[Any], str | None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
     The hook applies the same file rule as Landlock (reads of the interpreter's files stay
     allowed), and refuses process creation, sockets other than AF_UNIX ``socketpair``,
-    ``ctypes``, frame access, the ``gc`` object walkers, tracing and code construction.
+    ``ctypes``, frame access, the ``gc`` object walkers, tracing, code construction, new
+    interpreters and the modules of :func:`refused_module`. With ``generated_check`` (see
+    :func:`make_generated_code_check`), source compiled during the run is checked too, except
+    a module's unchanged source file under a read-only root (an import without a cache).
     """
 
     def hook(
@@ -515,7 +484,44 @@ def make_audit_hook(  # noqa: PLR0917 - positional, as its callers always passed
         _fsdecode: Callable[[Any], str] = _path_text,
         _lexists: Callable[[str], bool] = os.path.lexists,
         _exists: type[FileExistsError] = FileExistsError,
+        _generated: Callable[[Any], str | None] | None = generated_check,
+        _library_source: Callable[..., bool] = is_library_source,
+        _refused_module: Callable[[str], bool] = refused_module,
     ) -> None:
+        if event == "compile":
+            source, filename = args[0], args[1]
+            if (
+                _generated is None
+                or filename is _GENERATED_FILENAME  # the check's own parse
+                or (
+                    type(filename) is _str
+                    and filename.endswith(".py")
+                    and _library_source(source, filename, _ro, _ws[0], _realpath)
+                )
+            ):
+                return
+            problem = _generated(source)
+            if problem is not None:
+                raise _denied(
+                    1,
+                    f"sandbox: code generated at run time uses {problem}; field names must be "
+                    "identifiers and annotations types, not strings of code",
+                )
+            return
+        if event == "sqlite3.connect":
+            # sqlite opens its files in C (no open event): in memory or in the workspace only.
+            text = _fsdecode(args[0])
+            if text in ("", ":memory:"):
+                return
+            if text.startswith("file:"):
+                raise _denied(1, "sandbox: sqlite3 URI file names are not permitted")
+            if not _within(_realpath(text), _ws):
+                raise _denied(13, "sandbox: databases outside the workspace are not permitted")
+            return
+        if event == "import":
+            if _isinstance(args[0], _str) and _refused_module(args[0]):
+                raise _denied(1, f"sandbox: the module {args[0]!r} may not be loaded")
+            return
         if event == "open":
             path, mode, flags = args
             if path is None or _isinstance(path, _int):
@@ -594,11 +600,77 @@ def module_allowed(name: str, allowed: frozenset[str], denied: frozenset[str]) -
     return best_allowed > best_denied
 
 
+def make_guarded_operator(refused_name: Callable[[str], bool], real: Any = None) -> Any:
+    """A copy of the ``operator`` module whose ``attrgetter``/``methodcaller`` check names.
+
+    The real ones look attributes up in C with names given as strings, and their classes are
+    reachable from any instance (``type(operator.attrgetter("x"))("__globals__")``). The
+    copies refuse private, dunder and refused names on every call and return plain functions,
+    whose class cannot build another getter. The user's imports of ``operator`` get the copy.
+
+    Args:
+        refused_name: The attribute guard's rule for one name.
+        real: The module to copy (default: the real ``operator``).
+
+    Returns:
+        The copied module.
+    """
+    if real is None:
+        import operator as real
+    copy = type(sys)("operator", real.__doc__)
+    copy.__dict__.update(
+        {k: v for k, v in real.__dict__.items() if not (k.startswith("__") and k.endswith("__"))}
+    )
+    real_attrgetter, real_methodcaller = real.attrgetter, real.methodcaller
+
+    def check(name: Any, what: str) -> None:
+        if type(name) is not str:
+            raise TypeError(f"{what} names must be exact str objects")
+        for part in name.split("."):
+            if part.startswith("_") or refused_name(part):
+                raise AttributeError(f"sandbox: {what}({name!r}) is not permitted")
+
+    def attrgetter(attr: str, /, *attrs: str) -> Callable[[Any], Any]:
+        for name in (attr, *attrs):
+            check(name, "attrgetter")
+        getter = real_attrgetter(attr, *attrs)
+
+        def get(obj: Any, /) -> Any:
+            return getter(obj)
+
+        return get
+
+    def methodcaller(name: str, /, *args: Any, **kwargs: Any) -> Callable[[Any], Any]:
+        check(name, "methodcaller")
+        if "." in name:
+            raise AttributeError(f"sandbox: methodcaller({name!r}) is not permitted")
+        caller = real_methodcaller(name, *args, **kwargs)
+
+        def call(obj: Any, /) -> Any:
+            return caller(obj)
+
+        return call
+
+    attrgetter.__doc__ = real_attrgetter.__doc__
+    methodcaller.__doc__ = real_methodcaller.__doc__
+    copy.attrgetter = attrgetter  # type: ignore[attr-defined]
+    copy.methodcaller = methodcaller  # type: ignore[attr-defined]
+    return copy
+
+
 def make_import(
-    real_import: Callable[..., Any], allowed: frozenset[str], denied: frozenset[str]
+    real_import: Callable[..., Any],
+    allowed: frozenset[str],
+    denied: frozenset[str],
+    replacements: dict[str, Any] | None = None,
 ) -> Callable[..., Any]:
-    """The import guard bound into the user's builtins only (stdlib imports are unaffected)."""
+    """The import guard bound into the user's builtins only (stdlib imports are unaffected).
+
+    ``replacements`` maps top-level module names to the guarded copies the user gets instead
+    (``operator``, see :func:`make_guarded_operator`).
+    """
     module_type = type(sys)
+    swaps = dict(replacements or {})
     stdlib_names = frozenset(getattr(sys, "stdlib_module_names", ())) | {"_strptime"}
 
     def __import__(
@@ -629,6 +701,8 @@ def make_import(
                 name=str(name),
             )
         module = real_import(name, globals, locals, fromlist, level)
+        if name in swaps:
+            return swaps[name]
         for item in fromlist or ():
             value = getattr(module, item, None)
             if isinstance(value, module_type) and not module_allowed(
@@ -684,13 +758,16 @@ def make_attr_guards(
     forbidden: frozenset[str] = frozenset(),
     module_forbidden: frozenset[str] = frozenset(),
     module_pairs: frozenset[str] = frozenset(),
+    module_swaps: dict[Any, Any] | None = None,
 ) -> tuple[Callable[..., Any], Callable[..., None], Callable[..., None], Callable[..., bool]]:
     """Guarded ``getattr``/``setattr``/``delattr``/``hasattr`` for the user's builtins.
 
     Refused at run time: dunder names outside ``allowed_dunders``, frame/code/generator
     internals, private names of modules, module values that are off the import allow-list,
-    and any attribute assignment on a module.
+    and any attribute assignment on a module. A module with a guarded copy (``module_swaps``,
+    real module to copy) is answered with the copy.
     """
+    swaps = dict(module_swaps or {})
     real_getattr, real_setattr, real_delattr = getattr, setattr, delattr
     module_type = type(sys)
     missing = object()
@@ -717,6 +794,8 @@ def make_attr_guards(
             real_getattr(value, "__name__", ""), allowed, denied
         ):
             raise AttributeError(f"sandbox: attribute {name!r} is a module off the allow-list")
+        if isinstance(value, module_type) and value in swaps:
+            return swaps[value]
         return value
 
     def guarded_getattr(obj: object, name: str, default: Any = missing, /) -> Any:
@@ -755,6 +834,76 @@ def make_attr_guards(
     return guarded_getattr, guarded_setattr, guarded_delattr, guarded_hasattr
 
 
+def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
+    """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
+
+    ``str.format`` walks ``{0.attr}``/``{0[key]}`` fields in C, unseen by any guard; the
+    parent compiles the code with such calls (when the template is not a literal) rewritten
+    to call this (astguard's ``route_format_calls``). A ``str`` template (also the first
+    argument of ``str.format``/``str.format_map`` and of a str subclass's) is formatted by a
+    ``string.Formatter`` whose field look-ups refuse private, dunder and refused names and
+    dunder item keys; any other object's own ``format``/``format_map`` method is called.
+
+    Args:
+        refused_name: The attribute guard's rule for one name.
+
+    Returns:
+        ``route(obj, method, *args, **kwargs)``.
+    """
+    real_getattr = getattr
+    made: list[Any] = []  # the formatter, built on first use (string imports re)
+
+    def formatter() -> Any:
+        if not made:
+            made.append(_safe_formatter_class(refused_name, real_getattr)())
+        return made[0]
+
+    def route(obj: Any, method: str, /, *args: Any, **kwargs: Any) -> Any:
+        if method not in ("format", "format_map"):
+            raise AttributeError(f"sandbox: {method!r} is not a format method")
+        if isinstance(obj, type) and issubclass(obj, str):  # str.format(template, ...)
+            if not args or not isinstance(args[0], str):
+                raise TypeError(f"descriptor '{method}' for 'str' objects needs a str")
+            obj, args = args[0], args[1:]
+        if not isinstance(obj, str):
+            return real_getattr(obj, method)(*args, **kwargs)
+        if method == "format":
+            return formatter().vformat(str.__str__(obj), args, kwargs)
+        if len(args) != 1 or kwargs:
+            raise TypeError("format_map() takes exactly one argument")
+        return formatter().vformat(str.__str__(obj), (), args[0])
+
+    route.__name__ = "format"
+    return route
+
+
+def _safe_formatter_class(refused_name: Callable[[str], bool], real_getattr: Any) -> Any:
+    import _string  # type: ignore[import-not-found]  # the parser string.Formatter uses
+    import string
+
+    split = _string.formatter_field_name_split
+
+    class SafeFormatter(string.Formatter):
+        def get_field(self, field_name: str, args: Any, kwargs: Any) -> Any:
+            first, rest = split(field_name)
+            obj = self.get_value(first, args, kwargs)
+            for is_attr, key in rest:
+                if is_attr:
+                    if key.startswith("_") or refused_name(key):
+                        raise AttributeError(
+                            f"sandbox: the format field {field_name!r} reads the attribute "
+                            f"{key!r}, which is not accessible"
+                        )
+                    obj = real_getattr(obj, key)
+                else:
+                    if type(key) is str and key.startswith("__"):
+                        raise KeyError(f"sandbox: the format field key {key!r} is refused")
+                    obj = obj[key]
+            return obj, first
+
+    return SafeFormatter
+
+
 _REMOVED_BUILTINS = (
     "exec",
     "eval",
@@ -787,8 +936,16 @@ def _strip(te: Any) -> None:
         if current is None or id(current) in seen:
             continue
         seen.add(id(current))
+        # Positions are dropped: carets would be computed by parsing each line with
+        # ast.parse, a compile event the generated-code check refuses for library lines.
         current.stack = traceback.StackSummary.from_list(
-            [frame for frame in current.stack if frame.filename != _BOOT_FILE]
+            [
+                traceback.FrameSummary(
+                    frame.filename, frame.lineno, frame.name, lookup_line=False, line=frame.line
+                )
+                for frame in current.stack
+                if frame.filename != _BOOT_FILE
+            ]
         )
         stack.extend([current.__cause__, current.__context__])
         stack.extend(getattr(current, "exceptions", None) or ())
@@ -825,17 +982,13 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
         status = exc.code
         if status is None:
             return 0
-        if isinstance(status, int) and not isinstance(status, bool):
-            status &= 0xFF
-            return 1 if status in RESERVED_EXIT_CODES else status
+        if isinstance(status, int):  # bools too, as CPython: unittest.main() exits False/True
+            return int(status) & 0xFF  # any status: the parent gives none a meaning of its own
         try:  # noqa: SIM105
             sys.stderr.write(f"{status}\n")
         except Exception:  # noqa: S110
             pass
         return 1
-    except MemoryError as exc:
-        _print_exception(exc)
-        return EXIT_MEMORY
     except BaseException as exc:
         _print_exception(exc)
         return 1
@@ -852,6 +1005,17 @@ def install_python_guards(
     # A staticmethod (callable since 3.10) so that class bodies doing ``open = io.open``
     # (3.10's pathlib accessor) do not turn the guard into a bound method.
     guarded_open = staticmethod(make_open(io.open, realpath, workspace, read_roots))
+    dunders = frozenset(cfg["allowed_dunders"])
+    forbidden = _INTROSPECTION | frozenset(cfg.get("forbidden_attributes", ()))
+
+    def refused_name(name: str) -> bool:
+        if name.startswith("__") and name.endswith("__"):
+            return name not in dunders
+        return name in forbidden
+
+    import operator
+
+    guarded_operator = make_guarded_operator(refused_name, operator)
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
         allowed,
@@ -859,6 +1023,7 @@ def install_python_guards(
         forbidden=_INTROSPECTION | frozenset(cfg.get("forbidden_attributes", ())),
         module_forbidden=frozenset(cfg.get("module_forbidden", ())),
         module_pairs=frozenset(cfg.get("denied_module_attributes", ())),
+        module_swaps={operator: guarded_operator},
     )
     user_builtins = dict(builtins.__dict__)
     for name in _REMOVED_BUILTINS:
@@ -866,41 +1031,134 @@ def install_python_guards(
     user_builtins.update(
         {
             "open": guarded_open,
-            "__import__": make_import(builtins.__import__, allowed, denied),
+            "__import__": make_import(
+                builtins.__import__, allowed, denied, {"operator": guarded_operator}
+            ),
             "getattr": g_get,
             "setattr": g_set,
             "delattr": g_del,
             "hasattr": g_has,
         }
     )
+    router = cfg.get("format_router")
+    if router:
+        user_builtins[router] = make_safe_format(refused_name)
     builtins.open = guarded_open
     io.open = guarded_open
     list_roots = tuple(cfg.get("list_roots", ()))
     blocked = _BLOCKED_EVENTS
     if cfg.get("native_extensions"):
         blocked = blocked - NATIVE_ALLOWED_EVENTS
+    generated_check = make_generated_code_check(
+        frozenset(cfg["allowed_dunders"]),
+        _INTROSPECTION | frozenset(cfg.get("static_forbidden_attributes", ())),
+        allowed,
+        denied,
+    )
     sys.addaudithook(
-        make_audit_hook(workspace, read_roots, realpath, os.getpid(), list_roots, blocked)
+        make_audit_hook(
+            workspace,
+            read_roots,
+            realpath,
+            os.getpid(),
+            list_roots,
+            blocked,
+            generated_check=generated_check,
+        )
     )
     return user_builtins
 
 
+def finalize() -> None:
+    """Do what interpreter shutdown does, while the guards are still installed.
+
+    Every child (spawn and warm) then ends with ``os._exit``: at a normal interpreter exit
+    the audit hooks are cleared before the last finalizers run.
+
+    Joins non-daemon threads, runs ``atexit`` callbacks, then drops the user's namespace and
+    collects garbage, so that files the code left open are flushed and closed (their buffered
+    data would otherwise be lost) and other finalizers run, as at interpreter shutdown.
+    """
+    try:
+        import gc
+
+        if "threading" in sys.modules:
+            sys.modules["threading"]._shutdown()
+        import atexit
+
+        atexit._run_exitfuncs()
+        main = sys.modules.get("__main__")
+        if main is not None:
+            namespace = main.__dict__
+            # Everything but ``__builtins__``: without it, code run by a finalizer (an
+            # ``exec`` into these globals, as ``dataclasses`` does) would get the real builtins.
+            for name in [key for key in namespace if key != "__builtins__"]:
+                del namespace[name]
+        gc.collect()
+    except BaseException:  # noqa: S110 - the user's code already ran; its status stands
+        pass
+
+
 def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
-    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child: :func:`run_config`."""
-    return run_config(cfg)
+    """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child.
+
+    :func:`run_config`, :func:`finalize`, flush, then ``os._exit`` with the status: no
+    finalizer runs after interpreter shutdown has removed the audit hooks.
+    """
+    status = EXIT_SETUP_FAILED
+    try:
+        status = run_config(cfg)
+        finalize()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
 
 
 def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
     """Apply the layers of ``cfg`` in order, then run its code; return the exit status.
 
     The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
-    ``ruleset`` descriptor; spawn mode builds both here.
+    ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
+    applied is a setup failure (reported on the setup channel; the process ends).
     """
+    if _setup_channel[0] < 0:
+        open_setup_channel(cfg.get("setup_fd", -1))
+    try:
+        code_obj, compile_error, user_ns = _set_up(cfg, libc, ruleset)
+    except BaseException as exc:
+        _fail(f"{type(exc).__name__}: {exc}")
+        raise  # pragma: no cover - _fail does not return
+    # Every layer is in place: say so on the setup channel and close it. From here on,
+    # nothing the process does can report a setup failure.
+    report_setup(SETUP_READY)
+    if compile_error is not None:
+        _print_exception(compile_error)
+        return 1
+    status = _run_user_code(code_obj, user_ns)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: S110 - the parent may have closed the pipes
+        pass
+    return status
+
+
+def _set_up(
+    cfg: dict[str, Any], libc: Libc | None, ruleset: int
+) -> tuple[Any, BaseException | None, dict[str, Any]]:
+    """Apply every layer; return the code object, its compile error and the user namespace."""
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # the zygote's has them
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
+        if cfg.get("seccomp_names") and cfg["seccomp"] is not None:
+            install_sigsys_reporter(
+                cfg["seccomp_names"], cfg["abi"]["seccomp"]["SIGINFO_SYSCALL_OFFSET"]
+            )
         if libc is None:
             libc = Libc(cfg["abi"])
         apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits
@@ -913,21 +1171,31 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
                 forbid_creation(libc)
         drop_capabilities(libc, bounding=not cfg.get("bounding_set_dropped", False))
         if cfg["seccomp"] is not None:
-            load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"])
+            load_seccomp(libc, cfg["seccomp"], cfg["pid_placeholder"], cfg.get("pgid_placeholder"))
         del libc
     else:
         apply_rlimits(cfg["rlimits"])
 
     # The parent compiles the checked source (its parser is warm; a child's first compile()
-    # costs milliseconds); the source is compiled here only if the parent could not.
+    # costs milliseconds); the source is compiled here only if the parent could not. Its
+    # error is the user's, reported once the setup is complete.
     code_obj = cfg.get("code_object")
+    compile_error: BaseException | None = None
     if code_obj is None:
         try:
             code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            _print_exception(exc)
-            return 1
+            compile_error = exc
+        else:
+            if cfg["python_guards"] and "format" in cfg["code"]:
+                # The parent routes `.format` calls through the safe formatter when it compiles;
+                # without its code object they would run unrouted (fail closed).
+                code_obj = None
+                compile_error = RuntimeError(
+                    "pysandbox: the code could not be prepared for running; try again"
+                )
 
+    sys.argv[:] = [USER_FILENAME]  # not the bootstrap's descriptors (unittest.main reads it)
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
     sys.modules["__main__"] = main_module
@@ -935,10 +1203,4 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         user_ns["__builtins__"] = install_python_guards(cfg, workspace, read_roots)
     else:  # only for the test-suite's per-layer tests; the Sandbox always sets it
         user_ns["__builtins__"] = builtins
-    status = _run_user_code(code_obj, user_ns)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:  # noqa: S110 - the parent may have closed the pipes
-        pass
-    return status
+    return code_obj, compile_error, user_ns

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import CodeType, MappingProxyType
 from typing import Any
 
-from pysandbox import _abi, _child, _seccomp
+from pysandbox import _abi, _child, _gate, _seccomp
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
 from pysandbox._limits import Limits
@@ -55,7 +55,7 @@ def rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
 def compile_user_code(code: str) -> CodeType | None:
     """Compile the checked source as the child would, or ``None`` to let the child report."""
     try:
-        return compile(code, _child.USER_FILENAME, "exec", dont_inherit=True)
+        return _gate.compile_checked(code, _child.USER_FILENAME)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 
@@ -80,6 +80,7 @@ class ChildConfig:
         native_extensions: Extra modules ship native code: the Python-level guards allow the
             events of :data:`pysandbox._child.NATIVE_ALLOWED_EVENTS` (the kernel layers are
             required then).
+        seccomp_debug: The seccomp program traps unlisted calls and the child names them.
     """
 
     workspace: str
@@ -94,6 +95,11 @@ class ChildConfig:
     abi: Mapping[str, Any]
     no_create: bool = False
     native_extensions: bool = False
+    seccomp_debug: bool = False
+
+    def _syscall_names(self) -> dict[int, str]:
+        """Map each system-call number of this machine to its name (for the debug reporter)."""
+        return {number: name for name, number in _abi.syscall_table().items()}
 
     @property
     def python_guards(self) -> bool:
@@ -153,12 +159,19 @@ class ChildConfig:
             "landlock": self.landlock.to_wire() if self.landlock is not None else None,
             "seccomp": [f.code for f in self.seccomp] if self.seccomp is not None else None,
             "pid_placeholder": _seccomp.PID_PLACEHOLDER,
+            "pgid_placeholder": _seccomp.NEG_PGID_PLACEHOLDER,
+            # seccomp_debug: the child names a trapped system call (number -> name).
+            "seccomp_names": self._syscall_names() if self.seccomp_debug else None,
             "allowed_modules": sorted(rules.allowed) if rules else [],
             "denied_modules": sorted(rules.denied) if rules else [],
             "allowed_dunders": sorted(rules.allowed_dunders) if rules else [],
             "forbidden_attributes": sorted(rules.forbidden_attributes) if rules else [],
+            "static_forbidden_attributes": (
+                sorted(rules.static_forbidden_attributes) if rules else []
+            ),
             "module_forbidden": sorted(rules.module_forbidden) if rules else [],
             "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
+            "format_router": rules.format_router if rules else "",
             "python_guards": rules is not None,
             "native_extensions": self.native_extensions,
             "abi": {
@@ -197,6 +210,7 @@ def build(
     seccomp: tuple[_seccomp.SeccompProgram, ...] | None,
     env: Mapping[str, str],
     native_extensions: bool = False,
+    seccomp_debug: bool = False,
 ) -> ChildConfig:
     """Build a child configuration (the one builder: sandboxes and the capability probe).
 
@@ -211,6 +225,8 @@ def build(
         seccomp: The seccomp programs, or ``None`` for seccomp off.
         env: The child's environment without its run marker.
         native_extensions: Extra modules ship native code (see :class:`ChildConfig`).
+        seccomp_debug: ``seccomp`` was built with ``debug=True``; the child names trapped
+            calls.
 
     Returns:
         The configuration.
@@ -232,4 +248,5 @@ def build(
         env=MappingProxyType(dict(env)),
         abi=MappingProxyType(_abi.child_abi(required=kernel)),
         native_extensions=native_extensions,
+        seccomp_debug=seccomp_debug and seccomp is not None,
     )

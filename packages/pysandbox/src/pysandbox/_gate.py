@@ -7,13 +7,22 @@ internals.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any
 
 import astguard
 
-__all__ = ["GateOutcome", "ModuleRules", "check_source", "module_rules", "runtime_policy"]
+__all__ = [
+    "GateOutcome",
+    "ModuleRules",
+    "check_source",
+    "compile_checked",
+    "module_rules",
+    "runtime_policy",
+]
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,10 @@ class ModuleRules:
         forbidden_attributes: Names refused on any object (frame, code, generator and
             traceback internals, process/network factories, string-driven reflection helpers).
         module_forbidden: Names refused on modules (process APIs).
+        static_forbidden_attributes: Names refused on every object when written in source
+            (without the run-time-only ones): what code generated at run time may not read.
+        format_router: The builtin name routed ``.format`` calls use (astguard's), bound to
+            the child's safe formatter.
         denied_module_attributes: ``module.attribute`` pairs refused.
     """
 
@@ -35,6 +48,8 @@ class ModuleRules:
     allowed_dunders: frozenset[str]
     forbidden_attributes: frozenset[str] = frozenset()
     module_forbidden: frozenset[str] = frozenset()
+    static_forbidden_attributes: frozenset[str] = frozenset()
+    format_router: str = ""
     denied_module_attributes: frozenset[str] = frozenset()
 
 
@@ -54,9 +69,10 @@ class GateOutcome:
 def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str]) -> astguard.Policy:
     """Return astguard's policy for sandboxed runs.
 
-    The given policy (or astguard's safe default) with ``extra_modules`` added and the flag
-    set that tells astguard the run-time attribute guard is installed (pysandbox installs
-    guarded ``getattr``/``setattr``/``delattr``/``hasattr`` in the child).
+    The given policy (or astguard's safe default) with ``extra_modules`` added and the flags
+    set that tell astguard the run-time attribute guard is installed (pysandbox installs
+    guarded ``getattr``/``setattr``/``delattr``/``hasattr`` in the child) and that
+    ``.format`` calls are routed through the child's safe formatter (:func:`compile_checked`).
 
     Args:
         policy: An ``astguard.Policy`` or ``None`` for the default.
@@ -75,7 +91,24 @@ def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str])
     extra = tuple(extra_modules)
     if extra:
         policy = policy.with_modules(*extra)
-    return policy.with_runtime_attribute_guard()
+    return policy.with_runtime_attribute_guard().with_runtime_format_guard()
+
+
+def compile_checked(source: str, filename: str) -> CodeType:
+    """Compile source the gate accepted, routing ``.format`` calls (astguard's rewrite).
+
+    Args:
+        source: Code :func:`check_source` accepted with the policy of :func:`runtime_policy`.
+        filename: The file name for the code object.
+
+    Returns:
+        The code object.
+
+    Raises:
+        SyntaxError, ValueError, RecursionError, MemoryError, OverflowError: As ``compile``.
+    """
+    tree = ast.parse(source, filename, "exec")
+    return compile(astguard.route_format_calls(tree), filename, "exec", dont_inherit=True)
 
 
 def module_rules(policy: astguard.Policy) -> ModuleRules:
@@ -98,6 +131,8 @@ def module_rules(policy: astguard.Policy) -> ModuleRules:
         allowed_dunders=frozenset(policy.allowed_dunder_attributes),
         forbidden_attributes=policy.forbidden_attributes(dynamic=True),
         module_forbidden=policy.module_forbidden_attributes,
+        static_forbidden_attributes=policy.forbidden_attributes(dynamic=False),
+        format_router=astguard.FORMAT_ROUTER if policy.runtime_format_guard else "",
         denied_module_attributes=frozenset(policy.denied_module_attributes),
     )
 

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysandbox import _abi
+from pysandbox import _abi, _child
 
 __all__ = [
     "LandlockPlan",
@@ -187,6 +187,77 @@ class LandlockPlan:
         }
 
 
+def _is_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a directory this process can reach (no error on EACCES).
+
+    A directory this process may not search (a non-root server whose interpreter lies in a
+    private home) is simply not there for its children, which run as the same user.
+    """
+    try:
+        return Path(path).is_dir()
+    except OSError:
+        return False
+
+
+def _exists(path: str | Path) -> bool:
+    """Whether ``path`` exists for this process (no error on EACCES; see :func:`_is_dir`)."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
+def _dynload_dirs() -> frozenset[str]:
+    """The directories of the interpreter's extension modules (``lib-dynload``)."""
+    import sysconfig
+
+    dirs = [Path(sysconfig.get_paths()["platstdlib"]) / "lib-dynload"]
+    dirs.extend(Path(entry) for entry in sys.path if entry and "lib-dynload" in entry)
+    return frozenset(os.path.realpath(d) for d in dirs if _is_dir(d))
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _read_rules(root: str, hidden: frozenset[str]) -> list[tuple[str, int]]:
+    """Read-only rules for ``root`` that leave out the extension modules no run may load.
+
+    Landlock rules only add rights, so a tree holding ``lib-dynload`` is granted entry by entry:
+    listing (``READ_DIR``) on each directory on the way down, read rights on every other entry,
+    and in ``lib-dynload`` every file except the interpreter and test/example modules of
+    :func:`pysandbox._child.refused_module` (``_xxsubinterpreters``, ``_testcapi``, ...).
+
+    Args:
+        root: A real path granted read-only.
+        hidden: Real paths of the extension-module directories.
+
+    Returns:
+        ``(path, rights)`` rules (rights before masking to the ABI).
+    """
+    inside = [d for d in hidden if _beneath(d, root)]
+    if not inside:
+        return [(root, READ_ONLY)]
+    rules = [(root, READ_DIR)]
+    entries = sorted(Path(root).iterdir())
+    if root in hidden:
+        for entry in entries:
+            if not _child.refused_module(entry.name.split(".", 1)[0]):
+                rules.append((str(entry), READ_ONLY))
+        return rules
+    for entry in entries:
+        path = str(entry)
+        real = os.path.realpath(path)
+        if any(_beneath(d, real) for d in inside):
+            if _is_dir(entry) and real == path:
+                rules.extend(_read_rules(real, hidden))
+            continue  # a link to (or above) an extension directory: reached by its real path
+        if any(_beneath(real, d) for d in inside):
+            continue
+        rules.append((path, READ_ONLY))
+    return rules
+
+
 def plan(
     abi: int, *, workspace: str, read_only: tuple[str, ...], list_only: tuple[str, ...] = ()
 ) -> LandlockPlan:
@@ -207,15 +278,17 @@ def plan(
     rules: list[tuple[str, int]] = []
     seen: set[str] = set()
     candidates = [*read_only, *SYSTEM_DIRS, *SYSTEM_FILES]
+    hidden = _dynload_dirs()
     for path in candidates:
         real = os.path.realpath(path)
-        if real in seen or not Path(real).exists():
+        if real in seen or not _exists(real):
             continue
         seen.add(real)
-        rules.append((real, READ_ONLY & handled))
+        for rule_path, rights in _read_rules(real, hidden):
+            rules.append((rule_path, rights & handled))
     for path in list_only:
         real = os.path.realpath(path)
-        if real not in seen and Path(real).is_dir():
+        if real not in seen and _is_dir(real):
             seen.add(real)
             rules.append((real, READ_DIR & handled))
     rules.append(("/dev/null", (READ_FILE | WRITE_FILE) & handled))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -64,12 +65,17 @@ class Reaped:
         cpu_time_s: User plus system CPU seconds.
         maxrss_bytes: Peak resident set size, bytes.
         lost: How the child was lost (no accounting then), or ``None``.
+        maxrss_floor_bytes: A peak at or below this says nothing about the child's own memory:
+            a spawned child's ``ru_maxrss`` starts from the parent's resident size when it was
+            started (the kernel carries the old memory's high-water mark across ``exec``);
+            the parent's peak then, for spawn; 0 for children forked from the small zygote.
     """
 
     wait_status: int
     cpu_time_s: float
     maxrss_bytes: int
     lost: Stop | None = None
+    maxrss_floor_bytes: int = 0
 
 
 class ChildHandle(Protocol):
@@ -78,6 +84,8 @@ class ChildHandle(Protocol):
     pid: int
     stdout_fd: int
     stderr_fd: int
+    #: Read end of the setup channel (:mod:`pysandbox._child`): ready, or the setup error.
+    setup_fd: int
 
     def exit_fd(self) -> int:
         """Descriptor readable when the child exited, or -1: poll :meth:`has_exited`."""
@@ -115,13 +123,15 @@ def _run_env(config: ChildConfig, marker: str) -> dict[str, str]:
 
 
 class _SpawnHandle:
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], setup_r: int, rss_floor: int = 0) -> None:
         assert proc.stdout is not None  # noqa: S101 - created with PIPE
         assert proc.stderr is not None  # noqa: S101
         self.proc = proc
         self.pid = proc.pid
         self.stdout_fd = proc.stdout.fileno()
         self.stderr_fd = proc.stderr.fileno()
+        self.setup_fd = setup_r
+        self.rss_floor = rss_floor
         self._pidfd = -1
         if hasattr(os, "pidfd_open"):
             with contextlib.suppress(OSError):
@@ -157,12 +167,20 @@ class _SpawnHandle:
             -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         )
         scale = 1 if sys.platform == "darwin" else 1024
-        return Reaped(status, usage.ru_utime + usage.ru_stime, int(usage.ru_maxrss) * scale)
+        return Reaped(
+            status,
+            usage.ru_utime + usage.ru_stime,
+            int(usage.ru_maxrss) * scale,
+            maxrss_floor_bytes=self.rss_floor,
+        )
 
     def close(self) -> None:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
+        if self.setup_fd >= 0:
+            os.close(self.setup_fd)
+            self.setup_fd = -1
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
@@ -179,8 +197,17 @@ class SpawnLauncher:
             OSError: The interpreter could not be started.
         """
         config = spec.config
-        data = _bootstrap.payload(_bootstrap.CHILD, config.wire(spec.code, spec.code_object))
-        cfg_fd = _payload_fd(data)
+        setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
+        wire = config.wire(spec.code, spec.code_object)
+        wire["setup_fd"] = setup_w
+        try:
+            cfg_fd = _payload_fd(_bootstrap.payload(_bootstrap.CHILD, wire))
+        except BaseException:
+            os.close(setup_r)
+            os.close(setup_w)
+            raise
+        scale = 1 if sys.platform == "darwin" else 1024
+        rss_floor = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
         try:
             proc = subprocess.Popen(
                 _bootstrap.argv(cfg_fd),
@@ -190,12 +217,16 @@ class SpawnLauncher:
                 cwd=config.workspace,
                 env=_run_env(config, spec.marker),
                 close_fds=True,
-                pass_fds=(cfg_fd,),
+                pass_fds=(cfg_fd, setup_w),
                 start_new_session=True,
             )
+        except BaseException:
+            os.close(setup_r)
+            raise
         finally:
             os.close(cfg_fd)
-        return _SpawnHandle(proc)
+            os.close(setup_w)
+        return _SpawnHandle(proc, setup_r, rss_floor)
 
 
 def _payload_fd(data: bytes) -> int:
@@ -214,11 +245,12 @@ def _payload_fd(data: bytes) -> int:
 
 
 class _WarmHandle:
-    def __init__(self, child: _zygote.WarmChild, out_r: int, err_r: int) -> None:
+    def __init__(self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int) -> None:
         self.child = child
         self.pid = child.pid
         self.stdout_fd = out_r
         self.stderr_fd = err_r
+        self.setup_fd = setup_r
 
     def exit_fd(self) -> int:
         return self.child.exit_fd()
@@ -241,7 +273,7 @@ class _WarmHandle:
         return Reaped(status, cpu, (rss // 1024) * 1024)
 
     def close(self) -> None:
-        for fd in (self.stdout_fd, self.stderr_fd):
+        for fd in (self.stdout_fd, self.stderr_fd, self.setup_fd):
             os.close(fd)
 
 
@@ -263,17 +295,20 @@ class ZygoteLauncher:
         """
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
         try:
             request = spec.config.run_request(spec.code, spec.code_object, spec.marker)
-            child = self.zygote.launch(_marshal(request), out_w, err_w)
+            child = self.zygote.launch(_marshal(request), out_w, err_w, setup_w)
         except BaseException:
             os.close(out_r)
             os.close(err_r)
+            os.close(setup_r)
             raise
         finally:
             os.close(out_w)
             os.close(err_w)
-        return _WarmHandle(child, out_r, err_r)
+            os.close(setup_w)
+        return _WarmHandle(child, out_r, err_r, setup_r)
 
 
 def _marshal(request: Mapping[str, Any]) -> bytes:

@@ -13,12 +13,20 @@ import os
 import signal
 from dataclasses import dataclass
 
-from pysandbox._child import EXIT_MEMORY, EXIT_SETUP_FAILED
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox.exceptions import SandboxSetupError
 
-__all__ = ["Observation", "Stop", "decide"]
+__all__ = ["CPU_SHARE", "MEMORY_PEAK_SHARE", "Observation", "Stop", "decide"]
+
+#: A death by SIGXCPU or SIGKILL is the CPU limit only if ``wait4`` measured at least this
+#: share of ``cpu_time_s``. Not all of it: the kernel enforces ``RLIMIT_CPU`` on its
+#: tick-sampled clock, which runs ahead of the precise time ``wait4`` reports (measured on a
+#: busy 2-core VM: SIGXCPU at 0.82 s of a 1 s limit, 1.76 s of 2 s).
+CPU_SHARE = 0.5
+#: A failure is the memory limit only with a measured peak RSS of at least this share of
+#: ``memory_bytes``.
+MEMORY_PEAK_SHARE = 0.9
 
 
 class Stop(enum.Enum):
@@ -49,6 +57,9 @@ class Observation:
         wait_status: Raw status from ``wait4``.
         cpu_time_s: User plus system CPU seconds of the child.
         maxrss_bytes: Peak resident set size of the child, bytes.
+        maxrss_floor_bytes: A peak at or below this is not the child's own (a spawned child's
+            ``ru_maxrss`` starts from the parent's resident size), so it confirms no memory
+            limit; 0 when every byte of the peak is the child's.
         stdout: Captured bytes (at most the cap).
         stderr: Captured bytes (at most the cap).
         stdout_truncated: More than the cap was written to stdout.
@@ -59,12 +70,17 @@ class Observation:
             the limits, or what the workspace already held at the start if that was more.
         end_usage: ``(bytes, entries)`` of the workspace measured after the child exited on
             its own (``None`` when it did not, or was stopped).
+        ready: The child said on its setup channel that every layer was in place (the
+            user's code could run); ``False``: it failed or ended before.
+        setup_error: The reason the child wrote on its setup channel when its setup failed
+            (the bootstrap's own text: the user's code had not started), or ``""``.
     """
 
     stop: Stop | None
     wait_status: int
     cpu_time_s: float
     maxrss_bytes: int
+    maxrss_floor_bytes: int = 0
     stdout: bytes = b""
     stderr: bytes = b""
     stdout_truncated: bool = False
@@ -73,6 +89,8 @@ class Observation:
     swept: int = 0
     workspace_allowance: tuple[int, int] = (0, 0)
     end_usage: tuple[int, int] | None = None
+    ready: bool = True
+    setup_error: str = ""
 
 
 _STOPS: dict[Stop, RunStatus] = {
@@ -85,10 +103,22 @@ _STOPS: dict[Stop, RunStatus] = {
 }
 
 
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
 def decide(
     o: Observation, limits: Limits, layers: tuple[str, ...], *, shrink_only: bool = False
 ) -> RunResult:
     """The result of a run from what was observed (no I/O).
+
+    Only the parent's own observations decide a status: its stops, the setup channel (closed
+    before the user's code starts), and what ``wait4`` measured. The user's code can exit
+    with any status or signal itself, so none of those means anything on its own: a CPU
+    limit needs the CPU time actually used, a memory limit a peak near the limit.
 
     Args:
         o: The supervisor's observation.
@@ -100,8 +130,9 @@ def decide(
         The run's result.
 
     Raises:
-        SandboxSetupError: The child reported that it could not apply a layer (its exit
-            status :data:`pysandbox._child.EXIT_SETUP_FAILED`); its stderr is the detail.
+        SandboxSetupError: The child did not report on its setup channel that every layer
+            was in place (the user's code never ran); the detail is what the bootstrap wrote
+            there, never the run's output.
     """
     status_raw = o.wait_status
     exit_code = os.WEXITSTATUS(status_raw) if os.WIFEXITED(status_raw) else None
@@ -118,25 +149,35 @@ def decide(
             "the child was reaped by another part of this process (waitpid(-1))"
         ),
     }
+    # A peak no higher than the floor (a spawned child's ru_maxrss starts from the parent's
+    # resident size) is not the child's own: it confirms nothing.
+    near_memory = (
+        o.maxrss_bytes >= MEMORY_PEAK_SHARE * limits.memory_bytes
+        and o.maxrss_bytes > o.maxrss_floor_bytes
+    )
     detail = ""
     if o.stop in _STOPS:
         status, detail = _STOPS[o.stop], details[o.stop]
+    elif not o.ready:
+        ended = f"exit status {exit_code}" if sig is None else f"signal {_signal_name(sig)}"
+        raise SandboxSetupError(
+            o.setup_error or f"the child ended ({ended}) before its isolation layers were in place"
+        )
     elif sig is not None:
-        if sig == signal.SIGXCPU or (
-            sig == signal.SIGKILL and o.cpu_time_s >= limits.cpu_time_s - 0.05
+        if sig in (signal.SIGXCPU, signal.SIGKILL) and (
+            o.cpu_time_s >= CPU_SHARE * limits.cpu_time_s
         ):
             status, detail = RunStatus.TIMEOUT, f"CPU time limit ({limits.cpu_time_s} s) reached"
-        elif sig == signal.SIGKILL and o.maxrss_bytes >= 0.9 * limits.memory_bytes:
+        elif sig == signal.SIGKILL and near_memory:
             status, detail = RunStatus.MEMORY_LIMIT, "killed at the memory limit"
         else:
             status = RunStatus.KILLED
-            detail = f"killed by signal {signal.Signals(sig).name}"
+            detail = f"killed by signal {_signal_name(sig)}"
             if sig == signal.SIGSYS:
                 detail += " (seccomp)"
-    elif exit_code == EXIT_SETUP_FAILED:
-        raise SandboxSetupError(stderr.strip() or "no detail")
-    elif exit_code == EXIT_MEMORY:
-        status, detail = RunStatus.MEMORY_LIMIT, "MemoryError under the memory limit"
+    elif exit_code != 0 and near_memory:
+        status = RunStatus.MEMORY_LIMIT
+        detail = f"failed with its measured peak at the memory limit ({limits.memory_bytes} bytes)"
     else:
         max_bytes, max_files = o.workspace_allowance
         size, count = o.end_usage if o.end_usage is not None else (0, 0)
@@ -144,6 +185,12 @@ def decide(
             status, detail = RunStatus.DISK_LIMIT, disk
         else:
             status = RunStatus.OK if exit_code == 0 else RunStatus.ERROR
+            if exit_code != 0 and "MemoryError" in stderr[-2000:]:
+                detail = (
+                    f"the output names a MemoryError; the memory limit is {limits.memory_bytes} "
+                    f"bytes of data ({2 * limits.memory_bytes} of address space), but the "
+                    "parent did not measure a peak near it"
+                )
     if o.stop is Stop.LEFTOVER:
         detail = (detail + "; " if detail else "") + "stray processes killed after exit"
     result = RunResult(

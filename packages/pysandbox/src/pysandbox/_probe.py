@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysandbox import _abi, _child, _config, _landlock, _seccomp
+from pysandbox import _abi, _config, _landlock, _seccomp
 from pysandbox._launch import RunSpec, SpawnLauncher
 from pysandbox._supervisor import Supervisor
 
@@ -75,7 +75,8 @@ def _probe_seccomp(linux: bool) -> tuple[bool, str, bool]:
     if not linux:
         return False, f"seccomp is a Linux feature; this is {sys.platform}", False
     if not _seccomp.machine_supported():
-        return False, f"filters are assembled for x86-64 only, not {platform.machine()}", False
+        machine = platform.machine()
+        return False, f"filters are assembled for x86-64 and aarch64 only, not {machine}", False
     filtered = False
     try:
         with Path("/proc/self/status").open(encoding="ascii", errors="replace") as fh:
@@ -107,37 +108,42 @@ def _machine_problem() -> str:
     return ""  # pragma: no cover - only called for an unknown machine
 
 
-_PROBE_CODE = """
-import os, socket
-found = []
+#: What each layer's probe child runs: it prints "ok" when the layer held.
+_PROBE_CODE = {
+    "landlock": """
 try:
+    import os
     os.listdir("/")
-    found.append("landlock: listing / was allowed")
+    print("listing / was allowed")
 except PermissionError:
-    pass
+    print("ok")
+""",
+    "seccomp": """
+import socket
 try:
     socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
-    found.append("seccomp: socket() was allowed")
+    print("socket(AF_INET) was allowed")
 except PermissionError:
-    pass
-print("; ".join(found) or "ok")
-"""
+    print("ok")
+""",
+}
 _verified: dict[tuple[str, ...], KernelProbe] = {}
 _verify_lock = threading.Lock()
 
 
 def verify_kernel(read_roots: tuple[str, ...]) -> KernelProbe:
-    """Probe the kernel, then prove the layers in a throwaway child (once per process).
+    """Probe the kernel, then prove each layer on its own in a throwaway child (cached).
 
-    A layer the kernel offers but that cannot be applied or does not hold (an unusual
-    container profile, a kernel that claims support it lacks) is reported unavailable, with
-    the child's reason, instead of failing every run later.
+    Each kernel layer the kernel offers is applied alone in its own probe child, so that a
+    layer that cannot be applied or does not hold (an unusual container profile, a kernel
+    that claims support it lacks) is reported unavailable with its own reason, and never
+    takes the other layer down with it.
 
     Args:
         read_roots: Read-only roots for the probe's Landlock ruleset.
 
     Returns:
-        The probe, with unavailable layers corrected by what the child observed.
+        The probe, with each unavailable layer corrected by what its child observed.
     """
     probe = probe_kernel()
     if not (probe.landlock_abi > 0 or probe.seccomp):
@@ -146,29 +152,28 @@ def verify_kernel(read_roots: tuple[str, ...]) -> KernelProbe:
         if read_roots in _verified:
             return _verified[read_roots]
         result = probe
-        for _ in range(2):
-            problem = _probe_child(result, read_roots)
-            if problem is None:
-                break
-            layer, reason = problem
-            if layer == "landlock":
-                result = dataclasses.replace(result, landlock_abi=0, landlock_reason=reason)
-            else:
-                result = dataclasses.replace(result, seccomp=False, seccomp_reason=reason)
-            if not (result.landlock_abi > 0 or result.seccomp):
-                break
+        if probe.landlock_abi > 0:
+            problem = _probe_child("landlock", probe, read_roots)
+            if problem is not None:
+                result = dataclasses.replace(result, landlock_abi=0, landlock_reason=problem)
+        if probe.seccomp:
+            problem = _probe_child("seccomp", probe, read_roots)
+            if problem is not None:
+                result = dataclasses.replace(result, seccomp=False, seccomp_reason=problem)
         _verified[read_roots] = result
         return result
 
 
-def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, str] | None:
-    """Run the probe child; return ``(layer, reason)`` for the first layer that failed."""
+def _probe_child(layer: str, probe: KernelProbe, read_roots: tuple[str, ...]) -> str | None:
+    """Run ``layer`` alone in a probe child; return why it failed, or ``None`` if it held."""
     with tempfile.TemporaryDirectory(prefix="pysandbox-probe-") as tmp:
         workspace = os.path.realpath(tmp)
         landlock = None
-        if probe.landlock_abi > 0:
+        seccomp = None
+        if layer == "landlock":
             landlock = _landlock.plan(probe.landlock_abi, workspace=workspace, read_only=read_roots)
-        seccomp = _seccomp.build_filters() if probe.seccomp else None
+        else:
+            seccomp = _seccomp.build_filters()
         config = _config.build(
             workspace=workspace,
             read_roots=read_roots,
@@ -187,18 +192,15 @@ def _probe_child(probe: KernelProbe, read_roots: tuple[str, ...]) -> tuple[str, 
             marker=f"{_config.MARKER_NAME}=probe-{os.getpid()}",
             always_sweep=False,
         )
-        spec = RunSpec(config, _PROBE_CODE, None, "probe")
+        spec = RunSpec(config, _PROBE_CODE[layer], None, "probe")
         outcome = supervisor.run(SpawnLauncher(), spec)
     out = outcome.stdout.decode("utf-8", "backslashreplace").strip()
     err = outcome.stderr.decode("utf-8", "backslashreplace").strip()
-    status = outcome.wait_status
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _child.EXIT_SETUP_FAILED:
-        layer = "landlock" if "landlock" in err else "seccomp"
-        return layer, f"the probe child could not apply it: {err[-300:]}"
+    if not outcome.ready:
+        reason = outcome.setup_error or f"the probe child ended during setup: {err[-300:]}"
+        return f"the probe child could not apply it: {reason[:400]}"
     if out == "ok":
         return None
-    if out.startswith("landlock") and landlock is not None:
-        return "landlock", f"the probe child was not confined: {out}"
-    if "seccomp" in out and seccomp is not None:
-        return "seccomp", f"the probe child was not filtered: {out}"
-    return "seccomp" if seccomp is not None else "landlock", f"probe failed: {out or err}"[:400]
+    if out:
+        return f"the probe child was not confined by it: {out[:200]}"
+    return f"the probe failed: {err[-300:] or 'no output'}"

@@ -1,14 +1,19 @@
-"""seccomp-bpf filters assembled in pure Python (no libseccomp).
+"""The seccomp-bpf allow-list filter, assembled in pure Python (no libseccomp).
 
-The parent builds the programs once; the child's bootstrap loads them with
-``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` after ``PR_SET_NO_NEW_PRIVS``. Two filters are
-stacked: the main deny-list (sockets, process creation, cross-process calls, kernel attack
-surface) and a second one that denies ``execve``/``execveat`` once the interpreter is running.
+The parent builds the program once from the declarative table in
+:mod:`pysandbox._syscall_policy`, for the running architecture (x86-64 or aarch64); the
+child's bootstrap loads it with ``prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER)`` after
+``PR_SET_NO_NEW_PRIVS``, as the last step of its setup.
 
-The filters follow ``seccomp(2)`` and ``Documentation/userspace-api/seccomp_filter.rst``: the
-architecture is checked first (anything but x86-64 is killed, which also covers the i386
-``int 0x80`` entry), x32 system-call numbers are refused, and every rule returns
-``SECCOMP_RET_ERRNO`` so user code sees an ordinary ``OSError``.
+The filter follows ``seccomp(2)`` and ``Documentation/userspace-api/seccomp_filter.rst``:
+
+1. the architecture is checked first: any other ``arch`` (i386 through ``int 0x80`` on
+   x86-64, AArch32 compat on arm64) kills the process (``SECCOMP_RET_KILL_PROCESS``);
+2. on x86-64, numbers with the x32 bit (bit 30) set are refused (``EPERM``);
+3. the system-call number is looked up in a binary search tree over the listed numbers;
+   a listed call gets its action (allow, ``EPERM``, ``ENOSYS`` or its argument rule), every
+   other call ``ENOSYS`` (or, with ``debug``, ``SECCOMP_RET_TRAP`` so that the child's
+   ``SIGSYS`` handler names it).
 """
 
 from __future__ import annotations
@@ -16,12 +21,17 @@ from __future__ import annotations
 import errno
 import platform
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from pysandbox import _abi
+from pysandbox import _syscall_policy as _policy
 
 __all__ = [
+    "NEG_PGID_PLACEHOLDER",
     "PID_PLACEHOLDER",
+    "REFUSED_REASONS",
     "SeccompProgram",
     "build_filters",
     "denied_rules",
@@ -30,6 +40,7 @@ __all__ = [
 
 # --- BPF opcodes (linux/bpf_common.h) ---------------------------------------------------------
 _LD_W_ABS = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JA = 0x05  # BPF_JMP | BPF_JA (32-bit offset in k)
 _JEQ_K = _abi.SECCOMP["BPF_JMP_JEQ_K"]  # BPF_JMP | BPF_JEQ | BPF_K
 _JGE_K = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _JSET_K = 0x45  # BPF_JMP | BPF_JSET | BPF_K
@@ -37,14 +48,15 @@ _RET_K = 0x06  # BPF_RET | BPF_K
 
 # --- seccomp return values and architecture (linux/seccomp.h, linux/audit.h): see _abi ----
 RET_KILL_PROCESS = _abi.SECCOMP["RET_KILL_PROCESS"]
+RET_TRAP = _abi.SECCOMP["RET_TRAP"]
 RET_ERRNO = _abi.SECCOMP["RET_ERRNO"]
 RET_ALLOW = _abi.SECCOMP["RET_ALLOW"]
 
 AUDIT_ARCH_X86_64 = _abi.AUDIT_ARCH["x86_64"]
 X32_SYSCALL_BIT = _abi.SECCOMP["X32_SYSCALL_BIT"]
 
-#: Stand-in for the child's own pid; the child patches it in before loading (``os.getpid()``).
-PID_PLACEHOLDER = 0x7FFFFFFE  # above any pid_max (2**22); never -1
+PID_PLACEHOLDER = _policy.PID_PLACEHOLDER
+NEG_PGID_PLACEHOLDER = _policy.NEG_PGID_PLACEHOLDER
 
 # struct seccomp_data { int nr; __u32 arch; __u64 instruction_pointer; __u64 args[6]; }
 _OFF_NR = 0
@@ -56,154 +68,23 @@ def _arg_lo(index: int) -> int:
     return 16 + 8 * index
 
 
-#: x86-64 system-call numbers (the filters are assembled for x86-64 only, for now).
-NR = _abi.SYSCALLS["x86_64"]
-
-#: Denied outright with EPERM (kernel attack surface, namespaces, mounts, other processes).
-_DENY_ALWAYS: tuple[str, ...] = (
-    "socket",
-    "connect",
-    "bind",
-    "listen",
-    "fork",
-    "vfork",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "pidfd_open",
-    "pidfd_getfd",
-    "pidfd_send_signal",
-    "process_madvise",
-    "process_mrelease",
-    "kcmp",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "unshare",
-    "setns",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "open_tree",
-    "move_mount",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    "statmount",
-    "listmount",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "syslog",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "personality",
-    "modify_ldt",
-    "iopl",
-    "ioperm",
-    "migrate_pages",
-    "move_pages",
-    "tkill",
-    # Scheduling and I/O classes: real-time classes would let a root child starve the host.
-    "sched_setscheduler",
-    "sched_setparam",
-    "sched_setattr",
-    "ioprio_set",
-    # File metadata: Landlock has no rights for it, and the child may share the server's uid
-    # (or be root), so chmod/chown/xattrs could reach files outside the workspace.
-    "chmod",
-    "fchmod",
-    "fchmodat",
-    "fchmodat2",
-    "chown",
-    "fchown",
-    "lchown",
-    "fchownat",
-    "setxattr",
-    "lsetxattr",
-    "fsetxattr",
-    "removexattr",
-    "lremovexattr",
-    "fremovexattr",
-    "setxattrat",
-    "removexattrat",
-    # Host-wide state a root child could change.
-    "setrlimit",
-    "sethostname",
-    "setdomainname",
-    "settimeofday",
-    "clock_settime",
-    "adjtimex",
-    "clock_adjtime",
-    "vhangup",
-    "fanotify_init",
-    "fanotify_mark",
-    "lookup_dcookie",
-    "uselib",
-    # Watching paths outside the workspace would leak activity there (Landlock ignores it).
-    "inotify_add_watch",
-)
-
-#: fcntl commands that would aim SIGIO (or any signal, via F_SETSIG) at another process.
-_FCNTL_DENIED = (8, 10, 15)  # F_SETOWN, F_SETSIG, F_SETOWN_EX
-#: ioctl requests: SIGIO ownership, terminal input injection, inode flags (immutable files).
-_IOCTL_DENIED = (
-    0x8901,  # FIOSETOWN
-    0x8902,  # SIOCSPGRP
-    0x5412,  # TIOCSTI
-    0x541C,  # TIOCLINUX
-    0x40086602,  # FS_IOC_SETFLAGS
-    0x401C5820,  # FS_IOC_FSSETXATTR
-)
-_PR_SET_MM = _abi.PRCTL["PR_SET_MM"]
-
-#: Allowed only when the given argument (a pid) is 0 or the caller's own pid.
-_SELF_ONLY: tuple[tuple[str, int], ...] = (
-    ("sched_setaffinity", 0),
-    ("kill", 0),
-    ("tgkill", 0),
-    ("rt_sigqueueinfo", 0),
-    ("rt_tgsigqueueinfo", 0),
-)
-
-_CLONE_THREAD = 0x00010000
-#: CLONE_NEWTIME | NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET
-_CLONE_NAMESPACES = 0x00000080 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
-_CLONE_NAMESPACES |= 0x10000000 | 0x20000000 | 0x40000000
-_AF_UNIX = 1
-_PRIO_PROCESS = 0
-
-
 @dataclass(frozen=True)
 class SeccompProgram:
     """One assembled classic-BPF program.
 
     Attributes:
-        name: What the filter is for (``"main"`` or ``"exec"``).
+        name: What the filter is for (``"allow-list"``).
         code: The ``struct sock_filter`` array, 8 bytes per instruction, native byte order.
-        rules: Human-readable list of what the filter denies (for the capability report).
+        rules: Human-readable list of the filter's rules (for the capability report).
+        machine: The canonical architecture it was built for.
+        listed: How many system calls the table names for that architecture.
     """
 
     name: str
     code: bytes
     rules: tuple[str, ...]
+    machine: str = "x86_64"
+    listed: int = 0
 
     @property
     def length(self) -> int:
@@ -215,7 +96,7 @@ class _Asm:
     """A tiny assembler for classic BPF with forward labels (jumps are 8-bit relative)."""
 
     def __init__(self) -> None:
-        self.ins: list[tuple[int, int | str, int | str, int]] = []
+        self.ins: list[tuple[int, int | str, int | str, int | str]] = []
         self.labels: dict[str, int] = {}
 
     def label(self, name: str) -> None:
@@ -227,6 +108,10 @@ class _Asm:
     def jmp(self, op: int, k: int, jt: int | str, jf: int | str) -> None:
         self.ins.append((op, jt, jf, k))
 
+    def ja(self, target: str) -> None:
+        """Unconditional jump (32-bit offset: any distance forward)."""
+        self.ins.append((_JA, 0, 0, target))
+
     def ret(self, value: int) -> None:
         self.ins.append((_RET_K, 0, 0, value))
 
@@ -234,7 +119,8 @@ class _Asm:
         out = bytearray()
         for index, (code, jt, jf, k) in enumerate(self.ins):
             rel = [self._rel(index, target) for target in (jt, jf)]
-            out += struct.pack("=HBBI", code, rel[0], rel[1], k & 0xFFFFFFFF)
+            value = self.labels[k] - index - 1 if isinstance(k, str) else k  # BPF_JA to a label
+            out += struct.pack("=HBBI", code, rel[0], rel[1], value & 0xFFFFFFFF)
         return bytes(out)
 
     def _rel(self, index: int, target: int | str) -> int:
@@ -246,172 +132,182 @@ class _Asm:
         return offset
 
 
+#: Every call the allow-list refuses on purpose, by name, with its family and reason (the
+#: families of :mod:`pysandbox._syscall_policy` whose action is not ALLOW). Calls named nowhere
+#: are refused too (ENOSYS), without a reason of their own.
+REFUSED_REASONS: Mapping[str, str] = MappingProxyType(
+    {
+        name: f"{family} [{action.upper()}]: {why}"
+        for family, action, names, why in _policy.FAMILIES
+        if action != _policy.ALLOW
+        for name in names
+    }
+)
+
+
 def machine_supported(machine: str | None = None) -> bool:
-    """Whether filters can be built for this CPU architecture (x86-64 only, for now).
+    """Whether the filter can be built for this CPU architecture (x86-64 and aarch64).
 
     Args:
         machine: ``platform.machine()`` value to check; the running machine when ``None``.
 
     Returns:
-        True on x86-64.
+        True when :mod:`pysandbox._abi` has the architecture's system-call table.
     """
-    return _abi.canonical_machine(machine) == "x86_64"
+    return _abi.canonical_machine(machine) in _abi.SYSCALLS
 
 
-def _header(asm: _Asm) -> None:
-    asm.ld(_OFF_ARCH)
-    asm.jmp(_JEQ_K, AUDIT_ARCH_X86_64, 1, 0)
-    asm.ret(RET_KILL_PROCESS)
-    asm.ld(_OFF_NR)
-    asm.jmp(_JGE_K, X32_SYSCALL_BIT, 0, 1)
-    asm.ret(RET_ERRNO | errno.EPERM)
+def _errno_ret(err: int) -> int:
+    return RET_ERRNO | (err & 0xFFFF)
 
 
-def _build_main() -> SeccompProgram:
-    asm = _Asm()
-    _header(asm)
-    eperm = RET_ERRNO | errno.EPERM
-    # A holds the syscall number between rule blocks; every block ends in a return.
-    for position, name in enumerate(_DENY_ALWAYS):
-        nxt = f"always{position}"
-        asm.jmp(_JEQ_K, NR[name], 0, nxt)
-        asm.ret(eperm)
-        asm.label(nxt)
-    # clone3 keeps its flags in memory, out of seccomp's reach: ENOSYS makes glibc fall back
-    # to clone(2), whose flags we can inspect.
-    asm.jmp(_JEQ_K, NR["clone3"], 0, "after_clone3")
-    asm.ret(RET_ERRNO | errno.ENOSYS)
-    asm.label("after_clone3")
-    # clone without CLONE_THREAD creates a process, and namespace flags a new namespace:
-    # refuse both; plain threads stay possible.
-    asm.jmp(_JEQ_K, NR["clone"], 0, "after_clone")
-    asm.ld(_arg_lo(0))
-    asm.jmp(_JSET_K, _CLONE_NAMESPACES, "deny_clone", 0)
-    asm.jmp(_JSET_K, _CLONE_THREAD, 0, "deny_clone")
-    asm.ret(RET_ALLOW)
-    asm.label("deny_clone")
-    asm.ret(eperm)
-    asm.label("after_clone")
-    # socketpair only for AF_UNIX (asyncio's self-pipe).
-    asm.jmp(_JEQ_K, NR["socketpair"], 0, "after_socketpair")
-    asm.ld(_arg_lo(0))
-    asm.jmp(_JEQ_K, _AF_UNIX, 0, 1)
-    asm.ret(RET_ALLOW)
-    asm.ret(eperm)
-    asm.label("after_socketpair")
-    # setpriority(which, who, prio): only PRIO_PROCESS on the caller.
-    _self_block(asm, "setpriority", which_arg_value=_PRIO_PROCESS, pid_arg=1, zero_is_self=True)
-    # prlimit64(pid, resource, new, old): reading only (new == NULL), and only the caller;
-    # a root child could otherwise raise its own hard limits back up.
-    asm.jmp(_JEQ_K, NR["prlimit64"], 0, "after_prlimit")
-    asm.ld(_arg_lo(2))
-    asm.jmp(_JEQ_K, 0, 0, "deny_prlimit64")
-    asm.ld(_arg_lo(2) + 4)
-    asm.jmp(_JEQ_K, 0, 0, "deny_prlimit64")
-    asm.ld(_arg_lo(0))
-    asm.jmp(_JEQ_K, 0, "allow_prlimit64", 0)
-    asm.jmp(_JEQ_K, PID_PLACEHOLDER, "allow_prlimit64", "deny_prlimit64")
-    asm.label("deny_prlimit64")
-    asm.ret(eperm)
-    asm.label("allow_prlimit64")
-    asm.ret(RET_ALLOW)
-    asm.label("after_prlimit")
-    _value_block(asm, "fcntl", 1, _FCNTL_DENIED)
-    _value_block(asm, "ioctl", 1, _IOCTL_DENIED)
-    _value_block(asm, "prctl", 0, (_PR_SET_MM,))
-    for name, arg in _SELF_ONLY:
-        _self_block(
-            asm,
-            name,
-            which_arg_value=None,
-            pid_arg=arg,
-            zero_is_self=name not in {"tgkill", "rt_tgsigqueueinfo"},
-        )
-    asm.ret(RET_ALLOW)
-    return SeccompProgram("main", asm.assemble(), denied_rules()[:-1])
+_SIMPLE = {
+    _policy.ALLOW: RET_ALLOW,
+    _policy.EPERM: _errno_ret(errno.EPERM),
+    _policy.ENOSYS: _errno_ret(errno.ENOSYS),
+}
 
 
-def _value_block(asm: _Asm, name: str, arg: int, denied: tuple[int, ...]) -> None:
-    """Deny ``name`` when the low 32 bits of argument ``arg`` equal one of ``denied``."""
-    skip, deny = f"skip_{name}", f"deny_{name}"
-    asm.jmp(_JEQ_K, NR[name], 0, skip)
-    asm.ld(_arg_lo(arg))
-    for value in denied:
-        asm.jmp(_JEQ_K, value, deny, 0)
+def _arg_block(asm: _Asm, name: str, rule: _policy.ArgRule) -> None:
+    """Emit ``name``'s argument rule: every condition must hold, else its errno."""
+    deny = f"deny_{name}"
+    for position, cond in enumerate(rule.conds):
+        ok = f"ok_{name}_{position}"
+        if cond.op == "null":
+            asm.ld(_arg_lo(cond.arg))
+            asm.jmp(_JEQ_K, 0, 0, deny)
+            asm.ld(_arg_lo(cond.arg) + 4)
+            asm.jmp(_JEQ_K, 0, 0, deny)
+        elif cond.op == "eq":
+            asm.ld(_arg_lo(cond.arg))
+            for value in cond.values:
+                asm.jmp(_JEQ_K, value, ok, 0)
+            asm.ja(deny)
+        elif cond.op == "set":
+            asm.ld(_arg_lo(cond.arg))
+            asm.jmp(_JSET_K, cond.values[0], 0, deny)
+        elif cond.op == "clear":
+            asm.ld(_arg_lo(cond.arg))
+            asm.jmp(_JSET_K, cond.values[0], deny, 0)
+        else:  # pragma: no cover - a mistake in the policy table
+            raise ValueError(f"unknown condition {cond.op!r} for {name}")
+        asm.label(ok)
     asm.ret(RET_ALLOW)
     asm.label(deny)
-    asm.ret(RET_ERRNO | errno.EPERM)
-    asm.label(skip)
+    asm.ret(_errno_ret(rule.errno))
 
 
-def _self_block(
-    asm: _Asm, name: str, *, which_arg_value: int | None, pid_arg: int, zero_is_self: bool
-) -> None:
-    """Allow ``name`` only when its pid argument is 0 (the caller) or the caller's own pid.
-
-    With ``which_arg_value`` set, argument 0 must also equal it (``PRIO_PROCESS``,
-    ``IOPRIO_WHO_PROCESS``): the group and user forms would reach other processes.
-    """
-    skip, allow, deny = f"skip_{name}", f"allow_{name}", f"deny_{name}"
-    asm.jmp(_JEQ_K, NR[name], 0, skip)
-    if which_arg_value is not None:
-        asm.ld(_arg_lo(0))
-        asm.jmp(_JEQ_K, which_arg_value, 0, deny)
-    asm.ld(_arg_lo(pid_arg))
-    if zero_is_self:
-        asm.jmp(_JEQ_K, 0, allow, 0)
-    asm.jmp(_JEQ_K, PID_PLACEHOLDER, allow, deny)
-    asm.label(deny)
-    asm.ret(RET_ERRNO | errno.EPERM)
-    asm.label(allow)
-    asm.ret(RET_ALLOW)
-    asm.label(skip)
+def _tree(asm: _Asm, numbers: list[int], target: dict[int, str], default: str) -> None:
+    """A binary search over sorted ``numbers`` (A holds the number); leaves jump to targets."""
+    if len(numbers) <= 3:
+        for number in numbers:
+            asm.jmp(_JEQ_K, number, 0, 1)
+            asm.ja(target[number])
+        asm.ja(default)
+        return
+    mid = len(numbers) // 2
+    right = f"ge_{numbers[mid]}"
+    asm.jmp(_JGE_K, numbers[mid], 0, 1)
+    asm.ja(right)
+    _tree(asm, numbers[:mid], target, default)
+    asm.label(right)
+    _tree(asm, numbers[mid:], target, default)
 
 
-def _build_exec() -> SeccompProgram:
-    asm = _Asm()
-    _header(asm)
-    asm.jmp(_JEQ_K, NR["execve"], 1, 0)
-    asm.jmp(_JEQ_K, NR["execveat"], 0, 1)
-    asm.ret(RET_ERRNO | errno.EPERM)
-    asm.ret(RET_ALLOW)
-    return SeccompProgram("exec", asm.assemble(), ("execve/execveat after start",))
+def listed(machine: str | None = None) -> dict[str, str | _policy.ArgRule]:
+    """The policy restricted to the names the architecture has (``open`` is x86-64 only, ...).
 
-
-def denied_rules() -> tuple[str, ...]:
-    """Describe every rule of the stacked filters, for the capability report.
+    Args:
+        machine: A ``platform.machine()`` value; the running machine when ``None``.
 
     Returns:
-        One string per rule, in filter order.
+        name -> action or argument rule.
     """
-    return (
-        "non-x86_64 architectures (incl. i386 int 0x80): kill process",
-        "x32 system calls: EPERM",
-        *(f"{name}: EPERM" for name in _DENY_ALWAYS),
-        "clone3: ENOSYS (glibc falls back to clone)",
-        "clone without CLONE_THREAD (fork) or with namespace flags: EPERM",
-        "socketpair unless AF_UNIX: EPERM",
-        "setpriority unless PRIO_PROCESS on self: EPERM",
-        "prlimit64 unless reading (new_limit NULL) on self: EPERM",
-        "fcntl F_SETOWN/F_SETSIG/F_SETOWN_EX: EPERM",
-        "ioctl FIOSETOWN/SIOCSPGRP/TIOCSTI/TIOCLINUX/FS_IOC_SETFLAGS/FS_IOC_FSSETXATTR: EPERM",
-        "prctl PR_SET_MM: EPERM",
-        *(f"{name} unless aimed at self: EPERM" for name, _ in _SELF_ONLY),
-        "execve/execveat after start (second stacked filter): EPERM",
+    table = _abi.syscall_table(machine)
+    return {name: action for name, action in _policy.POLICY.items() if name in table}
+
+
+def _build(machine: str, debug: bool) -> SeccompProgram:
+    arch = _abi.canonical_machine(machine)
+    assert arch is not None  # noqa: S101 - checked by build_filters
+    table = _abi.SYSCALLS[arch]
+    policy = listed(machine)
+    asm = _Asm()
+    asm.ld(_OFF_ARCH)
+    asm.jmp(_JEQ_K, _abi.AUDIT_ARCH[arch], 1, 0)
+    asm.ret(RET_KILL_PROCESS)
+    asm.ld(_OFF_NR)
+    if arch == "x86_64":
+        asm.jmp(_JGE_K, X32_SYSCALL_BIT, 0, 1)
+        asm.ret(_errno_ret(errno.EPERM))
+    target: dict[int, str] = {}
+    rules: dict[str, _policy.ArgRule] = {}
+    for name, action in policy.items():
+        if isinstance(action, _policy.ArgRule):
+            target[table[name]] = f"rule_{name}"
+            rules[name] = action
+        else:
+            target[table[name]] = f"ret_{action}"
+    _tree(asm, sorted(target), target, "ret_default")
+    asm.label("ret_default")
+    asm.ret(RET_TRAP if debug else _errno_ret(errno.ENOSYS))
+    for action, value in _SIMPLE.items():
+        asm.label(f"ret_{action}")
+        asm.ret(value)
+    for name, rule in rules.items():
+        asm.label(f"rule_{name}")
+        _arg_block(asm, name, rule)
+    return SeccompProgram(
+        "allow-list" + (" (debug: unlisted calls trap)" if debug else ""),
+        asm.assemble(),
+        denied_rules(machine),
+        arch,
+        len(policy),
     )
 
 
-def build_filters() -> tuple[SeccompProgram, ...]:
-    """Assemble the stacked filters, to be loaded in this order.
+def denied_rules(machine: str | None = None) -> tuple[str, ...]:
+    """Describe the filter's rules, for the capability report.
+
+    Args:
+        machine: A ``platform.machine()`` value; the running machine when ``None``.
 
     Returns:
-        ``(main, exec)`` programs.
+        One string per rule: the architecture checks, each family with its action, each
+        argument rule, and the default.
+    """
+    arch = _abi.canonical_machine(machine) or "x86_64"
+    table = _abi.SYSCALLS.get(arch, {})
+    out = [f"architecture other than {arch} (i386/x32 entry, AArch32 compat): kill process"]
+    if arch == "x86_64":
+        out.append("x32 system calls (bit 30): EPERM")
+    for family, action, names, why in _policy.FAMILIES:
+        here = [name for name in names if name in table]
+        if here:
+            out.append(f"{family} [{action.upper()}]: {' '.join(here)} -- {why}")
+    for name, rule in _policy.ARG_RULES.items():
+        out.append(f"{name}: {rule.why}; otherwise {errno.errorcode[rule.errno]}")
+    out.append("every other system call: ENOSYS")
+    return tuple(out)
+
+
+def build_filters(machine: str | None = None, *, debug: bool = False) -> tuple[SeccompProgram, ...]:
+    """Assemble the allow-list filter for one architecture.
+
+    Args:
+        machine: A ``platform.machine()`` value; the running machine when ``None``.
+        debug: Unlisted calls trap (``SIGSYS``, named by the child) instead of ``ENOSYS``.
+
+    Returns:
+        A one-element tuple (the child loads the programs in order).
 
     Raises:
         OSError: The CPU architecture is not supported (see :func:`machine_supported`).
     """
-    if not machine_supported():
+    if not machine_supported(machine):
         raise OSError(
-            errno.ENOSYS, f"seccomp filters are built for x86-64 only, not {platform.machine()}"
+            errno.ENOSYS,
+            f"seccomp filters are built for x86-64 and aarch64 only, not "
+            f"{machine or platform.machine()}",
         )
-    return (_build_main(), _build_exec())
+    return (_build(machine or platform.machine(), debug),)

@@ -14,20 +14,18 @@ import selectors
 import threading
 import time
 
+from pysandbox._child_kernel import SETUP_FAILED, SETUP_READY
+from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
 from pysandbox._launch import ChildHandle, Launcher, RunSpec
 from pysandbox._outcome import Observation, Stop
 
-__all__ = [
-    "UNMEASURABLE_BYTES",
-    "Supervisor",
-    "start_usage_entries",
-    "sweep_processes",
-    "workspace_usage",
-]
+__all__ = ["Supervisor", "start_usage_entries", "sweep_processes"]
 
 _READ_CHUNK = 65536
 _DISK_POLL_S = 0.05
 _EXIT_GRACE_S = 0.25
+#: Polls in a row that cannot read the child's descriptors before they count as unmeasurable.
+_BLIND_POLLS = 3
 
 
 def start_usage_entries(workspace_files: int) -> int:
@@ -35,54 +33,20 @@ def start_usage_entries(workspace_files: int) -> int:
     return 10 * workspace_files + 1000
 
 
-#: The size :func:`workspace_usage` reports for a workspace it cannot fully read: over any limit.
-UNMEASURABLE_BYTES = 1 << 62
+def _read_setup(fd: int, into: bytearray) -> bool:
+    """Read what the setup channel holds into ``into``; return ``False`` at its end.
 
-
-def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
-    """Measure a workspace without following symlinks.
-
-    A directory the caller may not list or search (code running as the server's own user can
-    ``mkdir(mode=0o300)``) could hide any amount of data, so it makes the whole workspace count
-    as :data:`UNMEASURABLE_BYTES`: over every limit, which stops the run (``disk_limit``) and
-    makes later runs shrink-only until it is removed.
-
-    Args:
-        root: Directory to measure.
-        max_entries: Stop counting once more entries than this were seen.
-
-    Returns:
-        ``(total_bytes, entries)``; ``entries`` may exceed ``max_entries`` by one when cut short.
-        Each entry counts the larger of its apparent size (``st_size``) and its allocated
-        blocks (``st_blocks`` x 512).
+    The channel carries a few bytes once; more than 4 KiB (which the bootstrap never
+    writes) ends it.
     """
-    total = 0
-    entries = 0
-    stack = [root]
-    while stack:
-        current = stack.pop()
-        try:
-            with os.scandir(current) as it:
-                for entry in it:
-                    entries += 1
-                    if entries > max_entries:
-                        return total, entries
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except PermissionError:
-                        return UNMEASURABLE_BYTES, entries
-                    except OSError:
-                        continue  # removed meanwhile
-                    # Allocated blocks count too: fallocate(FALLOC_FL_KEEP_SIZE) reserves disk
-                    # without changing st_size.
-                    total += max(st.st_size, st.st_blocks * 512)
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-        except PermissionError:
-            return UNMEASURABLE_BYTES, entries
-        except OSError:
-            continue  # removed meanwhile, or replaced by something that is not a directory
-    return total, entries
+    try:
+        chunk = os.read(fd, 4096)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    into += chunk
+    return bool(chunk) and len(into) <= 4096
 
 
 def sweep_processes(session_id: int, marker: str) -> int:
@@ -146,6 +110,12 @@ class Supervisor:
             creation is not denied by seccomp).
         start_usage: ``(bytes, entries)`` of the workspace measured just before, so that
             :meth:`run` need not walk it again; ``None`` measures at the start of :meth:`run`.
+        file_size_bytes: The run's ``RLIMIT_FSIZE``: what an unlinked file the child has
+            mapped counts when it cannot be measured (see
+            :func:`pysandbox._disk.unlinked_bytes`).
+
+    Each poll adds to the walk of the workspace the files the child holds open or mapped
+    after unlinking them (:func:`pysandbox._disk.unlinked_bytes`).
     """
 
     def __init__(
@@ -159,6 +129,7 @@ class Supervisor:
         marker: str,
         always_sweep: bool,
         start_usage: tuple[int, int] | None = None,
+        file_size_bytes: int = 0,
     ) -> None:
         #: ``(bytes, entries)`` measured before the start, or ``None``: measured by :meth:`run`.
         self.start_usage = start_usage
@@ -169,6 +140,8 @@ class Supervisor:
         self._ws_files = workspace_files
         self._marker = marker
         self._always_sweep = always_sweep
+        self._file_size = file_size_bytes
+        self._device = -1
         self._lock = threading.Lock()
         self._stop: Stop | None = None
         self._handle: ChildHandle | None = None
@@ -234,6 +207,10 @@ class Supervisor:
         )
         self._ws_bytes = max(self._ws_bytes, size)
         self._ws_files = max(self._ws_files, count)
+        try:
+            self._device = os.stat(self._workspace).st_dev  # noqa: PTH116
+        except OSError:
+            self._device = -1  # gone: the walk reports it unmeasurable
         handle = launcher.launch(spec)
         started = time.monotonic()
         if self._register(handle):
@@ -254,12 +231,17 @@ class Supervisor:
             sel.register(fd, selectors.EVENT_READ, "pipe")
             bufs[fd] = bytearray()
             truncated[fd] = False
+        setup_fd = handle.setup_fd
+        os.set_blocking(setup_fd, False)
+        sel.register(setup_fd, selectors.EVENT_READ, "setup")
+        setup = bytearray()
         exit_fd = handle.exit_fd()
         if exit_fd >= 0:
             sel.register(exit_fd, selectors.EVENT_READ, "exit")
         open_pipes = 2
         exited_at: float | None = None
         next_disk = started + _DISK_POLL_S
+        blind = 0  # polls in a row that could not read the child's descriptors
         try:
             while True:
                 now = time.monotonic()
@@ -274,6 +256,15 @@ class Supervisor:
                     break
                 if now >= next_disk:
                     size, count = workspace_usage(self._workspace, self._ws_files)
+                    if exited_at is None:
+                        held = unlinked_bytes(
+                            handle.pid, self._workspace, self._device, self._file_size
+                        )
+                        # A live child's /proc entries can be unreadable for a moment (its
+                        # memory or credentials changing): only in a row does it count.
+                        blind = blind + 1 if held >= UNMEASURABLE_BYTES else 0
+                        if held < UNMEASURABLE_BYTES or blind >= _BLIND_POLLS:
+                            size += held
                     if size > self._ws_bytes or count > self._ws_files:
                         self._trip(Stop.DISK_LIMIT)
                         break
@@ -286,6 +277,10 @@ class Supervisor:
                 if exit_fd < 0:
                     wait = min(wait, 0.01)
                 for key, _ in sel.select(max(wait, 0.0)):
+                    if key.data == "setup":
+                        if not _read_setup(setup_fd, setup):
+                            sel.unregister(setup_fd)
+                        continue
                     if key.data == "exit":
                         if handle.on_exit_fd():
                             sel.unregister(key.fd)
@@ -328,6 +323,13 @@ class Supervisor:
             stop = self._stop
         if exited_at is not None:
             ended = min(ended, exited_at)
+        for _ in range(3):  # the writer is gone (closed before the user's code, or dead)
+            if not _read_setup(setup_fd, setup):
+                break
+        ready = bytes(setup[:1]) == SETUP_READY
+        setup_error = ""
+        if bytes(setup[:1]) == SETUP_FAILED:
+            setup_error = setup[1:].decode("utf-8", "backslashreplace").strip()
         end_usage = None
         if stop in (None, Stop.LEFTOVER) and os.WIFEXITED(reaped.wait_status):
             end_usage = workspace_usage(self._workspace, self._ws_files)
@@ -336,6 +338,7 @@ class Supervisor:
             wait_status=reaped.wait_status,
             cpu_time_s=reaped.cpu_time_s,
             maxrss_bytes=reaped.maxrss_bytes,
+            maxrss_floor_bytes=reaped.maxrss_floor_bytes,
             stdout=bytes(bufs[out_fd]),
             stderr=bytes(bufs[err_fd]),
             stdout_truncated=truncated[out_fd],
@@ -344,4 +347,6 @@ class Supervisor:
             swept=swept,
             workspace_allowance=(self._ws_bytes, self._ws_files),
             end_usage=end_usage,
+            ready=ready,
+            setup_error=setup_error,
         )

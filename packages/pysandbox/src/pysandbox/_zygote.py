@@ -8,13 +8,14 @@ bootstrap (:mod:`pysandbox._child`) and builds the Landlock ruleset once. The is
 are fixed by its start configuration.
 
 Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
-server sends, over it, one message with three descriptors attached (``SCM_RIGHTS``): its end
-of a fresh ``SOCK_SEQPACKET`` pair for that run, and the write ends of the run's stdout and
-stderr pipes; the message body carries the code and the limits only. The zygote forks; the
+server sends, over it, one message with four descriptors attached (``SCM_RIGHTS``): its end
+of a fresh ``SOCK_SEQPACKET`` pair for that run, the write ends of the run's stdout and
+stderr pipes, and the write end of its setup channel (see :mod:`pysandbox._child`); the
+message body carries the code and the limits only. The zygote forks; the
 child sets ``PR_SET_PDEATHSIG``, starts a new session, puts the pipes on descriptors 1 and 2,
 closes every other descriptor (the control and run sockets included) except the prebuilt
-Landlock ruleset, reseeds ``random``, and then applies every layer through the same
-:func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
+Landlock ruleset and the setup channel, reseeds ``random``, and then applies every layer
+through the same :func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
 
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
+_RUN_FDS = 4  # run socket, stdout and stderr write ends, setup channel write end
 _SIGKILL = 9
 
 
@@ -108,8 +110,11 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
         if threads != 1:  # fork() copies one thread: locks held by the others stay locked
             raise OSError(f"the zygote has {threads} threads after its preload, not 1")
         # Modules the zygote itself used but spawn mode never loads stay out of user reach
-        # through the import guard; these two are needed by the fork path.
+        # through the import guard; these are needed by the fork path and the guards
+        # (ast: the check of code generated at run time; operator: its guarded copy).
+        import ast  # noqa: F401
         import atexit  # noqa: F401
+        import operator  # noqa: F401
         import random  # noqa: F401
 
         if cfg["landlock"] is not None:
@@ -164,7 +169,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
         for fd, _event in poller.poll():
             if fd == ctl_fd:
                 try:
-                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(3 * 4))
+                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(_RUN_FDS * 4))
                     data, ancillary = header[0], header[1]
                     fds: list[int] = []
                     for level, kind, payload in ancillary:
@@ -182,7 +187,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                     for run in list(by_sock.values()):
                         finish(run, reply=False)
                     return 0
-                if len(fds) != 3:
+                if len(fds) != _RUN_FDS:
                     for extra in fds:
                         os.close(extra)
                     continue
@@ -199,10 +204,11 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                         socks=socks,
                         out_w=fds[1],
                         err_w=fds[2],
+                        setup_w=fds[3],
                         zygote_pid=me,
                     )
-                os.close(fds[1])
-                os.close(fds[2])
+                for passed in fds[1:]:
+                    os.close(passed)
                 pidfd = os.pidfd_open(pid)
                 run = [pid, pidfd, run_sock]
                 by_sock[run_sock.fileno()] = run
@@ -239,10 +245,12 @@ def _child_main(
     socks: list[socket.socket],
     out_w: int,
     err_w: int,
+    setup_w: int,
     zygote_pid: int,
 ) -> None:  # pragma: no cover - runs in the forked child (covered through the tests' runs)
     """The forked child: detach from the zygote, apply every layer, run the code, exit."""
     status = int(child["EXIT_SETUP_FAILED"])
+    child["open_setup_channel"](setup_w)
     try:
         libc.prctl(libc.prctl_opt["PR_SET_PDEATHSIG"], _SIGKILL, 0, 0, 0)
         if os.getppid() != zygote_pid:
@@ -254,15 +262,14 @@ def _child_main(
         os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        if ruleset >= 0:
-            if ruleset != 3:
-                os.dup2(ruleset, 3, inheritable=False)
-                ruleset = 3
-            os.closerange(4, 1 << 20)
-        else:
-            os.closerange(3, 1 << 20)
+        low = 3
+        for keep in sorted(fd for fd in (ruleset, setup_w) if fd >= 3):
+            os.closerange(low, keep)
+            low = keep + 1
+        os.closerange(low, 1 << 20)
         os.chdir(cfg["workspace"])
         request = marshal.loads(body)  # noqa: S302 - from the server
+        request["setup_fd"] = setup_w
         run_env = request.pop("env")
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
@@ -270,21 +277,22 @@ def _child_main(
         else:  # pragma: no cover - only if the zygote's environment was changed
             os.environ.clear()
             os.environ.update(wanted)
-        import gc
         import random
 
         random.seed()
         run_cfg = dict(cfg)
         run_cfg.update(request)
         status = child["run_config"](run_cfg, libc, ruleset)
-        _finalize(gc)
+        child["finalize"]()
     except BaseException as exc:
+        # Before the user's code the setup channel is open and takes the reason; after it,
+        # the channel is closed and this writes nothing (the user's status stands).
         try:
-            import traceback
-
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            os.write(2, f"pysandbox: warm child setup failed: {exc!r}\n{text}".encode())
-        except OSError:
+            if child["_setup_channel"][0] >= 0:
+                child["report_setup"](
+                    child["SETUP_FAILED"] + f"warm child setup failed: {exc!r}".encode()[:2000]
+                )
+        except BaseException:  # noqa: S110 - the status below ends the process either way
             pass
     finally:
         try:
@@ -292,31 +300,6 @@ def _child_main(
             sys.stderr.flush()
         finally:
             os._exit(status)
-
-
-def _finalize(gc: Any) -> None:  # pragma: no cover - runs in the forked child
-    """Do what interpreter shutdown does for a spawn-mode child before the ``os._exit``.
-
-    Joins non-daemon threads, runs ``atexit`` callbacks, then drops the user's namespace and
-    collects garbage, so that files the code left open are flushed and closed (their buffered
-    data would otherwise be lost) and other finalizers run, as in spawn mode.
-    """
-    try:
-        if "threading" in sys.modules:
-            sys.modules["threading"]._shutdown()
-        import atexit
-
-        atexit._run_exitfuncs()
-        main = sys.modules.get("__main__")
-        if main is not None:
-            namespace = main.__dict__
-            # Everything but ``__builtins__``: without it, code run by a finalizer (an
-            # ``exec`` into these globals, as ``dataclasses`` does) would get the real builtins.
-            for name in [key for key in namespace if key != "__builtins__"]:
-                del namespace[name]
-        gc.collect()
-    except BaseException:  # noqa: S110 - the user's code already ran; its status stands
-        pass
 
 
 # --------------------------------------------------------------------------------------------
@@ -503,7 +486,7 @@ class Zygote:
     LAUNCH_TIMEOUT_S = 30.0
 
     def launch(
-        self, body: bytes, out_w: int, err_w: int, timeout_s: float | None = None
+        self, body: bytes, out_w: int, err_w: int, setup_w: int, timeout_s: float | None = None
     ) -> WarmChild:
         """Send one run to the zygote; return the handle once the child was forked.
 
@@ -511,6 +494,7 @@ class Zygote:
             body: ``marshal`` dump of the run's code, limits and marker.
             out_w: Write end of the stdout pipe (the caller closes its copy).
             err_w: Write end of the stderr pipe (the caller closes its copy).
+            setup_w: Write end of the setup channel (the caller closes its copy).
             timeout_s: How long to wait for the fork to be reported, seconds
                 (:attr:`LAUNCH_TIMEOUT_S` when ``None``).
 
@@ -525,7 +509,11 @@ class Zygote:
         try:
             header = b"N" + len(body).to_bytes(8, "little")
             rights = [
-                (socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array(theirs.fileno(), out_w, err_w))
+                (
+                    socket.SOL_SOCKET,
+                    socket.SCM_RIGHTS,
+                    _fd_array(theirs.fileno(), out_w, err_w, setup_w),
+                )
             ]
             with self._send_lock:
                 # A zygote that stops reading must not hold this lock (and every run) forever;

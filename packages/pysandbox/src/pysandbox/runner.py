@@ -36,14 +36,15 @@ from pysandbox import (
     _seccomp,
     _zygote,
 )
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, report
+from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
+from pysandbox._disk import workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
 from pysandbox._limits import Limits
 from pysandbox._outcome import Observation, Stop, decide
 from pysandbox._probe import probe_kernel, verify_kernel
 from pysandbox._result import RunResult, RunStatus
-from pysandbox._supervisor import Supervisor, start_usage_entries, workspace_usage
+from pysandbox._supervisor import Supervisor, start_usage_entries
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
@@ -60,6 +61,12 @@ _ENV_PASSTHROUGH = ("TZ",)
 RUN_ENV = MappingProxyType(
     {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
 )
+#: The layers the testing kernel-only mode switches off.
+_PYTHON_LEVEL_LAYERS = frozenset(
+    {"ast_gate", "open_guard", "audit_hook", "import_guard", "attribute_guard"}
+)
+#: The environment variable that must be ``1`` for ``Sandbox(_testing_kernel_only=True)``.
+TESTING_KERNEL_ONLY_ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
 EXECUTION_MODES = ("spawn", "warm")
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
@@ -158,6 +165,15 @@ class Sandbox:
         preload: Modules the warm zygote imports once, before forking (each must be allowed:
             on the policy's allow-list or in ``extra_modules``); the zygote then checks that it
             still has exactly one thread. Spawn-mode runs import them as the code does.
+        seccomp_debug: For diagnosis: a system call outside the seccomp allow-list traps
+            instead of failing with ``ENOSYS``; the child writes ``pysandbox: system call NAME
+            is not allowed in the sandbox`` to stderr and the run ends ``killed`` by
+            ``SIGSYS``. Not for production (the reporter runs Python code in a signal handler).
+        _testing_kernel_only: FOR PYSANDBOX'S OWN TESTS, NEVER FOR USE: no AST gate and no
+            Python-level guards, so that native payloads reach the kernel layers (which stay
+            on, with the limits). Honoured only when ``os.environ`` has
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` when the sandbox is constructed; the
+            capability report and every result name the ``testing_kernel_only`` layer.
         max_concurrent_runs: How many runs of this sandbox execute at once (default: the CPU
             count); further calls to :meth:`run` block, and :meth:`arun` waits without
             blocking the event loop, until a run ends. Concurrent runs share the workspace
@@ -173,7 +189,8 @@ class Sandbox:
     Raises:
         ValueError: The workspace or an argument is invalid; an extra module's distribution
             cannot be allowed (no ``RECORD``, a dependency missing), or ships native code while
-            the kernel layers are off or not required.
+            the kernel layers are off or not required; ``_testing_kernel_only`` without
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off.
         TypeError: An argument has the wrong type.
     """
 
@@ -190,7 +207,21 @@ class Sandbox:
         execution: str = "warm",
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
+        seccomp_debug: bool = False,
+        _testing_kernel_only: bool = False,
     ) -> None:
+        if _testing_kernel_only is not False:
+            if os.environ.get(TESTING_KERNEL_ONLY_ENV) != "1" or _testing_kernel_only is not True:
+                raise ValueError(
+                    f"_testing_kernel_only is for pysandbox's own tests and needs "
+                    f"{TESTING_KERNEL_ONLY_ENV}=1 in the environment"
+                )
+            if kernel_layers is not True:
+                raise ValueError("_testing_kernel_only keeps the kernel layers: kernel_layers=True")
+        self._kernel_only = _testing_kernel_only is True
+        if not isinstance(seccomp_debug, bool):
+            raise TypeError("seccomp_debug must be a bool")
+        self._seccomp_debug = seccomp_debug
         if execution not in EXECUTION_MODES:
             raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
         if max_concurrent_runs is None:
@@ -272,6 +303,12 @@ class Sandbox:
         self._filters: tuple[_seccomp.SeccompProgram, ...] | None = None
         self._caps: Capabilities | None = None
         self._config: ChildConfig | None = None
+        # The workspace manifest: what the walk at the end of the last run measured, reused as
+        # the next run's start while nothing else changed the workspace (generation).
+        self._disk_lock = threading.Lock()
+        self._disk_generation = 0
+        self._disk_running = 0
+        self._manifest: tuple[int, tuple[int, int]] | None = None
 
     # -- validation --
     @staticmethod
@@ -352,7 +389,7 @@ class Sandbox:
 
     def _build_capabilities(self) -> Capabilities:
         probe = verify_kernel(self._read_roots) if self._kernel_layers else probe_kernel()
-        return report(
+        caps = report(
             probe,
             limits=self._limits,
             workspace=self._workspace,
@@ -363,6 +400,25 @@ class Sandbox:
             filters=self._seccomp_filters,
             env_allow_list=tuple(self._base_env()),
         )
+        if not self._kernel_only:
+            return caps
+        off = "off: testing kernel-only mode (_testing_kernel_only=True)"
+        layers = [
+            dataclasses.replace(info, active=False, reason=off)
+            if info.name in _PYTHON_LEVEL_LAYERS
+            else info
+            for info in caps.layers
+        ]
+        layers.append(
+            LayerInfo(
+                "testing_kernel_only",
+                True,
+                True,
+                MappingProxyType({"environment": f"{TESTING_KERNEL_ONLY_ENV}=1"}),
+                "FOR TESTING ONLY: no AST gate and no Python-level guards",
+            )
+        )
+        return dataclasses.replace(caps, layers=tuple(layers))
 
     def _plan(self) -> _landlock.LandlockPlan:
         if self._landlock_plan is None:
@@ -376,8 +432,65 @@ class Sandbox:
 
     def _seccomp_filters(self) -> tuple[_seccomp.SeccompProgram, ...]:
         if self._filters is None:
-            self._filters = _seccomp.build_filters()
+            self._filters = _seccomp.build_filters(debug=self._seccomp_debug)
         return self._filters
+
+    @property
+    def runs_in_progress(self) -> int:
+        """Runs being supervised now; 0 means no process of a run of this sandbox is alive.
+
+        A run leaves this count only after its whole process tree was killed and reaped.
+
+        A server checks it before restoring the workspace: a run's process must not be able to
+        race the restore's repairs.
+        """
+        with self._active_lock:
+            return len(self._active)
+
+    def invalidate_workspace_manifest(self) -> None:
+        """Forget the workspace measurement kept from the end of the last run.
+
+        Each run ends with a walk of the workspace; the next run starts from that measurement
+        instead of walking again, as long as nothing else could have changed the workspace.
+        Overlapping runs invalidate it themselves; a caller that changes the workspace
+        outside a run (writes a file, restores a snapshot) calls this afterwards, so that the
+        next run measures again. Thread-safe.
+        """
+        with self._disk_lock:
+            self._disk_generation += 1
+            self._manifest = None
+
+    def _start_usage(self) -> tuple[tuple[int, int], int]:
+        """The workspace's ``(bytes, entries)`` for a run starting now, and its generation.
+
+        The manifest when it is current and no other run is in progress; a walk otherwise.
+        The generation is ``-1`` when another run is in progress: this run's end cannot
+        leave a manifest.
+        """
+        with self._disk_lock:
+            manifest = self._manifest
+            alone = self._disk_running == 0
+            reuse = manifest is not None and manifest[0] == self._disk_generation and alone
+            self._disk_generation += 1
+            generation = self._disk_generation if alone else -1
+            self._disk_running += 1
+        if reuse and manifest is not None:
+            return manifest[1], generation
+        entries = start_usage_entries(self._limits.workspace_files)
+        return workspace_usage(self._workspace, entries), generation
+
+    def _end_usage(self, generation: int, observation: Observation | None) -> None:
+        """Keep the run's end measurement as the manifest if no other run overlapped it.
+
+        It overlapped none if none was in progress when it started and none started (nor was
+        the manifest invalidated) since: the generation is still the one it took.
+        """
+        end = observation.end_usage if observation is not None else None
+        with self._disk_lock:
+            self._disk_running -= 1
+            alone = generation == self._disk_generation
+            complete = end is not None and end[1] <= self._limits.workspace_files
+            self._manifest = (generation, end) if alone and complete and end else None
 
     def close(self) -> None:
         """Stop every run in progress (killing its process tree) and refuse further runs."""
@@ -486,7 +599,7 @@ class Sandbox:
             }
             return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
         gate = _gate.check_source(code, self._policy)
-        if not gate.ok:
+        if not gate.ok and not self._kernel_only:
             return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
         if os.name != "posix":
             raise IsolationUnavailable(
@@ -509,11 +622,12 @@ class Sandbox:
                 sys_path=self._sys_path,
                 list_roots=self._grants.list_roots,
                 limits=self._limits,
-                rules=self._rules,
+                rules=None if self._kernel_only else self._rules,
                 landlock=self._plan() if landlock_on else None,
                 seccomp=self._seccomp_filters() if seccomp_on else None,
                 env=self._base_env(),
                 native_extensions=self._grants.native,
+                seccomp_debug=self._seccomp_debug,
             )
         return self._config
 
@@ -539,6 +653,7 @@ class Sandbox:
             workspace_files=lim.workspace_files,
             marker=f"{MARKER_NAME}={marker}",
             always_sweep=config.seccomp is None,
+            file_size_bytes=lim.file_size_bytes,
         )
         if self._caps is None:
             self.capabilities()  # builds the report (tests call this without _check)
@@ -552,14 +667,15 @@ class Sandbox:
             if self._closed:
                 raise SandboxClosedError
             # Measured once the run holds its slot, so queued runs see what ran before.
-            usage = workspace_usage(self._workspace, start_usage_entries(lim.workspace_files))
-            shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
-            if shrink_only:
-                config = config.shrink_only()
-            supervisor.start_usage = usage
-            layers = config.layers(active)
-            spec = RunSpec(config, code, _config.compile_user_code(code), marker)
+            usage, generation = self._start_usage()
+            observation: Observation | None = None
             try:
+                shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
+                if shrink_only:
+                    config = config.shrink_only()
+                supervisor.start_usage = usage
+                layers = config.layers(active)
+                spec = RunSpec(config, code, _config.compile_user_code(code), marker)
                 if launcher is None:
                     launcher = self._launcher(config)
                 try:
@@ -574,6 +690,9 @@ class Sandbox:
                         raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
             except InterruptedError:
                 return RunResult(RunStatus.KILLED, layers=layers, detail="cancelled before start")
+            finally:
+                self._end_usage(generation, observation)
+        assert observation is not None  # noqa: S101 - set, or the try above raised
         return decide(observation, lim, layers, shrink_only=shrink_only)
 
     def _supervise(self, supervisor: Supervisor, launcher: Launcher, spec: RunSpec) -> Observation:

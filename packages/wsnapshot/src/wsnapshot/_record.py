@@ -32,6 +32,7 @@ from wsnapshot._jsonstream import JsonStream
 from wsnapshot._manifest import EXPORT_KIND, FORMAT, Manifest, parse_entries, parse_header
 from wsnapshot._storedir import O_NOFOLLOW, StoreDir
 from wsnapshot.exceptions import (
+    CorruptSnapshot,
     ExportTooLarge,
     InvalidRecord,
     SnapshotError,
@@ -40,10 +41,12 @@ from wsnapshot.exceptions import (
 )
 from wsnapshot.snapshot import FileRecord, SnapshotInfo
 
-__all__ = ["EXPORT_PIECE", "ParsedRecord", "Records"]
+__all__ = ["EXPORT_PIECE", "MAX_RANGE", "ParsedRecord", "Records"]
 
 #: The streamed export yields pieces of about this many bytes (small entries are coalesced).
 EXPORT_PIECE = 256 * 1024
+#: The largest range :meth:`Records.range` reads at once, in bytes.
+MAX_RANGE = 16 * 1024 * 1024
 
 
 def _dumps(obj: object) -> bytes:
@@ -221,6 +224,60 @@ class Records:
                 buf.clear()
         if buf:
             yield bytes(buf)
+
+    def range(self, sid: str, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` of :meth:`chunks`'s record.
+
+        Only the blobs (and the parts of them) that overlap the range are read.
+
+        A blob read whole is verified against its SHA-256; a part of a blob is checked by the
+        blob's size only (the record names every file's SHA-256: a reader checks the file).
+
+        Raises:
+            SnapshotNotFound, CorruptSnapshot: As :meth:`chunks`.
+            ValueError: ``offset`` or ``length`` negative, or ``length`` over ``MAX_RANGE``.
+        """
+        if offset < 0 or length < 0 or length > MAX_RANGE:
+            raise ValueError(f"offset and length must be >= 0, length <= {MAX_RANGE}")
+        m = self._files.load(sid)
+        end = offset + length
+        out = bytearray()
+        at = 0
+        for piece in self._pieces(m):
+            size = len(piece) if isinstance(piece, bytes) else _b64_len(piece[1])
+            lo, hi = max(offset, at), min(end, at + size)
+            if lo < hi:
+                if isinstance(piece, bytes):
+                    out += piece[lo - at : hi - at]
+                else:
+                    out += self._b64_slice(m.id, piece[0], piece[1], lo - at, hi - at)
+            at += size
+            if at >= end:
+                break
+        return bytes(out)
+
+    def _b64_slice(self, sid: str, sha: str, size: int, lo: int, hi: int) -> bytes:
+        """Characters ``[lo, hi)`` of the Base64 text of blob ``sha`` (``size`` bytes)."""
+        raw_lo, raw_hi = lo // 4 * 3, min(size, -(-hi // 4) * 3)
+        ops = self._files.ops
+        path = self._blobs.path(sha)
+        try:
+            fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
+        except FileNotFoundError:
+            raise CorruptSnapshot(sid, path, "blob is missing") from None
+        try:
+            if ops.fstat(fd).st_size != size:
+                raise CorruptSnapshot(sid, path, "blob size does not match the manifest")
+            data = os.pread(fd, raw_hi - raw_lo, raw_lo)
+        finally:
+            ops.close(fd)
+        if len(data) != raw_hi - raw_lo or (
+            raw_lo == 0 and raw_hi == size and hashlib.sha256(data).hexdigest() != sha
+        ):
+            raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
+        text = base64.b64encode(data)
+        start = raw_lo // 3 * 4
+        return text[lo - start : hi - start]
 
     def write_to(self, sid: str, out: BinaryIO) -> int:
         """Write :meth:`chunks`'s record to the binary file object ``out``; returns its size."""

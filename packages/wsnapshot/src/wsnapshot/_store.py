@@ -448,6 +448,32 @@ class SnapshotStore:
         """
         return self._records.chunks(check_id(snapshot_id))
 
+    def export_range(self, snapshot_id: str, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset + length)`` of :meth:`export_chunks`'s record.
+
+        Random access for a reader that fetches the record in pieces (a server answering
+        chunk ``k`` of an export): only the blobs overlapping the range are read, and of a
+        large blob only the part needed. A blob read whole is verified against its SHA-256; a
+        part of one is checked by the blob's size (every file entry of the record carries its
+        SHA-256, for the reader to check the assembled file). Past the end the result is
+        shorter (empty beyond :meth:`export_size`).
+
+        Args:
+            snapshot_id: A UUID.
+            offset: First byte, from 0.
+            length: Bytes wanted, at most 16 MiB.
+
+        Returns:
+            The bytes.
+
+        Raises:
+            InvalidSnapshotId: Not a UUID.
+            SnapshotNotFound: No such snapshot.
+            CorruptSnapshot: The manifest or an overlapping blob fails validation.
+            ValueError: A negative offset or length, or a length over 16 MiB.
+        """
+        return self._records.range(check_id(snapshot_id), offset, length)
+
     def export_to(self, snapshot_id: str, out: BinaryIO) -> int:
         """Write :meth:`export_chunks`'s record to the binary file object ``out``.
 

@@ -35,7 +35,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         the concurrency cap (runs executing at once).
         """
         async with state.instrument("get_sandbox_metrics"):
-            figures = await anyio.to_thread.run_sync(process_metrics)
+            figures = await anyio.to_thread.run_sync(
+                process_metrics, limiter=state.admission.limiter("metrics")
+            )
             counters = state.metrics.snapshot()
             return {
                 "process": figures["process"],

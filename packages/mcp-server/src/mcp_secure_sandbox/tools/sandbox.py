@@ -6,16 +6,18 @@ from typing import Annotated, Any
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
 
+import astguard
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from pysandbox import RunResult
+from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
 
-__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "register"]
+__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "refusal_text", "register"]
 
 PROGRESS_AFTER_S = 2.0
 PROGRESS_EVERY_S = 2.0
@@ -48,7 +50,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def run_sandbox_code(
-        code: Annotated[str, Field(description="The Python source, at most 256 KiB.")],
+        code: Annotated[
+            str,
+            Field(
+                description=(
+                    f"The Python source, at most {astguard.DEFAULT_MAX_SOURCE_BYTES:,} bytes "
+                    "of UTF-8."
+                )
+            ),
+        ],
         ctx: Context,
         timeout_sec: float | None = None,
     ) -> Annotated[CallToolResult, RunOutput]:
@@ -72,10 +82,23 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
-            async with state.gate.run(), anyio.create_task_group() as tg:
-                tg.start_soon(_report_progress, ctx, timeout)
-                result = await state.sandbox.arun(code, timeout=timeout)
-                tg.cancel_scope.cancel()
+            started = anyio.current_time()
+            refused: IsolationUnavailable | SandboxSetupError | None = None
+            async with (
+                state.admission.admit("run", "run_sandbox_code"),
+                state.gate.run(state.patience(started)),
+            ):
+                # Checked holding the gate: a restore in progress is not a failed one.
+                state.refuse_if_inconsistent("run_sandbox_code")
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_report_progress, ctx, timeout)
+                    try:
+                        result = await state.sandbox.arun(code, timeout=timeout)
+                    except (IsolationUnavailable, SandboxSetupError) as exc:
+                        refused = exc  # raised outside the task group, which would wrap it
+                    tg.cancel_scope.cancel()
+            if refused is not None:
+                raise ToolError(refusal_text(refused))
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
@@ -98,6 +121,29 @@ def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout
         f"stopped after {timeout:g} s, the time-out asked for (the server's maximum is "
         f"{maximum:g} s)"
     )
+
+
+def refusal_text(exc: IsolationUnavailable | SandboxSetupError) -> str:
+    """The tool error text of a run the sandbox refused: which layer, why, which setting.
+
+    Args:
+        exc: pysandbox's refusal (a required layer is unavailable, or the child could not
+            apply one; neither carries text of the user's code).
+
+    Returns:
+        One paragraph for the client.
+    """
+    if isinstance(exc, IsolationUnavailable):
+        reasons = "; ".join(
+            f"{name}: {exc.reasons.get(name, 'unavailable')}" for name in exc.missing
+        )
+        return (
+            f"the sandbox refused to run: required isolation layer(s) unavailable ({reasons}). "
+            "The server requires them by --require-layers (SANDBOX_REQUIRE_LAYERS); an operator "
+            "can make the layer available, or list fewer layers (none: Python-level isolation "
+            "only, unsafe)."
+        )
+    return f"the sandbox could not start the run: {exc}"
 
 
 def _run_output(result: RunResult) -> dict[str, Any]:

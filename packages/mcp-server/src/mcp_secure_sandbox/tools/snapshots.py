@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
@@ -16,6 +15,7 @@ from mcp_secure_sandbox import budget
 from mcp_secure_sandbox._schemas import (
     DeleteOutput,
     ExportOutput,
+    RestoreOutput,
     SnapshotId,
     SnapshotListOutput,
 )
@@ -30,12 +30,26 @@ from wsnapshot import (
     SnapshotNotFound,
 )
 
-__all__ = ["EXPORT_HINT", "EXPORT_INLINE_BYTES", "LIST_HINT", "register"]
+__all__ = [
+    "CHUNK_TEMPLATE",
+    "EXPORT_HINT",
+    "EXPORT_INLINE_BYTES",
+    "LIST_HINT",
+    "chunk_count",
+    "fit_report",
+    "register",
+    "too_large_for_mcp",
+]
 
 EXPORT_INLINE_BYTES = 128 * 1024
 """An export larger than this many bytes of JSON is returned as a resource link."""
-EXPORT_HINT = "run `wsnapshot export` on the host for an export this large"
+EXPORT_HINT = (
+    "run `wsnapshot --workspace W --store S export ID -o FILE` on the host for an export this large"
+)
 """What to do when an export does not fit the response budget."""
+
+CHUNK_TEMPLATE = "sandbox://exports/{snapshot_id}/{chunk}"
+"""The resource of one chunk of an export record: bytes ``[chunk * chunk_bytes, ...)``."""
 
 MAX_DESCRIPTION_CHARS = 1000
 LIST_HINT = "list_state_snapshots gives the ids of the snapshots there are"
@@ -44,19 +58,72 @@ LIST_HINT = "list_state_snapshots gives the ids of the snapshots there are"
 T = TypeVar("T")
 
 
-async def _call(argument: str, fn: Callable[[], T]) -> T:
-    """Run a store operation in a worker thread; map its errors to argument errors."""
+async def _call(
+    argument: str, fn: Callable[[], T], limiter: anyio.CapacityLimiter | None = None
+) -> T:
+    """Run a store operation in a thread on ``limiter``; map its errors to argument errors.
+
+    Never on anyio's default limiter, which light work uses.
+    """
     try:
-        return await anyio.to_thread.run_sync(fn)
+        return await anyio.to_thread.run_sync(fn, limiter=limiter)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
         raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ToolError(str(exc)) from None
 
 
+_PATH_LISTS = (
+    "deleted",
+    "rewritten",
+    "recreated",
+    "metadata_restored",
+    "dirs_created",
+    "dirs_removed",
+)
+
+
+def fit_report(report: RestoreReport) -> CallToolResult:
+    """The restore's answer within the response budget: path lists halved until it fits.
+
+    A restore over a hostile tree (F08b: thousands of nested directories) lists megabytes of
+    paths; the restore itself succeeded and its answer must say so.
+    """
+    data = report.to_dict()
+    counts = {key: len(data[key]) for key in _PATH_LISTS}
+    cap = max(counts.values())
+    out: dict[str, Any] = {**data, "counts": counts, "paths_truncated": False}
+    while True:
+        try:
+            return budget.tool_result(out)
+        except ToolError:
+            if cap == 0:
+                raise
+            cap //= 2
+            out = {**out, **{k: data[k][:cap] for k in _PATH_LISTS}, "paths_truncated": True}
+
+
+def chunk_count(size: int) -> int:
+    """How many chunk reads an export record of ``size`` bytes takes."""
+    return -(-size // budget.EXPORT_CHUNK_BYTES)
+
+
+def too_large_for_mcp(state: ServerState, snapshot_id: str, size: int) -> str | None:
+    """The refusal for an export over the server's MCP export limit, or ``None``."""
+    limit = state.settings.export_max_bytes
+    if size <= limit:
+        return None
+    return (
+        f"snapshot_id {snapshot_id}: the export is {size:,} bytes, more than this server "
+        f"serves over MCP ({limit:,} bytes, --export-max); {EXPORT_HINT}"
+    )
+
+
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the snapshot tools on ``app``."""
     store = state.store
+    heavy = state.admission.limiter("snapshot")
+    light = state.admission.limiter("light")
 
     @tool(
         app,
@@ -86,10 +153,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         dir_count, symlink_count, total_bytes, new_bytes (stored by this snapshot) and skipped.
         """
         async with state.instrument("create_state_snapshot") as outcome:
+            started = anyio.current_time()
             if len(description) > MAX_DESCRIPTION_CHARS:
                 raise ToolError(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
-            async with state.gate.exclusive():
-                info = await _call("description", lambda: store.create(description))
+            async with (
+                state.admission.admit("snapshot", "create_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "create_state_snapshot"),
+            ):
+                state.refuse_if_inconsistent("create_state_snapshot")
+                info = await _call("description", lambda: store.create(description), heavy)
             outcome["message"] = f"created {info.id}"
             return info
 
@@ -103,7 +175,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def restore_state_snapshot(snapshot_id: SnapshotId) -> RestoreReport:
+    async def restore_state_snapshot(
+        snapshot_id: SnapshotId,
+    ) -> Annotated[CallToolResult, RestoreOutput]:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
         Files not in the snapshot are deleted, files whose content differs are rewritten,
@@ -112,13 +186,24 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         list_state_snapshots.
 
         Returns the lists of deleted, rewritten, recreated and metadata_restored paths, the
-        unchanged count, dirs_created, dirs_removed and duration_ms.
+        unchanged count, dirs_created, dirs_removed and duration_ms; `counts` gives each list's
+        full length, and when the lists do not fit one answer they are cut
+        (`paths_truncated` true).
         """
         async with state.instrument("restore_state_snapshot") as outcome:
-            async with state.gate.exclusive():
-                report = await _call("snapshot_id", lambda: store.restore(snapshot_id))
+            started = anyio.current_time()
+            async with (
+                state.admission.admit("snapshot", "restore_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "restore_state_snapshot"),
+            ):
+                await state.no_run_alive()  # repairs must not race a run's process
+                try:
+                    report = await _call("snapshot_id", lambda: store.restore(snapshot_id), heavy)
+                finally:
+                    # The next run measures the workspace again (pysandbox's manifest).
+                    state.sandbox.invalidate_workspace_manifest()
             outcome["message"] = f"restored {snapshot_id}"
-            return report
+            return fit_report(report)
 
     @tool(
         app,
@@ -129,7 +214,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def list_state_snapshots() -> SnapshotListOutput:
         """List every snapshot, oldest first, with its id, time, description and sizes."""
         async with state.instrument("list_state_snapshots"):
-            infos = await _call("", store.list)
+            infos = await _call("", store.list, light)
             return {"snapshots": list(infos), "count": len(infos)}
 
     @tool(
@@ -148,6 +233,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         creation time, and how many snapshots remain.
         """
         async with state.instrument("delete_state_snapshot") as outcome:
+            started = anyio.current_time()
 
             def delete() -> DeleteOutput:
                 info = store.get(snapshot_id).info
@@ -159,8 +245,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     "remaining": len(store.list()),
                 }
 
-            async with state.gate.exclusive():
-                result = await _call("snapshot_id", delete)
+            async with (
+                state.admission.admit("snapshot", "delete_state_snapshot"),
+                state.gate.exclusive(state.patience(started), "delete_state_snapshot"),
+            ):
+                result = await _call("snapshot_id", delete, heavy)
             outcome["message"] = f"deleted {snapshot_id}"
             return result
 
@@ -186,13 +275,16 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         metadata_changed (same content, different mtime or mode).
         """
         async with state.instrument("diff_state_snapshots"):
-            if not other_id:
-                async with state.gate.exclusive():
-                    diff = await _call("snapshot_id", lambda: store.diff(snapshot_id))
-            else:
-                diff = await _call(
-                    "snapshot_id/other_id", lambda: store.diff(snapshot_id, other_id)
-                )
+            started = anyio.current_time()
+            async with state.admission.admit("snapshot", "diff_state_snapshots"):
+                if not other_id:
+                    patience = state.patience(started)
+                    async with state.gate.exclusive(patience, "diff_state_snapshots"):
+                        diff = await _call("snapshot_id", lambda: store.diff(snapshot_id), heavy)
+                else:
+                    diff = await _call(
+                        "snapshot_id/other_id", lambda: store.diff(snapshot_id, other_id), heavy
+                    )
             return diff
 
     @tool(
@@ -209,37 +301,51 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 
-        Text files are inline as UTF-8, binary files as Base64. A record larger than 128 KiB, or
-        one whose answer would not fit the response budget (512 KiB), is not inlined:
-        `resource_uri` names the sandbox://exports/{snapshot_id} resource to read. A record
-        that does not fit one resource read either is refused: export it on the host.
+        A small record (at most 128 KiB) comes inline in `record` (text files as UTF-8, binary
+        ones as Base64). A larger one is read in chunks: `chunk_uri_template`
+        (sandbox://exports/{snapshot_id}/{chunk}) names `chunk_count` resources, chunk k being
+        bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the record (compact UTF-8 JSON,
+        contents in Base64, every file entry with its sha256 to check); concatenated they are
+        the record, `size_bytes` long. The size comes from the snapshot's manifest before any
+        content is read. An export larger than the server serves over MCP (--export-max) is
+        refused: export it on the host with `wsnapshot export`.
         """
-        async with state.instrument("export_state_snapshot"):
-            record = await _call("snapshot_id", lambda: store.export(snapshot_id))
-            text = json.dumps(record, separators=(",", ":"))
-            size = len(text.encode())
+        async with (
+            state.instrument("export_state_snapshot"),
+            state.admission.admit("export", "export_state_snapshot"),
+        ):
+            exporting = state.admission.limiter("export")
+            size = await _call("snapshot_id", lambda: store.export_size(snapshot_id), exporting)
+            refusal = too_large_for_mcp(state, snapshot_id, size)
+            if refusal is not None:
+                raise ToolError(refusal)
+            sid = snapshot_id.lower()
             if size <= EXPORT_INLINE_BYTES:
+                record = await _call(
+                    "snapshot_id",
+                    lambda: store.export(snapshot_id, max_size=EXPORT_INLINE_BYTES),
+                    exporting,
+                )
                 inline: ExportOutput = {
                     "snapshot_id": snapshot_id,
                     "size_bytes": size,
                     "record": record,
                     "resource_uri": None,
+                    "chunk_count": 0,
+                    "chunk_bytes": budget.EXPORT_CHUNK_BYTES,
+                    "chunk_uri_template": None,
                 }
                 try:
                     return budget.tool_result(inline)
                 except ToolError:
-                    pass  # escaping made it larger than an answer: link it instead
-            uri = f"sandbox://exports/{snapshot_id.lower()}"
-            if budget.resource_bytes(text, uri) > budget.RESPONSE_BUDGET_BYTES:
-                raise ToolError(
-                    f"snapshot_id {snapshot_id}: the export is {size:,} bytes, more than "
-                    f"the server's response budget of {budget.RESPONSE_BUDGET_BYTES:,} "
-                    f"bytes; {EXPORT_HINT}"
-                )
-            linked: ExportOutput = {
+                    pass  # escaping made it larger than an answer: chunks instead
+            chunked: ExportOutput = {
                 "snapshot_id": snapshot_id,
                 "size_bytes": size,
                 "record": None,
-                "resource_uri": uri,
+                "resource_uri": CHUNK_TEMPLATE.replace("{snapshot_id}", sid),
+                "chunk_count": chunk_count(size),
+                "chunk_bytes": budget.EXPORT_CHUNK_BYTES,
+                "chunk_uri_template": CHUNK_TEMPLATE.replace("{snapshot_id}", sid),
             }
-            return budget.tool_result(linked)
+            return budget.tool_result(chunked)

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import json
-import math
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from decimal import Decimal
 from typing import Annotated, Any
 
 import anyio
@@ -16,61 +13,27 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from datavalidate import CsvReport, DataValidateError, JsonError, validate_csv, validate_json
+from datavalidate import CsvColumn, CsvError, CsvReport, JsonError
 from mcp_secure_sandbox._schemas import JsonReportOutput
+from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
+from mcp_secure_sandbox.workers import WorkerError, WorkerLimit
 from wsnapshot import WorkspaceError
 
 __all__ = [
     "MAX_INPUT_BYTES",
     "explain_csv",
+    "in_worker",
     "is_json_text",
     "parse_json_strict",
     "register",
     "schema_argument",
 ]
 
-MAX_INPUT_BYTES = 16 * 1024 * 1024
-"""Largest JSON document or workspace JSON file accepted, in bytes."""
-MAX_CSV_FILE_BYTES = 1024 * 1024 * 1024
-"""Largest workspace CSV file validated by path (streamed), in bytes."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (RFC 8259 has no NaN or Infinity)")
-
-
-def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate object key {key!r}")
-        seen[key] = value
-    return seen
-
-
-def _number(text: str) -> float | Decimal:
-    """A JSON number with a fraction or exponent: a float when exact, else a Decimal."""
-    value = float(text)
-    exact = Decimal(text)
-    if math.isfinite(value) and Decimal(value) == exact:
-        return value
-    return exact
-
-
-def _max_int_digits() -> int:
-    """The interpreter's limit on decimal digits of an int (CVE-2020-10735), 4300 by default."""
-    getter = getattr(sys, "get_int_max_str_digits", None)
-    return int(getter()) if getter is not None else 4300
-
 
 def parse_json_strict(text: str, argument: str = "data_json") -> Any:
-    """Parse JSON text strictly: duplicate keys and NaN/Infinity are errors, numbers exact.
-
-    Integers keep every digit (Python ``int``); a decimal number that a binary double cannot
-    represent exactly is kept as a :class:`decimal.Decimal`, which JSON Schema's numeric
-    keywords compare exactly.
+    """Parse JSON text strictly (:func:`mcp_secure_sandbox.jsontext.loads_strict`).
 
     Args:
         text: The JSON text.
@@ -80,28 +43,10 @@ def parse_json_strict(text: str, argument: str = "data_json") -> Any:
     Raises:
         ToolError: The text is not valid JSON, naming the argument, the line and the column.
     """
-    if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
-        raise ToolError(f"{argument} is larger than {MAX_INPUT_BYTES} bytes")
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_pairs_no_duplicates,
-            parse_constant=_reject_constant,
-            parse_float=_number,
-        )
-    except json.JSONDecodeError as exc:
-        raise ToolError(
-            f"{argument} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
-    except ValueError as exc:
-        if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
-            raise ToolError(
-                f"{argument} holds an integer of more than {_max_int_digits()} digits; "
-                "such numbers are refused (they cost quadratic time to convert)"
-            ) from None
-        raise ToolError(f"{argument} is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ToolError(f"{argument} is nested too deeply") from None
+        return loads_strict(text)
+    except JsonTextError as exc:
+        raise ToolError(f"{argument} {exc}") from None
 
 
 def is_json_text(value: object) -> bool:
@@ -216,10 +161,12 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("validate_json_data") as outcome:
             source = _one_source(ctx, "data", "data_json", "data_path", nullable=("data",))
+            schema = schema_argument(state, _given_arguments(ctx).get("schema_name_or_dict"))
+            job: dict[str, Any] = {"op": "validate_json", "schema": schema}
             if source == "data_json":
-                instance = parse_json_strict(data_json)
+                job.update(instance_text=data_json, argument="data_json")
             elif source == "data_path":
-                async with state.gate.exclusive():
+                async with state.gate.exclusive(state.settings.admission_wait_s, "data_path"):
                     raw = await _read_workspace(state, data_path, MAX_INPUT_BYTES, "data_path")
                 try:
                     text = raw.decode("utf-8")
@@ -227,26 +174,20 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     raise ToolError(
                         f"data_path {data_path}: not UTF-8 ({exc.reason} at byte {exc.start})"
                     ) from None
-                instance = parse_json_strict(text, f"data_path {data_path}")
+                job.update(instance_text=text, argument=f"data_path {data_path}")
             else:
                 # As sent: the SDK's argument model would have parsed a JSON-looking string.
-                instance = _given_arguments(ctx)["data"]
-            schema = schema_argument(state, _given_arguments(ctx).get("schema_name_or_dict"))
-            try:
-                report = await anyio.to_thread.run_sync(
-                    lambda: validate_json(instance, schema, registry=state.registry)
-                )
-            except DataValidateError as exc:
-                raise ToolError(f"schema_name_or_dict: {exc}") from None
-            outcome["status"] = "valid" if report.valid else "invalid"
-            errors = list(report.errors)
-            if source == "data" and is_json_text(instance):
+                job["instance"] = _given_arguments(ctx)["data"]
+            report = await in_worker(state, job, "schema_name_or_dict: ")
+            outcome["status"] = "valid" if report["valid"] else "invalid"
+            errors = [JsonError(**e) for e in report["errors"]]
+            if source == "data" and is_json_text(job["instance"]):
                 errors = [_suggest_data_json(e) for e in errors]
             return {
-                "valid": report.valid,
-                "draft": report.draft,
-                "error_count": report.error_count,
-                "truncated": report.truncated,
+                "valid": report["valid"],
+                "draft": report["draft"],
+                "error_count": report["error_count"],
+                "truncated": report["truncated"],
                 "errors": errors,
             }
 
@@ -316,18 +257,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "table_schema": table_schema,
                 "dialect": dialect,
             }
-            try:
-                if source == "csv_content":
-                    report = await anyio.to_thread.run_sync(
-                        lambda: validate_csv(csv_content, **kwargs)
-                    )
-                else:
-                    async with state.gate.exclusive():
-                        report = await anyio.to_thread.run_sync(
-                            lambda: _validate_workspace_csv(state, csv_path, kwargs)
-                        )
-            except (ValueError, DataValidateError) as exc:
-                raise ToolError(str(exc)) from None
+            job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
+            if source == "csv_content":
+                job["text"] = csv_content
+                found = await in_worker(state, job, "")
+            else:
+                job["path"] = csv_path
+                async with state.gate.exclusive(state.settings.admission_wait_s, "csv_path"):
+                    found = await in_worker(state, job, "")
+            report = _csv_report(found)
             outcome["status"] = "valid" if report.valid else "invalid"
             return explain_csv(report, required_headers or (), delimiter_given=bool(delimiter))
 
@@ -373,13 +311,45 @@ def explain_csv(
     return replace(report, errors=type(report.errors)(errors))
 
 
-def _validate_workspace_csv(state: ServerState, path: str, kwargs: dict[str, Any]) -> CsvReport:
-    try:
-        stream = state.workspace.open_read(path, max_bytes=MAX_CSV_FILE_BYTES)
-    except (WorkspaceError, OSError) as exc:
-        raise ToolError(f"csv_path {path}: {exc}") from None
-    with stream:
-        return validate_csv(stream, **kwargs)
+def _csv_report(found: dict[str, Any]) -> CsvReport:
+    """A worker's CSV report (JSON) as datavalidate's :class:`CsvReport`."""
+    return CsvReport(
+        valid=found["valid"],
+        row_count=found["row_count"],
+        columns=tuple(CsvColumn(**c) for c in found["columns"]),
+        errors=tuple(CsvError(**e) for e in found["errors"]),
+        error_count=found["error_count"],
+        truncated=found["truncated"],
+        delimiter=found["delimiter"],
+    )
+
+
+async def in_worker(state: ServerState, job: dict[str, Any], schema_prefix: str) -> Any:
+    """Run a validation job in a confined worker, once admitted; map its failures to tool errors.
+
+    Args:
+        state: The server's state (admission and worker pool).
+        job: The job (:func:`mcp_secure_sandbox._worker.handle`).
+        schema_prefix: Put before a schema error datavalidate reports (the argument's name).
+
+    Returns:
+        The worker's result (a report as JSON data).
+
+    Raises:
+        ToolError: Busy (no worker within the admission wait); stopped past the deadline or the
+            memory budget ("validation stopped after 10 s / 256 MiB: ..."); a bad input or
+            schema, as the worker reported it.
+    """
+    async with state.admission.admit("validation", "the validation"):
+        try:
+            return await state.workers.call(job, what="validation")
+        except WorkerLimit as exc:
+            raise ToolError(str(exc)) from None
+        except WorkerError as exc:
+            prefix = schema_prefix if exc.kind == "schema" else ""
+            raise ToolError(f"{prefix}{exc}") from None
+        except RuntimeError as exc:
+            raise ToolError(f"validation is unavailable: {exc}") from None
 
 
 async def _read_workspace(state: ServerState, path: str, max_bytes: int, argument: str) -> bytes:
@@ -389,7 +359,7 @@ async def _read_workspace(state: ServerState, path: str, max_bytes: int, argumen
         except (WorkspaceError, OSError) as exc:
             raise ToolError(f"{argument} {path}: {_reason(exc)}") from None
 
-    return await anyio.to_thread.run_sync(read)
+    return await anyio.to_thread.run_sync(read, limiter=state.admission.limiter("light"))
 
 
 def _reason(exc: BaseException) -> str:

@@ -171,7 +171,7 @@ async def read_range(state: ServerState, path: str, offset: int, length: int) ->
             kept, text = data, None  # a lone fragment: Base64 rather than an empty range
         return Chunk(path=path, size=size, offset=offset, data=kept, text=text)
 
-    return await anyio.to_thread.run_sync(read)
+    return await anyio.to_thread.run_sync(read, limiter=state.admission.limiter("light"))
 
 
 def register(app: MCPServer[Any], state: ServerState) -> None:
@@ -198,7 +198,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         async with state.instrument("list_workspace_files"):
             try:
                 entries = await anyio.to_thread.run_sync(
-                    lambda: ws.list_files(max_entries=MAX_LIST_ENTRIES)
+                    lambda: ws.list_files(max_entries=MAX_LIST_ENTRIES),
+                    limiter=state.admission.limiter("light"),
                 )
             except WorkspaceError as exc:
                 raise ToolError(str(exc)) from None
@@ -293,11 +294,18 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 raise ToolError(
                     f"content is {len(data)} bytes, more than the {MAX_WRITE_BYTES} allowed"
                 )
-            async with state.gate.exclusive():
+            async with state.gate.exclusive(
+                state.settings.admission_wait_s, "write_workspace_file"
+            ):
+                state.refuse_if_inconsistent("write_workspace_file")
                 try:
                     written = await anyio.to_thread.run_sync(
-                        lambda: _write_within_quota(state, path, data)
+                        lambda: _write_within_quota(state, path, data),
+                        limiter=state.admission.limiter("light"),
                     )
                 except (WorkspaceError, OSError) as exc:
                     raise _explain(path, exc) from None
+                finally:
+                    # The next run measures the workspace again (pysandbox's manifest).
+                    state.sandbox.invalidate_workspace_manifest()
             return {"path": path, "bytes_written": written}

@@ -1,0 +1,287 @@
+"""Load session (issue 15): 50 concurrent callers against one real server for 60 s.
+
+Callers mix schema bombs (F06), large exports read in chunks (F07), restores over hostile trees
+(F08, F08b) and ordinary runs, while a poller reads get_sandbox_metrics every 100 ms. Prints,
+per kind of call, how many answered within their deadline + 2 s, how many were told "busy"
+within 2 s, and how many did neither; the metrics latency p50/p99; the peak RSS of the server
+with its workers and zygote (and with the runs' processes); and whether any process was left.
+Exits 1 when a target is missed (each call answered in time or busy in time, metrics p99 under
+250 ms, server + workers + zygote RSS under 900 MiB, no process left).
+
+    python load/load_session.py [--seconds 60] [--callers 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psutil
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve()
+REDTEAM = HERE.parents[3] / "redteam" / "findings-2026-12-01"
+GRACE_S = 2.0
+WORKER_DEADLINE_S = 10.0
+RUN_TIMEOUT_S = 5.0
+#: Deadlines of the other kinds: a snapshot operation or a chunk read has no time-out of its
+#: own; it is bounded by the store's size and entry caps. 30 s is what a client would wait.
+OTHER_DEADLINE_S = 30.0
+HOSTILE = (
+    "import pathlib, secrets\np = pathlib.Path('h' + secrets.token_hex(4))\n"
+    "p.mkdir(mode=0o700)\nq = p\nfor i in range(300):\n    q = q / 'a'\n    q.mkdir()\n"
+    "(q / 'f').write_text('x')\nd = p / 'locked'\nd.mkdir()\n(d / 'f').write_text('y')\n"
+    "d.chmod(0o300)\nprint('hostile')"
+)
+BIG = (
+    "import random\nr = random.Random(3)\n"
+    "with open('big.bin', 'wb') as fh:\n    for _ in range(24):\n"
+    "        fh.write(r.randbytes(1 << 20))\nprint('ok')"
+)
+
+
+class Stats:
+    """What the callers and the poller saw."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+        self.latency: dict[str, list[float]] = defaultdict(list)
+        self.late: list[str] = []
+        self.metrics_ms: list[float] = []
+        self.peak_rss = 0
+        self.peak_rss_with_runs = 0
+
+    def record(self, kind: str, deadline: float, started: float, error: str | None) -> None:
+        """Classify one call: answered in time, busy in time, or neither."""
+        elapsed = time.monotonic() - started
+        self.latency[kind].append(elapsed)
+        if error is not None and "busy, retry" in error:
+            outcome = "busy" if elapsed <= GRACE_S else "busy-late"
+        elif elapsed <= deadline + GRACE_S:
+            outcome = "answered" if error is None else "answered-error"
+        else:
+            outcome = "late"
+        self.outcomes[kind][outcome] += 1
+        if outcome in ("late", "busy-late"):
+            self.late.append(f"{kind} {elapsed:.1f}s {error or ''}"[:200])
+
+
+async def timed(  # noqa: PLR0917 - a script's helper
+    s: ClientSession, stats: Stats, kind: str, deadline: float, tool: str, args: dict[str, Any]
+) -> Any:
+    """Make one tool call and record how it went; return its structured result or None."""
+    started = time.monotonic()
+    with anyio.fail_after(deadline + 60):
+        result = await s.call_tool(tool, args)
+    error = None
+    if result.is_error:
+        error = " ".join(getattr(c, "text", "") for c in result.content)
+    stats.record(kind, deadline, started, error)
+    return None if result.is_error else result.structured_content
+
+
+async def caller(  # noqa: PLR0917 - a script's helper
+    s: ClientSession,
+    stats: Stats,
+    index: int,
+    stop: float,
+    ids: dict[str, str],
+    bomb: dict[str, Any],
+) -> None:
+    """Call one kind of tool (by ``index``) in a loop until ``stop``."""
+    kind = ("bomb", "export", "restore", "run", "run")[index % 5]
+    while time.monotonic() < stop:
+        if kind == "bomb":
+            await timed(s, stats, "schema bomb", WORKER_DEADLINE_S, "validate_json_data", bomb)
+        elif kind == "export":
+            out = await timed(
+                s,
+                stats,
+                "export",
+                OTHER_DEADLINE_S,
+                "export_state_snapshot",
+                {"snapshot_id": ids["big"]},
+            )
+            if out and out.get("chunk_count"):
+                for k in (index % out["chunk_count"],):
+                    started = time.monotonic()
+                    error = None
+                    try:
+                        await s.read_resource(f"sandbox://exports/{ids['big']}/{k}")
+                    except Exception as exc:
+                        error = str(exc)
+                    stats.record("export chunk", OTHER_DEADLINE_S, started, error)
+        elif kind == "restore":
+            await timed(
+                s,
+                stats,
+                "hostile run",
+                RUN_TIMEOUT_S,
+                "run_sandbox_code",
+                {"code": HOSTILE, "timeout_sec": RUN_TIMEOUT_S},
+            )
+            await timed(
+                s,
+                stats,
+                "restore",
+                OTHER_DEADLINE_S,
+                "restore_state_snapshot",
+                {"snapshot_id": ids["big"]},
+            )
+        else:
+            await timed(
+                s,
+                stats,
+                "run",
+                RUN_TIMEOUT_S,
+                "run_sandbox_code",
+                {"code": "print(sum(range(10**5)))", "timeout_sec": RUN_TIMEOUT_S},
+            )
+        await anyio.sleep(0.05)
+
+
+async def poller(s: ClientSession, stats: Stats, stop: float, server_pid: list[int]) -> None:
+    """Read get_sandbox_metrics every 100 ms; note the server's pid."""
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        result = await s.call_tool("get_sandbox_metrics", {})
+        stats.metrics_ms.append((time.monotonic() - started) * 1000)
+        if not server_pid and result.structured_content:
+            server_pid.append(int(result.structured_content["process"]["pid"]))
+        await anyio.sleep(0.1)
+
+
+def _tree_rss(pid: int) -> tuple[int, int]:
+    """(RSS of server + workers + zygote, RSS with the runs' processes too), in bytes."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0, 0
+    core = total = 0
+    for p in procs:
+        try:
+            rss = p.memory_info().rss
+            run = "PYSANDBOX_RUN" in p.environ()
+        except psutil.Error:
+            continue
+        total += rss
+        if not run:
+            core += rss
+    return core, total
+
+
+async def sampler(stats: Stats, stop: float, server_pid: list[int]) -> None:
+    """Sample the server tree's RSS every 500 ms."""
+    while time.monotonic() < stop:
+        if server_pid:
+            core, total = await anyio.to_thread.run_sync(_tree_rss, server_pid[0])
+            stats.peak_rss = max(stats.peak_rss, core)
+            stats.peak_rss_with_runs = max(stats.peak_rss_with_runs, total)
+        await anyio.sleep(0.5)
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main(seconds: float, callers: int) -> int:
+    """Run the session; return the exit status (1 when a target is missed)."""
+    base = Path(tempfile.mkdtemp(prefix="ssb-load-"))
+    ws, snaps = base / "workspace", base / "snapshots"
+    ws.mkdir()
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "mcp_secure_sandbox",
+            "--workspace",
+            str(ws),
+            "--snapshots",
+            str(snaps),
+            "--log-level",
+            "WARNING",
+        ],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base)},
+    )
+    bomb = json.loads((REDTEAM / "F06_json_schema_exponential.json").read_text())
+    stats = Stats()
+    server_pid: list[int] = []
+    began = time.monotonic()
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        await s.call_tool("run_sandbox_code", {"code": BIG, "timeout_sec": 60})
+        big = await s.call_tool("create_state_snapshot", {"description": "big"})
+        if big.structured_content is None:
+            raise SystemExit(f"create_state_snapshot failed: {big.content}")
+        ids = {"big": str(big.structured_content["id"])}
+        stop = time.monotonic() + seconds
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(poller, s, stats, stop, server_pid)
+            tg.start_soon(sampler, stats, stop, server_pid)
+            for i in range(callers):
+                tg.start_soon(caller, s, stats, i, stop, ids, bomb)
+    await anyio.sleep(2)
+    left = []
+    pid = server_pid[0] if server_pid else -1
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+            if (
+                p.info["pid"] == pid
+                or ("mcp_secure_sandbox._worker" in cmd and str(ws) in cmd)
+                or ("PYSANDBOX_RUN" in p.environ() and os.path.realpath(p.cwd()) == str(ws))
+            ):
+                left.append(p.info["pid"])
+        except psutil.Error:
+            continue
+    left += [p.pid for p in psutil.Process().children(recursive=True)]
+    shutil.rmtree(base, ignore_errors=True)
+    total_s = time.monotonic() - began
+
+    failed = False
+    print(f"load session: {callers} callers for {seconds:g} s (whole session {total_s:.0f} s)")
+    for kind in sorted(stats.outcomes):
+        counts = stats.outcomes[kind]
+        lat = stats.latency[kind]
+        print(
+            f"  {kind:14s} {dict(counts)}  p50 {statistics.median(lat):.2f} s  max {max(lat):.2f} s"
+        )
+        failed |= bool(counts["late"] or counts["busy-late"])
+    p50, p99 = _pct(stats.metrics_ms, 0.5), _pct(stats.metrics_ms, 0.99)
+    print(
+        f"  get_sandbox_metrics: {len(stats.metrics_ms)} polls, p50 {p50:.0f} ms, "
+        f"p99 {p99:.0f} ms, max {max(stats.metrics_ms, default=0):.0f} ms (target p99 < 250)"
+    )
+    mib = 1 << 20
+    print(
+        f"  peak RSS server + workers + zygote: {stats.peak_rss / mib:.0f} MiB (target < 900); "
+        f"with the runs' processes: {stats.peak_rss_with_runs / mib:.0f} MiB"
+    )
+    print(f"  processes left: {left or 'none'}")
+    for line in stats.late[:10]:
+        print(f"  late: {line}")
+    failed |= p99 >= 250 or stats.peak_rss >= 900 * mib or bool(left)
+    print("load session:", "TARGETS MISSED" if failed else "all targets met")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--callers", type=int, default=50)
+    ns = parser.parse_args()
+    sys.exit(anyio.run(main, ns.seconds, ns.callers))

@@ -1,0 +1,124 @@
+"""A missing kernel layer: a warning at start-up, or exit 2 when required; refusals as tool text.
+
+A blocked layer is simulated by patching pysandbox's kernel probe (in this process: the server is
+built with ``create_server`` and the tool called directly).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+
+from mcp_secure_sandbox.__main__ import main
+from mcp_secure_sandbox.server import create_server
+from mcp_secure_sandbox.settings import ConfigError, Settings, prepare_directories
+from pysandbox import IsolationUnavailable, _probe
+
+KERNEL = _probe.probe_kernel()
+BLOCKED = "blocked for the test"
+needs_kernel = pytest.mark.skipif(
+    KERNEL.landlock_abi < 1 or not KERNEL.seccomp, reason="kernel layers unavailable"
+)
+
+
+@pytest.fixture
+def landlock_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
+    blocked = dataclasses.replace(KERNEL, landlock_abi=0, landlock_reason=BLOCKED)
+    monkeypatch.setattr(_probe, "probe_kernel", lambda: blocked)
+    monkeypatch.setattr(_probe, "_verified", {})
+
+
+def _settings(dirs: tuple[Path, Path], **changes: Any) -> Settings:
+    workspace, snapshots = dirs
+    return prepare_directories(
+        Settings(workspace=workspace, snapshots=snapshots, **changes), environ={}
+    )
+
+
+@needs_kernel
+@pytest.mark.usefixtures("landlock_blocked")
+def test_a_required_layer_that_is_missing_stops_the_start(dirs: tuple[Path, Path]) -> None:
+    with pytest.raises(ConfigError) as info:
+        create_server(_settings(dirs))
+    message = str(info.value)
+    expected = f"--require-layers: the landlock layer is unavailable here ({BLOCKED})"
+    assert message.startswith(expected)
+    assert "SANDBOX_REQUIRE_LAYERS" in message
+    workspace, snapshots = dirs
+    assert main(["--workspace", str(workspace), "--snapshots", str(snapshots)]) == 2
+
+
+@needs_kernel
+@pytest.mark.usefixtures("landlock_blocked")
+def test_a_missing_layer_that_is_not_required_is_a_warning(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="mcp_secure_sandbox"):
+        app, state = create_server(_settings(dirs, require_layers=("seccomp",)))
+    try:
+        assert [r.getMessage() for r in caplog.records] == [
+            f"isolation layer landlock is unavailable ({BLOCKED}); runs go without it "
+            "(not in --require-layers)"
+        ]
+        # The other layer still works and is used.
+        result = anyio.run(app.call_tool, "run_sandbox_code", {"code": "print(6 * 7)"})
+        content = result.structured_content  # type: ignore[union-attr]
+        assert content is not None
+        assert (content["status"], content["stdout"]) == ("ok", "42\n")
+        # Run results no longer list layers (sandbox://status does): ask the sandbox.
+        capabilities = state.sandbox.capabilities()
+        assert capabilities.layer("seccomp").active
+        assert not capabilities.layer("landlock").active
+    finally:
+        state.close()
+
+
+def test_a_refusal_reaches_the_client_as_the_tools_text(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, state = create_server(_settings(dirs, require_layers=()))
+    refusal = IsolationUnavailable(("landlock",), {"landlock": BLOCKED})
+
+    async def refuse(code: str, *, timeout: float | None = None) -> None:
+        raise refusal
+
+    monkeypatch.setattr(state.sandbox, "arun", refuse)
+    try:
+        with pytest.raises(ToolError) as info:
+            anyio.run(app.call_tool, "run_sandbox_code", {"code": "print(1)"})
+    finally:
+        state.close()
+    assert str(info.value) == (
+        "Error executing tool run_sandbox_code: the sandbox refused to run: required isolation "
+        f"layer(s) unavailable (landlock: {BLOCKED}). The server requires them by "
+        "--require-layers (SANDBOX_REQUIRE_LAYERS); an operator can make the layer available, "
+        "or list fewer layers (none: Python-level isolation only, unsafe)."
+    )
+
+
+def test_server_writes_and_restores_invalidate_the_workspace_manifest(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, state = create_server(_settings(dirs, require_layers=()))
+    calls: list[str] = []
+    monkeypatch.setattr(state.sandbox, "invalidate_workspace_manifest", lambda: calls.append("x"))
+
+    async def scenario() -> None:
+        await app.call_tool("write_workspace_file", {"path": "a.txt", "content": "1"})
+        assert calls == ["x"]
+        snap = await app.call_tool("create_state_snapshot", {})
+        snapshot_id = snap.structured_content["id"]  # type: ignore[union-attr]
+        await app.call_tool("write_workspace_file", {"path": "a.txt", "content": "2"})
+        await app.call_tool("restore_state_snapshot", {"snapshot_id": snapshot_id})
+        assert calls == ["x", "x", "x"]
+
+    try:
+        anyio.run(scenario)
+    finally:
+        state.close()

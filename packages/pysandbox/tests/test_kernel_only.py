@@ -198,10 +198,13 @@ def test_f03b_root_segment_as_unprivileged_user(root_segment: int) -> None:
     if not pathlib.Path(python).exists() or sys.platform != "linux":
         pytest.skip("needs Debian's /usr/bin/python3")
     import astguard
+    import packaging  # pysandbox's one third-party dependency (distribution markers)
+
     import pysandbox
 
     paths = [
-        str(pathlib.Path(str(m.__file__)).resolve().parent.parent) for m in (pysandbox, astguard)
+        str(pathlib.Path(str(m.__file__)).resolve().parent.parent)
+        for m in (pysandbox, astguard, packaging)
     ]
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="pysandbox-f03b-", dir="/tmp"))
     try:

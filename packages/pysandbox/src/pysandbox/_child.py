@@ -302,13 +302,14 @@ _GENERATED_DENIED_NAMES = frozenset(
 #: identical to it) tells the audit hook that the ``compile`` event is the check's own.
 _GENERATED_FILENAME = "".join(["<generated code ", str(id(_WRITE_FLAGS)), ">"])
 # Syntax the standard library's code generators emit (dataclasses, namedtuple, typing's
-# forward references); anything else in code compiled during a run is refused.
+# forward references) and the displays ast.literal_eval parses (numpy's .npy header is a dict
+# display); anything else in code compiled during a run is refused.
 _GENERATED_NODES = frozenset(
     {
         "Module", "Expression", "FunctionDef", "Lambda", "arguments", "arg", "Return",
         "Assign", "Expr", "If", "Raise", "Pass", "Call", "keyword", "Attribute", "Name",
         "Constant", "JoinedStr", "FormattedValue", "BinOp", "BoolOp", "Compare", "UnaryOp",
-        "IfExp", "Tuple", "List", "Set", "Subscript", "Starred", "Load", "Store", "Add",
+        "IfExp", "Tuple", "List", "Set", "Dict", "Subscript", "Starred", "Load", "Store", "Add",
         "BitOr", "And", "Or", "Not", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",
         "In", "NotIn",
     }
@@ -448,8 +449,8 @@ def make_audit_hook(
     realpath: Callable[[str], str],
     own_pid: int,
     list_roots: tuple[str, ...] = (),
-    blocked: frozenset[str] = _BLOCKED_EVENTS,
     *,
+    blocked: frozenset[str] = _BLOCKED_EVENTS,
     generated_check: Callable[[Any], str | None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
@@ -1062,7 +1063,7 @@ def install_python_guards(
             realpath,
             os.getpid(),
             list_roots,
-            blocked,
+            blocked=blocked,
             generated_check=generated_check,
         )
     )

@@ -197,9 +197,9 @@ def test_f03b_root_segment_as_unprivileged_user(root_segment: int) -> None:
     python = "/usr/bin/python3"
     if not pathlib.Path(python).exists() or sys.platform != "linux":
         pytest.skip("needs Debian's /usr/bin/python3")
-    import astguard
     import packaging  # pysandbox's one third-party dependency (distribution markers)
 
+    import astguard
     import pysandbox
 
     paths = [

@@ -183,3 +183,38 @@ def test_python_dash_m(files: pathlib.Path) -> None:
     )
     assert done.returncode == 1
     assert "invalid (2 errors)" in done.stdout
+
+
+def test_csv_delimiter_option_and_warnings(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "semi.csv"
+    path.write_text("id;age\n1;x\n")
+    # Read with the default comma and no rules: valid, with both warnings printed.
+    code, text = run("csv", path)
+    assert code == 0
+    lines = text.splitlines()
+    assert lines[0] == f"{path}: valid"
+    assert lines[1].startswith("  warning: no rules were given")
+    assert lines[2].endswith('give the delimiter ";" (or sniff it)')
+    # The hint in the error of a typed column, then the fix.
+    code, text = run("csv", path, "--type", "age=integer")
+    assert code == 1
+    assert "column 'age' has constraints but is not in the header" in text
+    code, text = run("csv", path, "--type", "age=integer", "--delimiter", ";")
+    assert code == 1
+    assert "  row 2, column 'age': 'x' is not a valid integer [type-error]" in text
+    tabbed = tmp_path / "tab.csv"
+    tabbed.write_text("id\tage\n1\t2\n")
+    for spelling in ("\\t", "tab", "\t"):
+        code, text = run("csv", tabbed, "--type", "age=integer", "--delimiter", spelling)
+        assert (code, text) == (0, f"{tabbed}: valid\n"), spelling
+
+
+@pytest.mark.parametrize("bad", ["", ";;", '"', "\n"])
+def test_csv_bad_delimiter_exits_2(tmp_path: pathlib.Path, bad: str) -> None:
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    assert run("csv", tmp_path / "x.csv", "--delimiter", bad)[0] == 2
+
+
+def test_csv_delimiter_and_dialect_exclusive(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    assert run("csv", tmp_path / "x.csv", "--delimiter", ";", "--dialect", "sniff")[0] == 2

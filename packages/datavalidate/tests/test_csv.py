@@ -495,3 +495,51 @@ def test_other_encodings() -> None:
         assert codes(report) == [("type-error", 3, "n")], encoding
     bad = validate_csv(b"a\n\x81\n", encoding="cp1252")
     assert codes(bad) == [("encoding-error", 2, "a")]
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "spelled"),
+    [
+        ("a;b\n1;2\n", "semicolon", '";"'),
+        ("a\tb\n1\t2\n", "tab", '"\\t"'),
+        ("a|b\n1|2\n", "pipe", '"|"'),
+    ],
+)
+def test_one_column_header_betrays_its_delimiter(text: str, name: str, spelled: str) -> None:
+    hint = f"if the file is {name}-separated, give the delimiter {spelled} (or sniff it)"
+    # With no rules: valid, but the report says nothing was checked and what the header looks like.
+    report = validate_csv(text)
+    assert report.valid is True
+    assert report.warnings[0].startswith("no rules were given")
+    assert report.warnings[1].endswith(hint)
+    assert report.to_dict()["warnings"] == list(report.warnings)
+    # A required column: the error names the header and carries the hint.
+    report = validate_csv(text, required_headers=["b"])
+    assert [e.code for e in report.errors] == ["missing-header"]
+    message = report.errors[0].message
+    assert message.startswith("required column 'b' is missing (the header has: a")
+    assert message.endswith(hint)
+    assert report.warnings == (report.warnings[0],) and report.warnings[0].endswith(hint)
+    # Given or sniffed, the delimiter is the user's choice: no hint.
+    assert validate_csv(text, required_headers=["b"], dialect="sniff").valid is True
+    assert validate_csv(text, dialect={"delimiter": ","}).warnings == (
+        validate_csv("a\n1\n").warnings
+    )
+
+
+def test_missing_header_messages_say_required_or_constrained() -> None:
+    report = validate_csv(
+        "a,b\n1,2\n", required_headers=["x"], constraints={"c": "integer", "x": "string"}
+    )
+    assert [e.message for e in report.errors] == [
+        "required column 'x' is missing (the header has: a, b)",
+        "column 'c' has constraints but is not in the header (the header has: a, b)",
+    ]
+    assert report.warnings == ()
+    empty = validate_csv("", constraints={"c": "integer"})
+    assert empty.errors[1].message == (
+        "column 'c' has constraints but is not in the header (the header has: no columns)"
+    )
+    wide = ",".join(f"h{i}" for i in range(30))
+    message = validate_csv(wide + "\n", required_headers=["z"]).errors[0].message
+    assert message.endswith("h18, h19, ... (30 columns))")

@@ -49,11 +49,17 @@ def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path:
         assert len(report["errors"]) == 2
         for error in report["errors"]:
             assert error["message"].startswith("required column")
-            assert 'semicolon-separated, pass delimiter ";" or "sniff"' in error["message"]
+            assert 'semicolon-separated, give the delimiter ";" (or sniff it)' in error["message"]
+        assert report["warnings"] == [report["errors"][0]["message"].partition("; ")[2]]
         report = await call(
             s, "validate_csv_data", csv_content="a\tb\n1\t2\n", required_headers=["b"]
         )
-        assert 'pass delimiter "\\t"' in report["errors"][0]["message"]
+        assert 'give the delimiter "\\t"' in report["errors"][0]["message"]
+        # Valid, but nothing was checked: the report says so instead of a silent "valid".
+        report = await call(s, "validate_csv_data", csv_content="a;b\n1;2\n")
+        assert report["valid"] is True
+        assert report["warnings"][0].startswith("no rules were given")
+        assert "semicolon-separated" in report["warnings"][1]
         # The diagnosis prompt diagnoses text that does not parse.
         prompt = await s.get_prompt(
             "diagnose_validation_error", {"data_json": "{not json", "schema": "user"}

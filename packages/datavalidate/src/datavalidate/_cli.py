@@ -1,7 +1,8 @@
 """The ``datavalidate`` command: JSON files against a JSON Schema, CSV against a Table Schema.
 
 ``datavalidate json SCHEMA FILE...`` and ``datavalidate csv FILE... [--schema table.json]
-[--type COLUMN=TYPE]...``, like ``check-jsonschema`` and ``frictionless validate``.
+[--type COLUMN=TYPE]... [--delimiter CHAR | --dialect sniff]``, like ``check-jsonschema``
+and ``frictionless validate``.
 
 Exit codes: 0 every file is valid; 1 some file is invalid; 2 the command could not be carried
 out for some file or at all (bad arguments, unreadable file, text that is not JSON, an invalid
@@ -60,7 +61,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"declare a column's type ({', '.join(TYPES)}); repeatable",
     )
     cs.add_argument("--required", action="append", default=[], metavar="COLUMN")
-    cs.add_argument("--dialect", choices=("sniff",), help="sniff the delimiter")
+    delimiter = cs.add_mutually_exclusive_group()
+    delimiter.add_argument(
+        "--delimiter",
+        metavar="CHAR",
+        help='the delimiter, one character (default ","; "\\t" or "tab" for a tab)',
+    )
+    delimiter.add_argument("--dialect", choices=("sniff",), help="sniff the delimiter")
     cs.add_argument("--encoding", default="utf-8")
     for sub in (js, cs):
         sub.add_argument("--output", choices=("text", "json"), default="text")
@@ -115,6 +122,15 @@ def _csv_command(args: argparse.Namespace) -> list[dict[str, Any]]:
         except (OSError, ValueError) as exc:
             raise _Usage(f"--schema {args.schema}: {_describe(exc)}") from None
     constraints = _columns(args.type) or None
+    dialect: str | dict[str, str] | None = args.dialect
+    if args.delimiter is not None:
+        char = "\t" if args.delimiter in ("\\t", "tab") else args.delimiter
+        if len(char) != 1 or char in '\r\n"':
+            raise _Usage(
+                f"--delimiter {args.delimiter!r}: give one character other than a quote or a "
+                'line break ("\\t" or "tab" for a tab)'
+            )
+        dialect = {"delimiter": char}
     results = []
     for path in args.files:
         try:
@@ -123,7 +139,7 @@ def _csv_command(args: argparse.Namespace) -> list[dict[str, Any]]:
                 table_schema=table_schema,
                 constraints=constraints,
                 required_headers=args.required,
-                dialect=args.dialect,
+                dialect=dialect,
                 encoding=args.encoding,
                 max_errors=args.max_errors,
             )
@@ -153,8 +169,11 @@ def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
             print(f"{path}: error: {result['error']}", file=out)
             continue
         report = result["report"]
+        warnings = [f"  warning: {text}" for text in report.get("warnings", ())]
         if result["valid"]:
             print(f"{path}: valid", file=out)
+            for line in warnings:
+                print(line, file=out)
             continue
         count = report["error_count"]
         print(f"{path}: invalid ({count} error{'s' if count != 1 else ''})", file=out)
@@ -169,6 +188,8 @@ def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
                 print(f"  {where}: {error['message']} [{error['code']}]", file=out)
         if report["truncated"]:
             print(f"  ... {count - len(report['errors'])} more", file=out)
+        for line in warnings:
+            print(line, file=out)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:

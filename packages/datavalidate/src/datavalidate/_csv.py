@@ -142,6 +142,9 @@ class CsvReport:
         error_count: How many errors there are in all.
         truncated: Whether there were more errors than ``max_errors``.
         delimiter: The delimiter used (given, sniffed or ``","``).
+        warnings: Findings that are not errors but may mean the check was not the one meant:
+            no rules were given (only the structure was checked), or the header was read as
+            one column that contains ``;``, a tab or ``|`` with the default delimiter.
     """
 
     valid: bool
@@ -151,6 +154,7 @@ class CsvReport:
     error_count: int
     truncated: bool
     delimiter: str = ","
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as JSON-compatible data."""
@@ -162,7 +166,17 @@ class CsvReport:
             "truncated": self.truncated,
             "delimiter": self.delimiter,
             "errors": [e.to_dict() for e in self.errors],
+            "warnings": list(self.warnings),
         }
+
+
+#: Delimiters a one-column header read with the default comma may betray: name and spelling.
+_BETRAYED_DELIMITERS = {";": ("semicolon", '";"'), "\t": ("tab", '"\\t"'), "|": ("pipe", '"|"')}
+#: The warning when neither a Table Schema, column types nor required headers were given.
+_NO_RULES_WARNING = (
+    "no rules were given (a Table Schema, column types or required headers): only the CSV "
+    "structure was checked"
+)
 
 
 def _clean(text: str) -> str:
@@ -687,6 +701,11 @@ class _Run:
         self.sink = _Sink(max_errors)
         self.row_count = 0
         self.header: list[str] = []
+        self.dialect_given = dialect is not None
+        self.warnings: list[str] = []
+        if not (required or specs or primary):
+            self.warnings.append(_NO_RULES_WARNING)
+        self.hint = ""
 
     def _report(self, columns: tuple[CsvColumn, ...]) -> CsvReport:
         sink = self.sink
@@ -698,6 +717,7 @@ class _Run:
             error_count=sink.count,
             truncated=sink.count > len(sink.errors),
             delimiter=self.options.get("delimiter", ","),
+            warnings=tuple(self.warnings),
         )
 
     def run(self) -> CsvReport:
@@ -725,10 +745,8 @@ class _Run:
         if header is None:
             sink.add(CsvError("source-error", "the input is empty: there is no header row"))
             for name in dict.fromkeys((*self.required, *(s.name for s in self.specs))):
-                shown = _clean(name)
-                sink.add(
-                    CsvError("missing-header", f"required column {shown!r} is missing", None, shown)
-                )
+                message = self._missing_header(name, [])
+                sink.add(CsvError("missing-header", message, None, _clean(name)))
             return self._report(())
         header_row = reader.line_num
         self.header = header
@@ -752,8 +770,37 @@ class _Run:
         )
         return self._report(columns)
 
+    def _delimiter_hint(self, header: list[str]) -> None:
+        """Warn when a one-column header read with the default comma holds ``;``/tab/``|``."""
+        if self.dialect_given or len(header) != 1:
+            return
+        for char, (name, spelled) in _BETRAYED_DELIMITERS.items():
+            if char in header[0]:
+                self.hint = (
+                    f"the header was read as the single column {_show(header[0])!r} with the "
+                    f'default delimiter ","; if the file is {name}-separated, give the '
+                    f"delimiter {spelled} (or sniff it)"
+                )
+                self.warnings.append(self.hint)
+                return
+
+    def _missing_header(self, name: str, header: list[str]) -> str:
+        """The message for a required or constrained column absent from the header."""
+        shown = ", ".join(_show(h) for h in header[:20]) or "no columns"
+        if len(header) > 20:
+            shown += f", ... ({len(header)} columns)"
+        if name in self.required:
+            message = f"required column {_clean(name)!r} is missing (the header has: {shown})"
+        else:
+            message = (
+                f"column {_clean(name)!r} has constraints but is not in the header "
+                f"(the header has: {shown})"
+            )
+        return f"{message}; {self.hint}" if self.hint else message
+
     def _check_header(self, header: list[str], row: int) -> list[_Column | _Inferred | None]:
         sink = self.sink
+        self._delimiter_hint(header)
         first: dict[str, int] = {}
         for i, name in enumerate(header):
             if not name.strip():
@@ -778,14 +825,8 @@ class _Run:
         declared = {s.name: s for s in self.specs}
         for name in dict.fromkeys((*self.required, *declared)):
             if name not in first:
-                sink.add(
-                    CsvError(
-                        "missing-header",
-                        f"required column {_clean(name)!r} is missing",
-                        row,
-                        _clean(name),
-                    )
-                )
+                message = self._missing_header(name, header)
+                sink.add(CsvError("missing-header", message, row, _clean(name)))
         checkers: list[_Column | _Inferred | None] = []
         for i, name in enumerate(header):
             if first.get(name) != i:

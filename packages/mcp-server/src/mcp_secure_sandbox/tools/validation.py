@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Annotated, Any
 
@@ -23,7 +23,6 @@ from wsnapshot import WorkspaceError
 
 __all__ = [
     "MAX_INPUT_BYTES",
-    "explain_csv",
     "in_worker",
     "is_json_text",
     "parse_json_strict",
@@ -236,7 +235,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         type-error at row 2, column age.
 
         Returns valid, row_count, columns (name, number, type), error_count, truncated, the
-        delimiter used, and errors (row as a person counts lines with the header as row 1,
+        delimiter used, warnings (for example: no rules were given, or a one-column header
+        that looks ;-separated), and errors (row as a person counts lines with the header as row 1,
         column, value, a stable code such as missing-header or type-error, and a message).
         """
         async with state.instrument("validate_csv_data") as outcome:
@@ -267,48 +267,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     found = await in_worker(state, job, "")
             report = _csv_report(found)
             outcome["status"] = "valid" if report.valid else "invalid"
-            return explain_csv(report, required_headers or (), delimiter_given=bool(delimiter))
-
-
-_DELIMITERS = {";": ("semicolon", ";"), "\t": ("tab", "\\t"), "|": ("pipe", "|")}
-"""Delimiters a one-column header may betray: the name and how to pass it as JSON text."""
-
-
-def explain_csv(
-    report: CsvReport, required_headers: Sequence[str], *, delimiter_given: bool
-) -> CsvReport:
-    """Make the missing-header findings of ``report`` say what was really wrong.
-
-    A column that has constraints but was not asked for as a required header is reported as
-    absent from the header (datavalidate says "required column"), and when the header was read
-    as one column containing ``;``, a tab or ``|`` with the default delimiter, each such
-    finding suggests the ``delimiter`` option.
-    """
-    header = [c.name for c in report.columns]
-    hint = ""
-    if not delimiter_given and len(header) == 1:
-        found = [spec for char, spec in _DELIMITERS.items() if char in header[0]]
-        if found:
-            name, literal = found[0]
-            hint = (
-                f" (the header was read as the single column {header[0]!r} with the default "
-                f'delimiter ","; if the file is {name}-separated, pass delimiter "{literal}" '
-                'or "sniff")'
-            )
-    required = set(required_headers)
-    errors = []
-    for error in report.errors:
-        if error.code == "missing-header" and error.column is not None:
-            message = error.message
-            if error.column not in required and message.startswith("required column"):
-                message = (
-                    f"column {error.column!r} has constraints but is not in the header "
-                    f"(the header has: {', '.join(header) or 'no columns'})"
-                )
-            errors.append(replace(error, message=message + hint))
-        else:
-            errors.append(error)
-    return replace(report, errors=type(report.errors)(errors))
+            return report
 
 
 def _csv_report(found: dict[str, Any]) -> CsvReport:
@@ -321,6 +280,7 @@ def _csv_report(found: dict[str, Any]) -> CsvReport:
         error_count=found["error_count"],
         truncated=found["truncated"],
         delimiter=found["delimiter"],
+        warnings=tuple(found.get("warnings", ())),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mcp import ClientSession
@@ -53,13 +54,30 @@ def test_strict_described_arguments(dirs: tuple[Path, Path]) -> None:
         # A misspelled argument is refused, not ignored.
         text = await call_error(s, "run_sandbox_code", code="print(1)", timeout=5)
         assert text == (
-            "run_sandbox_code: unknown argument 'timeout'; did you mean 'timeout_sec'? "
-            "(run_sandbox_code takes code, timeout_sec)"
+            "Error executing tool run_sandbox_code: unknown argument 'timeout'; did you mean "
+            "'timeout_sec'? (run_sandbox_code takes code, timeout_sec)"
         )
+        # An unknown tool is named with the closest one and the list, whatever the spelling.
+        names = ", ".join(sorted(tools))
+        for called, close in (
+            ("run_code", "run_sandbox_code"),
+            ("validate_json", "validate_json_data"),
+            ("Run_Sandbox_Code", "run_sandbox_code"),
+            ("zzz", None),
+            ("x" * 100, None),
+            ("", None),
+        ):
+            text = await call_error(s, called, code="print(1)")
+            quoted = json.dumps(called)
+            shown = quoted if len(quoted) <= 60 else quoted[:57] + "..."
+            hint = f"; did you mean {close!r}?" if close else ""
+            assert text == (
+                f"Error executing tool {shown}: unknown tool{hint} (the tools are: {names})"
+            ), called
         text = await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=100)
         assert text == (
-            "run_sandbox_code: argument timeout_sec: expected number (more than 0, at most "
-            "30.0) or null, got integer 100"
+            "Error executing tool run_sandbox_code: argument timeout_sec: expected number (more "
+            "than 0, at most 30.0) or null, got integer 100"
         )
         assert "pydantic" not in text and "http" not in text
         # A string `data` is a string; JSON-looking text gets a hint toward data_json.

@@ -24,6 +24,15 @@ def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path:
         )
         assert text.startswith("Error executing tool validate_json_data: data_path bad.json is")
         assert "not valid JSON" in text and "data_json" not in text
+        # A missing file is named in words, with where to look, for every path argument.
+        for tool_name, arguments in (
+            ("validate_csv_data", {"csv_path": "missing.csv"}),
+            ("validate_csv_data", {"csv_path": "sub/missing.csv"}),
+            ("validate_json_data", {"schema_name_or_dict": True, "data_path": "missing.json"}),
+        ):
+            text = await call_error(s, tool_name, **arguments)
+            assert "no such file in the workspace (list_workspace_files" in text, text
+            assert "Errno" not in text and "/" + "tmp" not in text, text
         # The limit that stopped a run, and how to raise it.
         run = await call(s, "run_sandbox_code", code="while True: pass")
         assert run["status"] == "timeout"

@@ -445,12 +445,13 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
 
     errors = with_session(*dirs, scenario)
     assert errors == [
-        "run_sandbox_code: argument timeout_sec: expected number (more than 0, at most 60.0) "
-        "or null, got boolean true",
-        "run_sandbox_code: argument timeout_sec: expected number (more than 0, at most 60.0) "
-        "or null, got array [1]",
-        "run_sandbox_code: argument code: expected string, got integer 5",
-        "run_sandbox_code: missing argument 'code' (run_sandbox_code takes code, timeout_sec)",
+        "Error executing tool run_sandbox_code: argument timeout_sec: expected number (more "
+        "than 0, at most 60.0) or null, got boolean true",
+        "Error executing tool run_sandbox_code: argument timeout_sec: expected number (more "
+        "than 0, at most 60.0) or null, got array [1]",
+        "Error executing tool run_sandbox_code: argument code: expected string, got integer 5",
+        "Error executing tool run_sandbox_code: missing argument 'code' (run_sandbox_code "
+        "takes code, timeout_sec)",
     ]
 
 
@@ -484,8 +485,10 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     csv = out["csv"]
     assert set(csv) == {
         "valid", "row_count", "columns", "error_count", "truncated", "delimiter", "errors",
+        "warnings",
     }  # fmt: skip
     assert csv["delimiter"] == ","
+    assert csv["warnings"] == []
     assert csv["errors"][0]["code"] == "missing-header"
     assert set(csv["errors"][0]) == {"code", "message", "row", "column", "column_number", "value"}
     assert set(out["json"]) == {"valid", "draft", "error_count", "truncated", "errors"}

@@ -23,7 +23,7 @@ from mcp_secure_sandbox.jsontext import JsonTextError, loads_strict
 from pysandbox import confine_worker
 from wsnapshot import SafeWorkspace, WorkspaceError
 
-__all__ = ["MAX_CSV_FILE_BYTES", "handle", "main"]
+__all__ = ["MAX_CSV_FILE_BYTES", "handle", "main", "reason"]
 
 MAX_CSV_FILE_BYTES = 1024 * 1024 * 1024
 """Largest workspace CSV file validated by path (streamed), in bytes."""
@@ -44,6 +44,23 @@ def _validate_json(job: dict[str, Any], registry: Any) -> dict[str, Any]:
     return validate_json(instance, job["schema"], registry=registry).to_dict()
 
 
+def reason(exc: BaseException) -> str:
+    """Why reading a workspace file failed, in words (no ``[Errno N]`` or server path).
+
+    Args:
+        exc: A :class:`wsnapshot.WorkspaceError` (its message already names the rule) or an
+            :class:`OSError`.
+
+    Returns:
+        The reason; a missing file adds where to look.
+    """
+    if isinstance(exc, FileNotFoundError):
+        return "no such file in the workspace (list_workspace_files shows what is there)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
 def _validate_csv(job: dict[str, Any], workspace: SafeWorkspace | None) -> dict[str, Any]:
     kwargs = dict(job["kwargs"])
     kwargs["required_headers"] = tuple(kwargs.get("required_headers") or ())
@@ -55,7 +72,7 @@ def _validate_csv(job: dict[str, Any], workspace: SafeWorkspace | None) -> dict[
     try:
         stream = workspace.open_read(path, max_bytes=MAX_CSV_FILE_BYTES)
     except (WorkspaceError, OSError) as exc:
-        raise _Input(f"csv_path {path}: {exc}") from None
+        raise _Input(f"csv_path {path}: {reason(exc)}") from None
     with stream:
         return validate_csv(stream, **kwargs).to_dict()
 

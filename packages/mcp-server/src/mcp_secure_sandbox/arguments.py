@@ -25,12 +25,21 @@ from mcp.types import CallToolResult, TextContent
 
 from datavalidate import validate_json
 
-__all__ = ["StrictArguments", "check_arguments", "describe_schema", "json_type"]
+__all__ = [
+    "TOOL_ERROR_PREFIX",
+    "StrictArguments",
+    "check_arguments",
+    "describe_schema",
+    "json_type",
+    "unknown_tool",
+]
 
 log = logging.getLogger("mcp_secure_sandbox")
 
 INVALID_PARAMS = -32602
 """JSON-RPC 2.0 error code for invalid method parameters."""
+TOOL_ERROR_PREFIX = "Error executing tool "
+"""How the SDK begins the text of a tool call that failed; refused arguments begin alike."""
 _TYPE_KEYWORDS = frozenset({"type", "anyOf", "oneOf", "enum", "const"})
 _SHOWN_CHARS = 60
 
@@ -167,6 +176,22 @@ def check_arguments(
     return f"{tool}: argument {name}{' at ' + where if where else ''}: {error.message}"
 
 
+def unknown_tool(name: str, tools: list[str]) -> str:
+    """The one line for a call to a tool the server does not have.
+
+    Args:
+        name: The name the client called.
+        tools: The server's tool names.
+
+    Returns:
+        E.g. ``'"run_code": unknown tool; did you mean 'run_sandbox_code'? (the tools are:
+        ...)'`` (the name JSON-quoted and cut to 60 characters: it is the client's text).
+    """
+    close = difflib.get_close_matches(name, tools, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"{_shown(name)}: unknown tool{hint} (the tools are: {', '.join(sorted(tools))})"
+
+
 class StrictArguments:
     """Server middleware that refuses malformed ``tools/call`` arguments with one line.
 
@@ -198,14 +223,17 @@ class StrictArguments:
         if ctx.method == "tools/call" and isinstance(params, Mapping):
             name = params.get("name")
             arguments = params.get("arguments") or {}
-            schema = (await self._input_schemas()).get(name) if isinstance(name, str) else None
-            if schema is not None and isinstance(arguments, Mapping):
-                problem = check_arguments(str(name), schema, arguments)
-                if problem is not None:
-                    log.warning("%s", problem[:300])
-                    return CallToolResult(
-                        content=[TextContent(type="text", text=problem)], is_error=True
-                    )
+            schemas = await self._input_schemas()
+            problem = None
+            if isinstance(name, str) and name not in schemas:
+                problem = unknown_tool(name, list(schemas))
+            elif isinstance(name, str) and isinstance(arguments, Mapping):
+                problem = check_arguments(name, schemas[name], arguments)
+            if problem is not None:
+                log.warning("%s", problem[:300])
+                # The SDK's wording for a failed tool call, so that every refusal reads alike.
+                text = f"{TOOL_ERROR_PREFIX}{problem}"
+                return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
         return await call_next(ctx)
 
     async def _prompt(

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from datavalidate import CsvColumn, CsvError, CsvReport, JsonError
 from mcp_secure_sandbox._schemas import JsonReportOutput
+from mcp_secure_sandbox._worker import reason
 from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
@@ -317,12 +318,6 @@ async def _read_workspace(state: ServerState, path: str, max_bytes: int, argumen
         try:
             return state.workspace.read_bytes(path, max_bytes=max_bytes)
         except (WorkspaceError, OSError) as exc:
-            raise ToolError(f"{argument} {path}: {_reason(exc)}") from None
+            raise ToolError(f"{argument} {path}: {reason(exc)}") from None
 
     return await anyio.to_thread.run_sync(read, limiter=state.admission.limiter("light"))
-
-
-def _reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc)

@@ -1,17 +1,18 @@
-"""Strict JSON text parsing, shared by the server and its confined workers (no MCP imports).
+"""JSON text given to the server's tools, parsed by datavalidate (no MCP imports).
 
-Duplicate keys and NaN/Infinity are errors; integers keep every digit; a decimal number that a
-binary double cannot represent exactly is kept as a :class:`decimal.Decimal`, which JSON
-Schema's numeric keywords compare exactly.
+One home for what valid JSON is: :func:`datavalidate.parse_json` (duplicate keys, ``NaN`` and
+``Infinity`` and out-of-range literals refused, integers up to 50,000 digits, numbers with a
+fraction or exponent kept exact as :class:`decimal.Decimal`). This module adds the size limit of
+a tool's input and words the failures so they follow the argument's name in a sentence. The
+server and its confined workers share it.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import sys
-from decimal import Decimal
 from typing import Any
+
+from datavalidate import JsonNumberError, parse_json
 
 __all__ = ["MAX_INPUT_BYTES", "JsonTextError", "loads_strict"]
 
@@ -27,66 +28,29 @@ class JsonTextError(ValueError):
     """
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON (RFC 8259 has no NaN or Infinity)")
-
-
-def _pairs_no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise ValueError(f"duplicate object key {key!r}")
-        seen[key] = value
-    return seen
-
-
-def _number(text: str) -> float | Decimal:
-    """A JSON number with a fraction or exponent: a float when exact, else a Decimal."""
-    value = float(text)
-    exact = Decimal(text)
-    if math.isfinite(value) and Decimal(value) == exact:
-        return value
-    return exact
-
-
-def _max_int_digits() -> int:
-    """The interpreter's limit on decimal digits of an int (CVE-2020-10735), 4300 by default."""
-    getter = getattr(sys, "get_int_max_str_digits", None)
-    return int(getter()) if getter is not None else 4300
-
-
 def loads_strict(text: str) -> Any:
-    """Parse JSON text strictly (see the module's description).
+    """Parse JSON text given to a tool (:func:`datavalidate.parse_json`, exact numbers).
 
     Args:
         text: The JSON text, at most :data:`MAX_INPUT_BYTES` bytes as UTF-8.
 
     Returns:
-        The value: dicts, lists, str, int, float or Decimal, bool, None.
+        The value: dicts, lists, str, int, Decimal, bool, None.
 
     Raises:
-        JsonTextError: Too large, not valid JSON (with the line and column), an integer of
-            more digits than the interpreter converts, or nested too deeply.
+        JsonTextError: Too large, not valid JSON (with the line and column), a repeated key, a
+            number that cannot be kept exactly (NaN, Infinity, out of a double's range, more
+            than 50,000 digits), or nested too deeply.
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_INPUT_BYTES:
         raise JsonTextError(f"is larger than {MAX_INPUT_BYTES} bytes")
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_pairs_no_duplicates,
-            parse_constant=_reject_constant,
-            parse_float=_number,
-        )
+        return parse_json(text)
     except json.JSONDecodeError as exc:
         raise JsonTextError(
             f"is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
-    except ValueError as exc:
-        if "int_max_str_digits" in str(exc) or "integer string conversion" in str(exc):
-            raise JsonTextError(
-                f"holds an integer of more than {_max_int_digits()} digits; "
-                "such numbers are refused (they cost quadratic time to convert)"
-            ) from None
+    except JsonNumberError as exc:
+        raise JsonTextError(f"is not accepted: {exc}") from None
+    except ValueError as exc:  # a repeated key, nesting
         raise JsonTextError(f"is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise JsonTextError("is nested too deeply") from None

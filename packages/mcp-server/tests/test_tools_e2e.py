@@ -150,7 +150,7 @@ def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
             schema_name_or_dict=schema,
         )
         assert big["valid"] is False
-        assert "duplicate" in await call_error(
+        assert "repeats the key" in await call_error(
             s, "validate_json_data", data_json='{"a":1,"a":2}', schema_name_or_dict=True
         )
         assert "NaN" in await call_error(

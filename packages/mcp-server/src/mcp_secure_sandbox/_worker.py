@@ -3,7 +3,8 @@
 Started by :class:`mcp_secure_sandbox.workers.WorkerPool` as ``python -I -m
 mcp_secure_sandbox._worker`` with an empty environment, no inherited descriptors but its
 pipes, in its own session. The protocol is JSON lines, never pickle: the first line on stdin is
-the configuration (``memory_bytes``, ``cpu_time_s``, ``workspace``, ``require_kernel_layers``);
+the configuration (``memory_bytes``, ``cpu_time_s`` (CPU seconds allowed beyond what start-up
+used), ``workspace``, ``require_kernel_layers``);
 the worker imports and warms what its jobs use, confines itself for good
 (:func:`pysandbox.confine_worker`: rlimits, no_new_privs, read-only Landlock, seccomp without
 exec or sockets), answers ``{"ready": {...}}``, then reads one job per line and writes one
@@ -15,6 +16,8 @@ answer per line: ``{"ok": result}`` or ``{"error": {"kind", "message"}}`` where 
 from __future__ import annotations
 
 import json
+import math
+import resource
 import sys
 from typing import Any, BinaryIO
 
@@ -108,6 +111,12 @@ def handle(job: dict[str, Any], registry: Any, workspace: SafeWorkspace | None) 
         return {"error": {"kind": "schema", "message": "nested too deeply"}}
 
 
+def _cpu_used() -> float:
+    """CPU time (user + system) this process has used so far, in seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _write(out: BinaryIO, obj: object) -> None:
     out.write(json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8") + b"\n")
     out.flush()
@@ -134,7 +143,9 @@ def main() -> int:
     workspace = SafeWorkspace(root) if root else None
     applied = confine_worker(
         memory_bytes=int(config["memory_bytes"]),
-        cpu_time_s=int(config["cpu_time_s"]),
+        # RLIMIT_CPU counts start-up too: the jobs get the configured seconds beyond it (the
+        # pool retires a worker before its remaining CPU is less than one job's budget).
+        cpu_time_s=math.ceil(_cpu_used()) + int(config["cpu_time_s"]),
         read_only=(root,) if root else (),
         require_kernel_layers=bool(config.get("require_kernel_layers", True)),
     )

@@ -11,6 +11,11 @@ makes the whole workspace :data:`UNMEASURABLE_BYTES`, over every limit.
 :func:`unlinked_bytes` finds what the walk cannot see: files the run's process holds open (or
 mapped) after unlinking them, or created without a name (``O_TMPFILE``), on the workspace's
 file system.
+
+Renames while a poll walks are a known race (SECURITY.md, *Disk*): a subtree moved from a
+directory not yet walked into one already listed is missed by that poll (the reverse move counts
+it twice); a moved ancestor is caught by the ``..`` check. The walk after the run, when its
+processes are gone, is exact.
 """
 
 from __future__ import annotations

@@ -45,9 +45,18 @@ class JsonStream:
         max_string: Longest string returned whole by :meth:`value` or :meth:`string`, in
             characters.
         max_depth: Deepest nesting :meth:`value` accepts.
+        max_items: Most elements (array items and object members, at every level) one
+            :meth:`value` may hold.
     """
 
-    def __init__(self, fh: BinaryIO, *, max_string: int = 1 << 16, max_depth: int = 16) -> None:
+    def __init__(
+        self,
+        fh: BinaryIO,
+        *,
+        max_string: int = 1 << 16,
+        max_depth: int = 16,
+        max_items: int = 1024,
+    ) -> None:
         self._fh = fh
         self._buf = b""
         self._pos = 0
@@ -55,6 +64,8 @@ class JsonStream:
         self._eof = False
         self.max_string = max_string
         self.max_depth = max_depth
+        self.max_items = max_items
+        self._items = 0
 
     # -- the buffer --------------------------------------------------------------------------------
 
@@ -181,32 +192,41 @@ class JsonStream:
         except ValueError:
             raise self.fail("invalid \\u escape") from None
 
-    def string(self) -> str:
-        """Read a string of at most ``max_string`` characters.
+    def string(self, limit: int | None = None) -> str:
+        """Read a string of at most ``limit`` characters (default ``max_string``).
 
         Raises:
             InvalidRecord: Not a string, or too long.
         """
         parts: list[str] = []
         size = [0]
+        most = self.max_string if limit is None else limit
 
         def keep(text: str) -> None:
             size[0] += len(text)
-            if size[0] > self.max_string:
-                raise self.fail(f"string longer than {self.max_string} characters")
+            if size[0] > most:
+                raise self.fail(f"string longer than {most} characters")
             parts.append(text)
 
         self.string_pieces(keep)
         return "".join(parts)
 
+    def _count(self) -> None:
+        self._items += 1
+        if self._items > self.max_items:
+            raise self.fail(f"a value with more than {self.max_items} elements")
+
     # -- values ------------------------------------------------------------------------------------
 
     def value(self, depth: int = 0) -> Any:
-        """Read one small JSON value (strings bounded, nesting bounded).
+        """Read one small JSON value (strings, nesting and element count bounded).
 
         Raises:
-            InvalidRecord: Malformed, too deep, or a string too long.
+            InvalidRecord: Malformed, too deep, more than ``max_items`` elements, or a string
+                too long.
         """
+        if depth == 0:
+            self._items = 0
         if depth > self.max_depth:
             raise self.fail(f"nested deeper than {self.max_depth}")
         head = self.peek()
@@ -219,6 +239,7 @@ class JsonStream:
                 self._pos += 1
                 return obj
             while True:
+                self._count()
                 key = self.string()
                 self.expect(b":")
                 if key in obj:
@@ -236,6 +257,7 @@ class JsonStream:
                 self._pos += 1
                 return arr
             while True:
+                self._count()
                 arr.append(self.value(depth + 1))
                 if self.peek() == b",":
                     self._pos += 1

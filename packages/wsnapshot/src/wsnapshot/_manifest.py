@@ -11,11 +11,14 @@ from typing import Any
 
 from wsnapshot.exceptions import InvalidSnapshotId, SnapshotError, UnsafePathError
 from wsnapshot.snapshot import FileRecord, SkippedEntry, SnapshotInfo
-from wsnapshot.workspace import split_relpath
+from wsnapshot.workspace import MAX_DEPTH, split_relpath
 
 __all__ = [
+    "ENTRY_KEYS",
     "FORMAT",
+    "IMPORT_MAX_DEPTH",
     "Manifest",
+    "check_entry_path",
     "check_id",
     "now_iso",
     "parse_entries",
@@ -24,6 +27,10 @@ __all__ = [
 ]
 
 FORMAT = 1
+IMPORT_MAX_DEPTH = MAX_DEPTH
+"""Most parent directories a path of an import record may have (a snapshot's walk's bound)."""
+ENTRY_KEYS = frozenset({"type", "mtime_ns", "size", "sha256", "mode", "target"})
+"""Every key an entry of any kind may have (a kind allows a subset)."""
 MANIFEST_KIND = "wsnapshot-manifest"
 EXPORT_KIND = "wsnapshot-export"
 MAX_DESCRIPTION = 4096
@@ -192,6 +199,37 @@ def parse_header(doc: object, fail: Fail, kind: str) -> tuple[str, str, str]:
     return sid, created, desc
 
 
+def check_entry_path(path: object, fail: Fail, *, max_depth: int | None = None) -> str:
+    """Validate one registry path from untrusted JSON; return it.
+
+    Args:
+        path: The path as found.
+        fail: Makes the error to raise from ``(where, reason)``.
+        max_depth: Most parent directories a path may have (``None``: no bound beyond the
+            4096-byte path length); import records use :data:`wsnapshot.workspace.MAX_DEPTH`,
+            the deepest a snapshot's walk descends.
+
+    Raises:
+        SnapshotError: From ``fail``: not a string; unsafe (absolute, ``..``, NUL, not UTF-8,
+            longer than 4096 bytes or a name longer than 255); not canonical; a reserved name;
+            nested deeper than ``max_depth``.
+    """
+    where = f"/files/{path}"
+    if not isinstance(path, str):
+        raise fail(where, "path must be a string")
+    try:
+        parts = split_relpath(path)
+    except UnsafePathError as exc:
+        raise fail(where, exc.reason) from None
+    if "/".join(parts) != path:
+        raise fail(where, "path is not in canonical form (no '.', '//', or trailing '/')")
+    if any(p.startswith(".wsnapshot-") for p in parts):
+        raise fail(where, "names starting with '.wsnapshot-' are reserved")
+    if max_depth is not None and len(parts) - 1 > max_depth:
+        raise fail(where, f"nested deeper than {max_depth} directories")
+    return path
+
+
 def parse_entries(
     files: object,
     fail: Fail,
@@ -199,6 +237,7 @@ def parse_entries(
     max_entries: int,
     extra_keys: frozenset[str] = frozenset(),
     fill_parents: bool = False,
+    max_depth: int | None = None,
 ) -> tuple[dict[str, FileRecord], dict[str, dict[str, Any]]]:
     """Validate a registry (``{path: {type, ...}}``) from untrusted JSON.
 
@@ -208,6 +247,7 @@ def parse_entries(
         max_entries: Bound on the number of entries.
         extra_keys: Entry keys allowed besides the standard ones (returned raw).
         fill_parents: Add missing parent directories (mode 0o755) instead of refusing.
+        max_depth: Most parent directories a path may have (:func:`check_entry_path`).
 
     Returns:
         The records by path, and the extra keys' raw values by path.
@@ -220,16 +260,7 @@ def parse_entries(
     extras: dict[str, dict[str, Any]] = {}
     for path, raw in files.items():
         where = f"/files/{path}"
-        if not isinstance(path, str):
-            raise fail(where, "path must be a string")
-        try:
-            parts = split_relpath(path)
-        except UnsafePathError as exc:
-            raise fail(where, exc.reason) from None
-        if "/".join(parts) != path:
-            raise fail(where, "path is not in canonical form (no '.', '//', or trailing '/')")
-        if any(p.startswith(".wsnapshot-") for p in parts):
-            raise fail(where, "names starting with '.wsnapshot-' are reserved")
+        check_entry_path(path, fail, max_depth=max_depth)
         if not isinstance(raw, dict):
             raise fail(where, "entry must be an object")
         kind = raw.get("type")

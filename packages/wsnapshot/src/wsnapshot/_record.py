@@ -29,7 +29,16 @@ from typing import Any, BinaryIO
 from wsnapshot import _storedir
 from wsnapshot._blobs import BlobStore
 from wsnapshot._jsonstream import JsonStream
-from wsnapshot._manifest import EXPORT_KIND, FORMAT, Manifest, parse_entries, parse_header
+from wsnapshot._manifest import (
+    ENTRY_KEYS,
+    EXPORT_KIND,
+    FORMAT,
+    IMPORT_MAX_DEPTH,
+    Manifest,
+    check_entry_path,
+    parse_entries,
+    parse_header,
+)
 from wsnapshot._storedir import O_NOFOLLOW, StoreDir
 from wsnapshot.exceptions import (
     CorruptSnapshot,
@@ -47,6 +56,13 @@ __all__ = ["EXPORT_PIECE", "MAX_RANGE", "ParsedRecord", "Records"]
 EXPORT_PIECE = 256 * 1024
 #: The largest range :meth:`Records.range` reads at once, in bytes.
 MAX_RANGE = 16 * 1024 * 1024
+#: The keys of a record and of one of its entries (a streamed import refuses others at once).
+_RECORD_KEYS = frozenset({"format", "kind", "id", "created_at", "description", "files"})
+_RECORD_ENTRY_KEYS = ENTRY_KEYS | {"encoding", "content"}
+#: The longest path a record may name, in characters (``split_relpath`` bounds its bytes).
+_MAX_PATH_CHARS = 4096
+#: The longest key a streamed import reads before refusing it, in characters.
+_MAX_KEY_CHARS = 64
 
 
 def _dumps(obj: object) -> bytes:
@@ -91,10 +107,25 @@ class _Spool:
         spools: Every staging file made is appended (the caller removes those not kept).
         budget: Bytes all spooled content may still take.
         max_bytes: The limit named when the budget is passed.
+        declared: The entry's ``size`` when it came before its content: the text may then be
+            no longer than that content's Base64 form; ``None``: not known yet.
+        where: The content's place in the record, for the messages.
     """
 
-    def __init__(self, blobs: BlobStore, spools: list[str], budget: int, max_bytes: int) -> None:
+    def __init__(
+        self,
+        blobs: BlobStore,
+        spools: list[str],
+        budget: int,
+        max_bytes: int,
+        *,
+        declared: int | None = None,
+        where: str = "",
+    ) -> None:
         self._blobs = blobs
+        self._declared = declared
+        self._most = None if declared is None else _b64_len(declared)
+        self._where = where
         self.path, self._fd = blobs.new_tmp()
         spools.append(self.path)
         self._budget = budget
@@ -110,6 +141,10 @@ class _Spool:
         except UnicodeEncodeError:
             raise InvalidRecord("", "a content is not valid Unicode text") from None
         self.size += len(data)
+        if self._most is not None and self.size > self._most:
+            raise InvalidRecord(
+                self._where, f"content is longer than its declared size ({self._declared} bytes)"
+            )
         if self.size > self._budget:
             raise SnapshotTooLarge("max_bytes", self._max_bytes, self.size * 3 // 4)
         self._h.update(data)
@@ -357,6 +392,7 @@ class Records:
             max_entries=limits.max_files,
             extra_keys=frozenset({"encoding", "content"}),
             fill_parents=True,
+            max_depth=IMPORT_MAX_DEPTH,
         )
         max_bytes = limits.max_bytes
         contents: dict[str, bytes] = {}
@@ -500,8 +536,10 @@ class Records:
                 first = False
                 if js.peek() == b"}":
                     break
-                key = js.string()
+                key = js.string(_MAX_KEY_CHARS)
                 js.expect(b":")
+                if key not in _RECORD_KEYS:
+                    raise InvalidRecord("", f"unknown key {key!r}")
                 if key in doc:
                     raise js.fail(f"duplicate key {key!r}")
                 doc[key] = self._stream_files(js, spools) if key == "files" else js.value()
@@ -524,31 +562,51 @@ class Records:
                         self._files.unlink(tmp)
 
     def _stream_files(self, js: JsonStream, spools: list[str]) -> dict[str, Any]:
+        """Read the ``files`` object, bounding it as it is read (not only once it is whole).
+
+        Each path is checked at once (:func:`check_entry_path`: length, names, depth at most
+        :data:`IMPORT_MAX_DEPTH`), an entry may hold only the record's keys, the entries are
+        at most ``max_files``, the sizes the file entries declare may add up to ``max_bytes``,
+        and a content read after its entry's ``size`` may not be longer than that size says.
+        """
         limits = self._files.limits
         budget = 4 * limits.max_bytes // 3 + 4
+        declared_total = 0
         files: dict[str, Any] = {}
         js.expect(b"{")
         if js.peek() == b"}":
             js.expect(b"}")
             return files
         while True:
-            path = js.string()
+            if len(files) >= limits.max_files:
+                raise SnapshotTooLarge("max_files", limits.max_files, len(files) + 1)
+            path = js.string(_MAX_PATH_CHARS)
+            check_entry_path(path, InvalidRecord, max_depth=IMPORT_MAX_DEPTH)
+            where = f"/files/{path}"
             js.expect(b":")
             if path in files:
                 raise js.fail(f"duplicate path {path!r}")
-            if len(files) >= limits.max_files:
-                raise SnapshotTooLarge("max_files", limits.max_files, len(files) + 1)
             entry: dict[str, Any] = {}
             js.expect(b"{")
             while js.peek() != b"}":
                 if entry:
                     js.expect(b",")
-                key = js.string()
+                key = js.string(_MAX_KEY_CHARS)
                 js.expect(b":")
+                if key not in _RECORD_ENTRY_KEYS:
+                    raise InvalidRecord(where, f"unknown key {key!r}")
                 if key in entry:
                     raise js.fail(f"duplicate key {key!r}")
                 if key == "content" and js.peek() == b'"':
-                    spool = _Spool(self._blobs, spools, budget, limits.max_bytes)
+                    size = entry.get("size")
+                    spool = _Spool(
+                        self._blobs,
+                        spools,
+                        budget,
+                        limits.max_bytes,
+                        declared=size if type(size) is int and size >= 0 else None,
+                        where=where + "/content",
+                    )
                     try:
                         js.string_pieces(spool.write)
                     finally:
@@ -558,6 +616,11 @@ class Records:
                 else:
                     entry[key] = js.value()
             js.expect(b"}")
+            size = entry.get("size")
+            if entry.get("type") == "file" and type(size) is int and size > 0:
+                declared_total += size
+                if declared_total > limits.max_bytes:
+                    raise SnapshotTooLarge("max_bytes", limits.max_bytes, declared_total)
             files[path] = entry
             if js.peek() == b",":
                 js.expect(b",")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -13,13 +13,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from datavalidate import CsvColumn, CsvError, CsvReport, JsonError
+from datavalidate import CsvReport, JsonError
+from mcp_secure_sandbox._answers import csv_report, json_report
 from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox._worker import reason
 from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from mcp_secure_sandbox.workers import WorkerError, WorkerLimit
+from mcp_secure_sandbox.workers import WorkerError, WorkerLimit, WorkerProtocolError
 from wsnapshot import WorkspaceError
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "register",
     "schema_argument",
 ]
+
+T = TypeVar("T")
 
 
 def parse_json_strict(text: str, argument: str = "data_json") -> Any:
@@ -178,9 +181,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             else:
                 # As sent: the SDK's argument model would have parsed a JSON-looking string.
                 job["instance"] = _given_arguments(ctx)["data"]
-            report = await in_worker(state, job, "schema_name_or_dict: ")
+            report = await in_worker(state, job, "schema_name_or_dict: ", json_report)
             outcome["status"] = "valid" if report["valid"] else "invalid"
-            errors = [JsonError(**e) for e in report["errors"]]
+            errors: list[JsonError] = report["errors"]
             if source == "data" and is_json_text(job["instance"]):
                 errors = [_suggest_data_json(e) for e in errors]
             return {
@@ -261,50 +264,42 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
             if source == "csv_content":
                 job["text"] = csv_content
-                found = await in_worker(state, job, "")
+                report: CsvReport = await in_worker(state, job, "", csv_report)
             else:
                 job["path"] = csv_path
                 async with state.gate.exclusive(state.settings.admission_wait_s, "csv_path"):
-                    found = await in_worker(state, job, "")
-            report = _csv_report(found)
+                    report = await in_worker(state, job, "", csv_report)
             outcome["status"] = "valid" if report.valid else "invalid"
             return report
 
 
-def _csv_report(found: dict[str, Any]) -> CsvReport:
-    """A worker's CSV report (JSON) as datavalidate's :class:`CsvReport`."""
-    return CsvReport(
-        valid=found["valid"],
-        row_count=found["row_count"],
-        columns=tuple(CsvColumn(**c) for c in found["columns"]),
-        errors=tuple(CsvError(**e) for e in found["errors"]),
-        error_count=found["error_count"],
-        truncated=found["truncated"],
-        delimiter=found["delimiter"],
-        warnings=tuple(found.get("warnings", ())),
-    )
-
-
-async def in_worker(state: ServerState, job: dict[str, Any], schema_prefix: str) -> Any:
+async def in_worker(
+    state: ServerState,
+    job: dict[str, Any],
+    schema_prefix: str,
+    check: Callable[[Any], T],
+) -> T:
     """Run a validation job in a confined worker, once admitted; map its failures to tool errors.
 
     Args:
         state: The server's state (admission and worker pool).
         job: The job (:func:`mcp_secure_sandbox._worker.handle`).
         schema_prefix: Put before a schema error datavalidate reports (the argument's name).
+        check: Checks the result's shape and converts it (:mod:`mcp_secure_sandbox._answers`).
 
     Returns:
-        The worker's result (a report as JSON data).
+        The worker's result, through ``check``.
 
     Raises:
         ToolError: Busy (no worker within the admission wait); stopped past the deadline or the
-            memory budget ("validation stopped after 10 s / 256 MiB: ..."); a bad input or
-            schema, as the worker reported it.
+            memory budget ("validation stopped after 10 s / 256 MiB: ..."); a malformed answer
+            (the worker was replaced); a bad input or schema, as the worker reported it.
     """
     async with state.admission.admit("validation", "the validation"):
         try:
-            return await state.workers.call(job, what="validation")
-        except WorkerLimit as exc:
+            result: T = await state.workers.call(job, what="validation", check=check)
+            return result
+        except (WorkerLimit, WorkerProtocolError) as exc:
             raise ToolError(str(exc)) from None
         except WorkerError as exc:
             prefix = schema_prefix if exc.kind == "schema" else ""

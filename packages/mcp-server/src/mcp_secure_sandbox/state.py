@@ -14,7 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 import astguard
 from datavalidate import SchemaRegistry, default_registry
 from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
-from mcp_secure_sandbox.observability import Metrics, TraceLog
+from mcp_secure_sandbox.observability import CallTimer, Metrics, TraceLog
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import Limits, Sandbox
@@ -87,6 +87,7 @@ class ServerState:
         )
         self.metrics = Metrics()
         self.traces = TraceLog()
+        self.timer = CallTimer.from_environment()
 
     def check_isolation(self) -> list[str]:
         """Check the kernel layers once, at start-up; return a warning for each missing one.

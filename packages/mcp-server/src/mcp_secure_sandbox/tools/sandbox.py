@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import anyio
@@ -93,7 +94,12 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(_report_progress, ctx, timeout)
                     try:
+                        began = time.perf_counter()
                         result = await state.sandbox.arun(code, timeout=timeout)
+                        if state.timer is not None:
+                            state.timer.library(
+                                ctx.request_id, time.perf_counter() - began, result.duration_ms
+                            )
                     except (IsolationUnavailable, SandboxSetupError) as exc:
                         refused = exc  # raised outside the task group, which would wrap it
                     tg.cancel_scope.cancel()

@@ -219,6 +219,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mcp-bench-") as name:
         tmp = Path(name)
         figures = anyio.run(over_mcp, args, tmp, tmp / "server.log")
@@ -271,7 +272,10 @@ def main() -> None:
         f"{args.concurrent} concurrent calls x {args.rounds}: {throughput:.0f} runs/s, "
         f"{figures['failures']} failed {figures['failure_kinds'] or ''} ({floor})"
     )
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    print(
+        f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after, "
+        f"on {os.cpu_count()} CPUs"
+    )
 
 
 if __name__ == "__main__":

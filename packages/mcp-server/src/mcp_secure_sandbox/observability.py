@@ -16,14 +16,16 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+if TYPE_CHECKING:  # the SDK's stream protocols (a private module of it), for annotations only
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
     "LATENCY_WINDOW",

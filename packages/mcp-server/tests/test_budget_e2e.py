@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mcp import ClientSession
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
@@ -46,6 +48,24 @@ def test_fit_streams_shrinks_until_escaped_output_fits() -> None:
     assert structured is not None
     assert structured["stdout_truncated"] is True and structured["stderr_truncated"] is True
     assert "bytes cut" in structured["stdout"]
+
+
+_CHARS = st.sampled_from(["\x00", "\x1f", '"', "\\", "\U0001f600", "é", "a", "\u2028", "\x7f"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.lists(_CHARS, max_size=300).map("".join),
+    number=st.floats(allow_nan=False, allow_infinity=False),
+    integer=st.integers(),
+)
+def test_the_quick_size_bound_never_undercounts(text: str, number: float, integer: int) -> None:
+    # fit_streams and tool_result skip the exact measure when the bound is within the budget.
+    structured = {"stdout": text, "f": number, "i": integer, "l": [text[:5]], "b": True, "z": None}
+    result, bound = budget._build(structured)
+    assert budget.message_bytes(result) <= bound
+    fitted = budget.tool_result(structured, budget=bound)
+    assert fitted.structured_content == structured
 
 
 def test_the_kill_cap_is_large_and_the_settings_follow_pysandbox() -> None:

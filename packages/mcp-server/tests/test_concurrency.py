@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import anyio
 
-from mcp_secure_sandbox.concurrency import WorkspaceGate
+from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
 
 
 def test_runs_share_the_workspace() -> None:
@@ -92,3 +92,53 @@ def test_cancelled_exclusive_waiter_does_not_block_runs() -> None:
 
     anyio.run(main)
     assert done == ["run-after"]
+
+
+def test_admission_takes_a_free_token_and_never_overtakes_a_waiter() -> None:
+    admission = Admission(5.0, {"run": 1})
+    order: list[str] = []
+
+    async def main() -> None:
+        release = anyio.Event()
+        queued = anyio.Event()
+
+        async def holder() -> None:
+            async with admission.admit("run", "holder"):
+                order.append("holder")
+                await release.wait()
+            # At once, before the waiter has run: the freed token is the waiter's already.
+            async with admission.admit("run", "newcomer"):
+                order.append("newcomer")
+
+        async def waiter() -> None:
+            queued.set()
+            async with admission.admit("run", "waiter"):
+                order.append("waiter")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            while admission.in_use()["run"] == 0:
+                await anyio.sleep(0.001)
+            tg.start_soon(waiter)
+            await queued.wait()
+            await anyio.sleep(0.01)
+            release.set()
+        assert admission.in_use() == {"run": 0}
+
+    anyio.run(main)
+    assert order == ["holder", "waiter", "newcomer"]
+
+
+def test_admission_refuses_busy_after_the_wait() -> None:
+    admission = Admission(0.05, {"run": 1})
+
+    async def main() -> str:
+        async with admission.admit("run", "first"):
+            try:
+                async with admission.admit("run", "the second run"):
+                    return "admitted"
+            except Busy as exc:
+                return str(exc)
+
+    message = anyio.run(main)
+    assert message.startswith("busy, retry: the second run did not get its turn within 0.05 s")

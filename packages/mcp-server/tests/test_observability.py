@@ -1,7 +1,16 @@
 from __future__ import annotations
 
+import logging
+
+import anyio
+import pytest
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+
 from mcp_secure_sandbox.observability import (
+    TIMING_ENV,
     TRACE_CAPACITY,
+    CallTimer,
     Metrics,
     TraceLog,
     percentile,
@@ -54,3 +63,47 @@ def test_process_metrics_reports_this_process() -> None:
     assert data["process"]["threads"] >= 1
     assert data["host"]["memory_total_bytes"] >= data["host"]["memory_available_bytes"] > 0
     assert len(data["host"]["load_average"]) == 3
+
+
+def test_call_timer_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TIMING_ENV, raising=False)
+    assert CallTimer.from_environment() is None
+    monkeypatch.setenv(TIMING_ENV, "yes")
+    assert CallTimer.from_environment() is None
+    monkeypatch.setenv(TIMING_ENV, "1")
+    assert isinstance(CallTimer.from_environment(), CallTimer)
+
+
+def test_call_timer_logs_each_answered_request(caplog: pytest.LogCaptureFixture) -> None:
+    timer = CallTimer()
+    request = JSONRPCRequest(jsonrpc="2.0", id=7, method="tools/call", params={"name": "x"})
+    other = JSONRPCRequest(jsonrpc="2.0", id=8, method="ping")
+    note = JSONRPCNotification(jsonrpc="2.0", method="notifications/initialized")
+
+    async def scenario() -> list[SessionMessage | Exception]:
+        to_server, from_client = anyio.create_memory_object_stream[SessionMessage | Exception](5)
+        to_client, from_server = anyio.create_memory_object_stream[SessionMessage](5)
+        read, write = timer.wrap(from_client, to_client)
+        for message in (request, note, other):
+            await to_server.send(SessionMessage(message))
+        received = [await read.receive() for _ in range(3)]
+        timer.library("7", 0.002, 1.5)
+        await write.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=7, result={})))
+        await write.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=99, result={})))
+        await write.send(SessionMessage(note))
+        for stream in (to_server, from_client, to_client, from_server):
+            await stream.aclose()
+        return received
+
+    with caplog.at_level(logging.INFO, logger="mcp_secure_sandbox.timing"):
+        received = anyio.run(scenario)
+    assert [getattr(m, "message", None) for m in received] == [request, note, other]
+    lines = [r.getMessage() for r in caplog.records if r.name == "mcp_secure_sandbox.timing"]
+    assert len(lines) == 1, lines
+    fields = dict(part.split("=") for part in lines[0].split()[1:])
+    assert fields["id"] == "7"
+    assert fields["method"] == "tools/call"
+    assert fields["library_ms"] == "2.000"
+    assert fields["run_ms"] == "1.500"
+    total, overhead = float(fields["total_ms"]), float(fields["overhead_ms"])
+    assert abs(total - 2.0 - overhead) < 0.002

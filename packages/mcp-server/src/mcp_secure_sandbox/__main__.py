@@ -76,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except ConfigError as exc:
                     print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
                     return 2
+            elif state.timer is not None:
+                import anyio
+
+                anyio.run(state.timer.serve_stdio, app)
             else:
                 app.run("stdio")
     finally:

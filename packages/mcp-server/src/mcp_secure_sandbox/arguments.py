@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from datavalidate import validate_json
+import datavalidate
 
 __all__ = [
     "TOOL_ERROR_PREFIX",
@@ -124,7 +124,11 @@ def _holds_json(value: object) -> bool:
 
 
 def check_arguments(
-    tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]
+    tool: str,
+    schema: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    *,
+    compiled: datavalidate.CompiledSchema | None = None,
 ) -> str | None:
     """Check a call's arguments against a tool's input schema.
 
@@ -132,6 +136,8 @@ def check_arguments(
         tool: The tool's name, for the message.
         schema: The tool's input schema (``type: object`` with ``properties``).
         arguments: The arguments exactly as the client sent them.
+        compiled: ``schema`` compiled by :func:`datavalidate.compile` (``check_formats``
+            false), to skip finding it in the registry's cache; compiled here when ``None``.
 
     Returns:
         ``None`` when the call is well-formed, else one line naming the first problem: an
@@ -145,7 +151,9 @@ def check_arguments(
             close = difflib.get_close_matches(name, list(properties), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             return f"{tool}: unknown argument {name!r}{hint} ({tool} takes {known})"
-    report = validate_json(dict(arguments), dict(schema), check_formats=False, max_errors=1)
+    if compiled is None:
+        compiled = datavalidate.compile(dict(schema), check_formats=False)
+    report = compiled.validate(dict(arguments), max_errors=1)
     if report.valid:
         return None
     error = report.errors[0]
@@ -196,17 +204,23 @@ class StrictArguments:
     """Server middleware that refuses malformed ``tools/call`` arguments with one line.
 
     Args:
-        app: The server whose tools' input schemas are enforced (read once, from
+        app: The server whose tools' input schemas are enforced (read and compiled once, from
             :meth:`MCPServer.list_tools`, on the first call).
     """
 
     def __init__(self, app: MCPServer[Any]) -> None:
         self._app = app
-        self._schemas: dict[str, dict[str, Any]] | None = None
+        self._schemas: dict[str, tuple[dict[str, Any], datavalidate.CompiledSchema]] | None = None
 
-    async def _input_schemas(self) -> dict[str, dict[str, Any]]:
+    async def _input_schemas(
+        self,
+    ) -> dict[str, tuple[dict[str, Any], datavalidate.CompiledSchema]]:
         if self._schemas is None:
-            self._schemas = {t.name: dict(t.input_schema) for t in await self._app.list_tools()}
+            schemas = {t.name: dict(t.input_schema) for t in await self._app.list_tools()}
+            self._schemas = {
+                name: (schema, datavalidate.compile(schema, check_formats=False))
+                for name, schema in schemas.items()
+            }
         return self._schemas
 
     async def __call__(
@@ -228,7 +242,8 @@ class StrictArguments:
             if isinstance(name, str) and name not in schemas:
                 problem = unknown_tool(name, list(schemas))
             elif isinstance(name, str) and isinstance(arguments, Mapping):
-                problem = check_arguments(name, schemas[name], arguments)
+                schema, compiled = schemas[name]
+                problem = check_arguments(name, schema, arguments, compiled=compiled)
             if problem is not None:
                 log.warning("%s", problem[:300])
                 # The SDK's wording for a failed tool call, so that every refusal reads alike.

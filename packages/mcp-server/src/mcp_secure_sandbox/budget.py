@@ -53,6 +53,8 @@ budget)."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
 _MIN_STREAM_BYTES = 256
+_BOUND_FACTOR = 24
+_BOUND_FIXED_BYTES = 256 + ENVELOPE_BYTES
 
 
 def cut_marker(cut: int) -> str:
@@ -92,11 +94,29 @@ def _compact(structured: Mapping[str, Any]) -> str:
     return json.dumps(structured, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _build(structured: Mapping[str, Any]) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=_compact(structured))],
-        structured_content=dict(structured),
+def _build(structured: Mapping[str, Any]) -> tuple[CallToolResult, int]:
+    """The result, and an upper bound of its :func:`message_bytes` (no encoding needed)."""
+    text = _compact(structured)
+    result = CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=dict(structured)
     )
+    return result, _BOUND_FACTOR * len(text) + _BOUND_FIXED_BYTES
+
+
+def _fits(result: CallToolResult, bound: int, budget: int) -> tuple[bool, int]:
+    """Whether ``result`` fits ``budget``, and its size (``bound`` when that settles it).
+
+    The result holds one compact JSON text ``t`` twice: as the text mirror, a JSON string, and
+    as the structured content, the same values serialized again. Either takes at most 12 bytes
+    for a character of ``t`` (the widest escape, a surrogate pair, is 12 bytes for one
+    character; a number's digits are serialized alike), so ``24 * len(t)`` plus the fixed keys
+    and the envelope bounds :func:`message_bytes`; a result within the budget by that bound is
+    not encoded again to be measured.
+    """
+    if bound <= budget:
+        return True, bound
+    size = message_bytes(result)
+    return size <= budget, size
 
 
 def tool_result(
@@ -111,9 +131,9 @@ def tool_result(
     Raises:
         ToolError: The message would pass ``budget``; the text says by how much and what to do.
     """
-    result = _build(structured)
-    size = message_bytes(result)
-    if size > budget:
+    result, bound = _build(structured)
+    fits, size = _fits(result, bound, budget)
+    if not fits:
         raise ToolError(
             f"the answer would be {size:,} bytes, more than the server's response budget of "
             f"{budget:,} bytes; ask for less (a smaller file range, a narrower listing)"
@@ -154,8 +174,8 @@ def fit_streams(
             text, cut = head_tail(str(structured[name]), room)
             shaped[name] = text
             shaped[f"{name}_truncated"] = bool(structured[f"{name}_truncated"]) or cut > 0
-        result = _build(shaped)
-        if message_bytes(result) <= budget:
+        result, bound = _build(shaped)
+        if _fits(result, bound, budget)[0]:
             return result
         if room <= _MIN_STREAM_BYTES:
             return tool_result(shaped, budget=budget)

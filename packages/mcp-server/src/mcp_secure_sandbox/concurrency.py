@@ -69,22 +69,32 @@ class WorkspaceGate:
         Raises:
             Busy: Not admitted within ``patience`` seconds.
         """
-        async with self._condition:
-            admitted = False
-            with anyio.move_on_after(patience):
-                while self._exclusive or self._waiting_exclusive:
-                    await self._condition.wait()
-                self._active_runs += 1
-                admitted = True
-            if not admitted:
-                raise _busy("the run (the workspace is being snapshotted or restored)", patience)
+        if self._exclusive or self._waiting_exclusive:
+            async with self._condition:
+                admitted = False
+                with anyio.move_on_after(patience):
+                    while self._exclusive or self._waiting_exclusive:
+                        await self._condition.wait()
+                    self._active_runs += 1
+                    admitted = True
+                if not admitted:
+                    raise _busy(
+                        "the run (the workspace is being snapshotted or restored)", patience
+                    )
+        else:
+            # No writer holds or awaits the workspace: admitted at once. The state is only
+            # touched on the event loop's thread, so checking and counting without an await
+            # cannot interleave with a writer's.
+            self._active_runs += 1
         try:
             yield
         finally:
-            with anyio.CancelScope(shield=True):
-                async with self._condition:
-                    self._active_runs -= 1
-                    self._condition.notify_all()
+            self._active_runs -= 1
+            if self._waiting_exclusive and not self._active_runs:
+                # Only a writer waits for the runs to end (runs wait for writers, who notify).
+                with anyio.CancelScope(shield=True):
+                    async with self._condition:
+                        self._condition.notify_all()
 
     @asynccontextmanager
     async def exclusive(
@@ -159,12 +169,15 @@ class Admission:
         """
         limiter = self.limiters[kind]
         token = object()
-        admitted = False
-        with anyio.move_on_after(self.wait_s):
-            await limiter.acquire_on_behalf_of(token)
-            admitted = True
-        if not admitted:
-            raise _busy(what, self.wait_s)
+        try:
+            limiter.acquire_on_behalf_of_nowait(token)  # a free token, nobody queued before
+        except anyio.WouldBlock:
+            admitted = False
+            with anyio.move_on_after(self.wait_s):
+                await limiter.acquire_on_behalf_of(token)
+                admitted = True
+            if not admitted:
+                raise _busy(what, self.wait_s) from None
         try:
             yield
         finally:

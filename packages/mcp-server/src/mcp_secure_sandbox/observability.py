@@ -7,6 +7,7 @@ trace log keeps the last :data:`TRACE_CAPACITY` entries, and each tool keeps the
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import threading
@@ -14,13 +15,23 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 import psutil
+from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+
+if TYPE_CHECKING:  # the SDK's stream protocols (a private module of it), for annotations only
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 __all__ = [
     "LATENCY_WINDOW",
+    "TIMING_ENV",
     "TRACE_CAPACITY",
+    "CallTimer",
     "Metrics",
     "ToolStats",
     "TraceLog",
@@ -30,6 +41,10 @@ __all__ = [
 
 TRACE_CAPACITY = 100
 LATENCY_WINDOW = 1000
+TIMING_ENV = "MCP_SECURE_SANDBOX_TIMING"
+"""Environment variable that turns on :class:`CallTimer` (``1``); off by default."""
+
+_timing_log = logging.getLogger("mcp_secure_sandbox.timing")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -174,3 +189,154 @@ def process_metrics() -> dict[str, Any]:
             "cpu_count": os.cpu_count() or 1,
         },
     }
+
+
+class CallTimer:
+    """Opt-in timing of the server's own cost of each request (the latency benchmark's figure).
+
+    On when :data:`TIMING_ENV` is ``1`` (:meth:`from_environment`); the server then serves
+    stdio through :meth:`wrap`, which notes when the transport hands a request over and when
+    the response is handed back, and ``run_sandbox_code`` notes how long the library's run
+    took (:meth:`library`) with the run's own ``duration_ms`` (``run_ms``). Each answered
+    request is logged as one line on the ``mcp_secure_sandbox.timing`` logger (INFO, whatever
+    ``--log-level`` says)::
+
+        timing id=7 method=tools/call total_ms=5.112 library_ms=4.400 overhead_ms=0.712 run_ms=3.1
+
+    ``overhead_ms`` is ``total_ms - library_ms``: the server's own cost (the SDK's dispatch,
+    the middleware, the tool's admission, gate and instrumentation, shaping the result). The
+    transport's JSON parsing and its write to stdout are outside it (the client sees them).
+    Off, nothing of this runs: the server serves stdio as the SDK does.
+    """
+
+    def __init__(self) -> None:
+        self._read: dict[str, tuple[float, str]] = {}
+        self._library: dict[str, tuple[float, float]] = {}
+
+    @classmethod
+    def from_environment(cls) -> CallTimer | None:
+        """A timer when :data:`TIMING_ENV` is ``1``, else ``None``."""
+        if os.environ.get(TIMING_ENV) != "1":
+            return None
+        _timing_log.setLevel(logging.INFO)
+        return cls()
+
+    def library(self, request_id: str, seconds: float, child_ms: float) -> None:
+        """Note the library's wall-clock ``seconds`` for ``request_id``, and ``child_ms``.
+
+        ``child_ms`` is the run's own ``duration_ms`` as the library reports it.
+        """
+        self._library[request_id] = (seconds, child_ms)
+
+    def received(self, message: SessionMessage | Exception) -> None:
+        """Note the arrival of ``message`` (a request starts its clock)."""
+        if isinstance(message, SessionMessage):
+            inner = message.message
+            if isinstance(inner, JSONRPCRequest):
+                self._read[str(inner.id)] = (time.perf_counter(), inner.method)
+
+    def sent(self, message: SessionMessage) -> None:
+        """Note the departure of ``message``; a response ends its request's clock (logged)."""
+        inner = message.message
+        if not isinstance(inner, JSONRPCResponse | JSONRPCError):
+            return
+        now = time.perf_counter()
+        key = str(inner.id)
+        started = self._read.pop(key, None)
+        library_s, child_ms = self._library.pop(key, (0.0, 0.0))
+        if started is None:
+            return
+        total_ms = (now - started[0]) * 1000
+        library_ms = library_s * 1000
+        _timing_log.info(
+            "timing id=%s method=%s total_ms=%.3f library_ms=%.3f overhead_ms=%.3f run_ms=%.3f",
+            key,
+            started[1],
+            total_ms,
+            library_ms,
+            total_ms - library_ms,
+            child_ms,
+        )
+
+    async def serve_stdio(self, app: MCPServer[Any]) -> None:
+        """Serve ``app`` on stdio as ``app.run("stdio")`` does, through :meth:`wrap`."""
+        lowlevel = app._lowlevel_server  # what MCPServer.run_stdio_async serves
+        async with stdio_server() as (read_stream, write_stream):
+            timed_read, timed_write = self.wrap(read_stream, write_stream)
+            await lowlevel.run(timed_read, timed_write, lowlevel.create_initialization_options())
+
+    def wrap(
+        self,
+        read_stream: ReadStream[SessionMessage | Exception],
+        write_stream: WriteStream[SessionMessage],
+    ) -> tuple[ReadStream[SessionMessage | Exception], WriteStream[SessionMessage]]:
+        """The transport's streams, timed: pass these to the server instead."""
+        return _TimedRead(read_stream, self), _TimedWrite(write_stream, self)
+
+
+class _TimedRead:
+    """A read stream that tells a :class:`CallTimer` of each message it yields."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], timer: CallTimer) -> None:
+        self._inner = inner
+        self._timer = timer
+
+    @property
+    def last_context(self) -> object:
+        """The sender's context of the last message (the SDK reads it)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        message = await self._inner.receive()
+        self._timer.received(message)
+        return message
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _TimedRead:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        message = await self._inner.__anext__()
+        self._timer.received(message)
+        return message
+
+    async def __aenter__(self) -> _TimedRead:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+
+
+class _TimedWrite:
+    """A write stream that tells a :class:`CallTimer` of each message it sends."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], timer: CallTimer) -> None:
+        self._inner = inner
+        self._timer = timer
+
+    async def send(self, item: SessionMessage, /) -> None:
+        self._timer.sent(item)
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _TimedWrite:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)

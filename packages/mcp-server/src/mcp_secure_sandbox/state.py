@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import logging
 import math
@@ -15,7 +16,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 import astguard
 from datavalidate import SchemaRegistry, default_registry
 from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
-from mcp_secure_sandbox.observability import Metrics, TraceLog
+from mcp_secure_sandbox.observability import CallTimer, Metrics, TraceLog
 from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
@@ -98,6 +99,7 @@ class ServerState:
         )
         self.metrics = Metrics()
         self.traces = TraceLog()
+        self.timer = CallTimer.from_environment()
 
     def check_isolation(self) -> list[str]:
         """Check the kernel layers once, at start-up; return a warning for each missing one.
@@ -201,6 +203,9 @@ class ServerState:
     async def instrument(self, tool: str) -> AsyncIterator[dict[str, str]]:
         """Time one tool call, count it, and leave a trace; yields a dict for the status.
 
+        The count, the trace and the log line are made just after the call (the event loop runs
+        them once the call's task yields), off the path of its answer.
+
         A :class:`ToolError` (a wrong call) is counted as an error and logged at WARNING; a
         cancellation (the client cancelled the call) is traced as ``cancelled`` at INFO; any
         other exception is logged with its traceback on stderr and re-raised.
@@ -228,19 +233,20 @@ class ServerState:
             raise
         finally:
             elapsed_ms = (time.perf_counter() - started) * 1000
-            self.metrics.record_call(tool, elapsed_ms, error=level != "INFO")
-            message = outcome["message"] or f"{tool} {outcome['status']}"
-            self.traces.add(
-                tool=tool,
-                message=message[:300],
-                level=level,
-                duration_ms=elapsed_ms,
-                status=outcome["status"],
+            # Counted, traced and logged off the answer's path: the loop runs this as soon as
+            # the call's task yields (at the latest when its answer goes to the transport).
+            asyncio.get_running_loop().call_soon(
+                self._account, tool, elapsed_ms, level, outcome["status"], outcome["message"]
             )
-            log.log(
-                logging.getLevelName(level),
-                "%s status=%s %.1f ms",
-                tool,
-                outcome["status"],
-                elapsed_ms,
-            )
+
+    def _account(self, tool: str, elapsed_ms: float, level: str, status: str, message: str) -> None:
+        """Count one call of ``tool``, trace it and log it (see :meth:`instrument`)."""
+        self.metrics.record_call(tool, elapsed_ms, error=level != "INFO")
+        self.traces.add(
+            tool=tool,
+            message=(message or f"{tool} {status}")[:300],
+            level=level,
+            duration_ms=elapsed_ms,
+            status=status,
+        )
+        log.log(logging.getLevelName(level), "%s status=%s %.1f ms", tool, status, elapsed_ms)

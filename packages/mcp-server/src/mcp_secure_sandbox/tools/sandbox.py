@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from typing import Annotated, Any
 
 import anyio
@@ -18,6 +21,8 @@ from mcp_secure_sandbox.tools._register import tool
 from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
 
 __all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "refusal_text", "register"]
+
+log = logging.getLogger("mcp_secure_sandbox")
 
 PROGRESS_AFTER_S = 2.0
 PROGRESS_EVERY_S = 2.0
@@ -90,13 +95,18 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             ):
                 # Checked holding the gate: a restore in progress is not a failed one.
                 state.refuse_if_inconsistent("run_sandbox_code")
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(_report_progress, ctx, timeout)
-                    try:
-                        result = await state.sandbox.arun(code, timeout=timeout)
-                    except (IsolationUnavailable, SandboxSetupError) as exc:
-                        refused = exc  # raised outside the task group, which would wrap it
-                    tg.cancel_scope.cancel()
+                progress = _Progress(ctx, timeout)
+                try:
+                    began = time.perf_counter()
+                    result = await state.sandbox.arun(code, timeout=timeout)
+                    if state.timer is not None:
+                        state.timer.library(
+                            ctx.request_id, time.perf_counter() - began, result.duration_ms
+                        )
+                except (IsolationUnavailable, SandboxSetupError) as exc:
+                    refused = exc
+                finally:
+                    progress.stop()
             if refused is not None:
                 raise ToolError(refusal_text(refused))
             outcome["status"] = result.status.value
@@ -176,13 +186,39 @@ def _plain(violation: Any) -> dict[str, Any]:
     return dict(TypeAdapter(type(violation)).dump_python(violation, mode="json"))
 
 
-async def _report_progress(ctx: Context, timeout: float) -> None:
-    """Send ``elapsed of timeout`` progress every few seconds once a run is past a couple."""
-    started = anyio.current_time()
-    await anyio.sleep(PROGRESS_AFTER_S)
-    while True:
-        elapsed = anyio.current_time() - started
-        await ctx.report_progress(
-            min(elapsed, timeout), timeout, f"running for {elapsed:.0f} s of {timeout:.0f} s"
-        )
-        await anyio.sleep(PROGRESS_EVERY_S)
+class _Progress:
+    """``elapsed of timeout`` progress every few seconds once a run is past a couple.
+
+    Timers on the event loop instead of a task beside each run: a run shorter than
+    :data:`PROGRESS_AFTER_S` costs one timer set and cancelled. A notification that cannot be
+    sent (the client went away) is logged and does not fail the run.
+    """
+
+    def __init__(self, ctx: Context, timeout: float) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._ctx = ctx
+        self._timeout = timeout
+        self._started = self._loop.time()
+        self._sending: asyncio.Task[None] | None = None
+        self._timer = self._loop.call_later(PROGRESS_AFTER_S, self._tick)
+
+    def _tick(self) -> None:
+        if self._sending is None or self._sending.done():
+            self._sending = self._loop.create_task(self._send())
+        self._timer = self._loop.call_later(PROGRESS_EVERY_S, self._tick)
+
+    async def _send(self) -> None:
+        elapsed = self._loop.time() - self._started
+        timeout = self._timeout
+        try:
+            await self._ctx.report_progress(
+                min(elapsed, timeout), timeout, f"running for {elapsed:.0f} s of {timeout:.0f} s"
+            )
+        except Exception as exc:  # a lost notification is no failure of the run
+            log.info("progress notification not sent: %s", type(exc).__name__)
+
+    def stop(self) -> None:
+        """Stop reporting (the run ended); a notification being sent is cancelled."""
+        self._timer.cancel()
+        if self._sending is not None:
+            self._sending.cancel()

@@ -60,6 +60,7 @@ if "Libc" not in globals():
         report_setup,
         restrict_landlock,
     )
+    from pysandbox._library_getters import guard_imports
 
 __all__ = [
     "EXIT_SETUP_FAILED",
@@ -1012,8 +1013,8 @@ def install_python_guards(
     user_builtins.update(
         {
             "open": guarded_open,
-            "__import__": make_import(
-                builtins.__import__, allowed, denied, {"operator": guarded_operator}
+            "__import__": guard_imports(  # library-created getters too (_library_getters)
+                make_import(builtins.__import__, allowed, denied, {"operator": guarded_operator})
             ),
             "getattr": g_get,
             "setattr": g_set,

@@ -154,6 +154,10 @@ def test_reviewed_modules_are_refused(name: str) -> None:
         "import argparse, math\np = argparse.ArgumentParser()\n"
         "a = p.add_argument('--pi')\na(p, math, 3)",
         "import configparser, json\nconfigparser.ConverterMapping(json)",
+        # the sandbox's SQLite authorizer stays installed
+        "import sqlite3\nc = sqlite3.connect(':memory:')\nc.set_authorizer(None)",
+        "import sqlite3\nsqlite3.Connection.set_authorizer(c, None)",
+        "import sqlite3\nf = sqlite3.connect(':memory:').set_authorizer",
     ],
 )
 def test_routes_out_of_allowed_modules_are_refused(source: str) -> None:

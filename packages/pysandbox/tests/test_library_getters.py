@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import types
+from typing import Any
 
 import pytest
 
@@ -128,12 +129,12 @@ def test_replace_library_getters_covers_globals_classes_and_properties() -> None
     caller = operator.methodcaller("upper")
 
     class Holder:
-        name = operator.attrgetter("real")
-        shout = caller
+        name: Any = operator.attrgetter("real")
+        shout: Any = caller
         prop = property(operator.attrgetter("_value"), doc="the value")
 
         class Inner:
-            key = operator.attrgetter("real")
+            key: Any = operator.attrgetter("real")
 
         def __init__(self) -> None:
             self.real = "r"
@@ -143,8 +144,8 @@ def test_replace_library_getters_covers_globals_classes_and_properties() -> None
     module.Holder = Holder  # type: ignore[attr-defined]
     assert replace_library_getters([module, "not a module"]) == 5
     h = Holder()
-    assert type(module.get_real) is types.FunctionType  # type: ignore[attr-defined]
-    assert module.get_real(h) == "r"  # type: ignore[attr-defined]
+    assert type(module.get_real) is types.FunctionType
+    assert module.get_real(h) == "r"
     assert Holder.name(h) == "r" and h.name(h) == "r"  # stays a non-binding attribute
     assert h.shout("ab") == "AB" and type(Holder.shout) is types.FunctionType
     assert h.prop == 3 and type(Holder.__dict__["prop"].fget) is types.FunctionType

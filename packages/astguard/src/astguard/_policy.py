@@ -120,7 +120,7 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
         "zoneinfo",  # IANA time zones, read from the system tz database
         "shlex",  # shell-like splitting and quoting of strings (shlex.os refused, AG304)
         "sqlite3",  # in-memory or workspace databases (the audit hook confines the path;
-        # load_extension refused; SQL ATTACH of other files is left to Landlock)
+        # load_extension refused; a run-time authorizer confines ATTACH/VACUUM INTO)
         "unittest",  # test suites of the script (string-driven test selection refused, AG205;
         # unittest.mock denied below)
     }
@@ -536,6 +536,8 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         # library helpers that write into a module named by a string (Enum._convert_)
         "_convert_",
         "_convert",
+        # sqlite3: the sandbox's authorizer (ATTACH beneath the workspace only) must stay
+        "set_authorizer",
         # unittest loaders that import modules and walk attributes named by strings
         "loadTestsFromName",
         "loadTestsFromNames",

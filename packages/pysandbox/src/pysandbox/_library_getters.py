@@ -56,9 +56,8 @@ def _replace_in_class(cls: type) -> int:
         elif isinstance(value, property) and any(
             is_real_getter(f) for f in (value.fget, value.fset, value.fdel)
         ):
-            fget, fset, fdel = (
-                _plain(f) if is_real_getter(f) else f for f in (value.fget, value.fset, value.fdel)
-            )
+            accessors: list[Any] = [value.fget, value.fset, value.fdel]
+            fget, fset, fdel = (_plain(f) if is_real_getter(f) else f for f in accessors)
             new = property(fget, fset, fdel, value.__doc__)
         if new is not None:
             try:
@@ -106,13 +105,17 @@ def replace_library_getters(modules: Iterable[Any]) -> int:
     return replaced
 
 
-def guard_imports(user_import: Callable[..., Any]) -> Callable[..., Any]:
+def guard_imports(
+    user_import: Callable[..., Any], *, on_load: Callable[[Any], None] | None = None
+) -> Callable[..., Any]:
     """Wrap the user's ``__import__`` so that modules loaded since the last look are cleaned.
 
     Also cleans every module loaded when it is called (the guards' installation).
 
     Args:
         user_import: The import guard bound into the user's builtins.
+        on_load: Called with ``sys.modules`` whenever new modules were found (other guards
+            that patch a module once it is loaded, such as ``sqlite3.connect``).
 
     Returns:
         An ``__import__`` with the same behaviour.
@@ -122,8 +125,12 @@ def guard_imports(user_import: Callable[..., Any]) -> Callable[..., Any]:
 
     def clean() -> None:
         fresh = [name for name in list(modules) if name not in seen]
+        if not fresh:
+            return
         seen.update(fresh)
         replace_library_getters(modules.get(name) for name in fresh)
+        if on_load is not None:
+            on_load(modules)
 
     clean()
 

@@ -51,13 +51,17 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
     {
         "__future__",  # compiler directives only (`from __future__ import annotations`)
         "abc",  # ABC / abstractmethod for class hierarchies
+        "argparse",  # command-line parsing of a given list (FileType and @files go through the
+        # guarded open(); a module is never a namespace, AG307)
         "array",  # typed numeric arrays, no I/O of its own beyond file objects it is given
         "asyncio",  # async code; process/network APIs refused by AG305, submodules denied below
         "base64",  # pure encoding functions
         "binascii",  # pure encoding functions
         "bisect",  # sorted-list algorithms
+        "bz2",  # compression of bytes; bz2.open names go through the guarded open()
         "calendar",  # date arithmetic and text calendars
         "cmath",  # complex math
+        "configparser",  # INI files: read_string/read_file, read() through the guarded open()
         "collections",  # Counter, defaultdict, deque, namedtuple, collections.abc
         "colorsys",  # pure colour conversions
         "contextlib",  # contextmanager, suppress, ExitStack (contextlib.chdir refused)
@@ -67,24 +71,31 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
         "datetime",  # dates, times, timedeltas
         "decimal",  # exact decimal arithmetic
         "difflib",  # sequence diffs
+        "email",  # parsing and building messages (make_msgid's host name look-up is refused
+        # by the audit hook)
         "enum",  # Enum, IntEnum, Flag, auto
         "fnmatch",  # filename pattern matching on strings
         "fractions",  # rational numbers
         "functools",  # partial, reduce, lru_cache, wraps (string annotations checked)
+        "getopt",  # command-line option parsing of a given list
         "glob",  # workspace file listing (the kernel layers confine what can be listed)
         "graphlib",  # topological sorting
+        "gzip",  # compression of bytes; gzip.open names go through the guarded open()
         "hashlib",  # digests of workspace data
         "heapq",  # heap algorithms
         "hmac",  # keyed digests
         "html",  # html.escape / unescape, html.parser
+        "ipaddress",  # IPv4/IPv6 address and network arithmetic
         "io",  # StringIO, BytesIO, TextIOWrapper (io.FileIO and io.open_code refused)
         "itertools",  # iterator algebra
         "json",  # JSON encode/decode (json.tool denied)
         "logging",  # logging to stderr (logging.config and logging.handlers denied)
+        "lzma",  # compression of bytes; lzma.open names go through the guarded open()
         "math",  # math functions
         "numbers",  # numeric ABCs
         "operator",  # operator functions (attrgetter/methodcaller names checked, AG205)
         "pathlib",  # workspace paths; the run-time open guard and Landlock confine I/O
+        "plistlib",  # property lists (its XML parser refuses entity declarations)
         "pprint",  # pretty printing
         "random",  # pseudo-random numbers (random._os and other privates refused)
         "re",  # regular expressions (time limits contain catastrophic patterns)
@@ -95,17 +106,21 @@ DEFAULT_ALLOWED_MODULES: frozenset[str] = frozenset(
         "struct",  # binary packing
         "textwrap",  # text wrapping
         "time",  # time, perf_counter, sleep
+        "tomllib",  # TOML parsing (Python 3.11 and later; absent on 3.10)
         "traceback",  # print_exc / format_exc in error handlers (stack walkers refused)
         "typing",  # annotations (get_type_hints and ForwardRef refused, AG206)
         "unicodedata",  # Unicode database
         "urllib.parse",  # URL parsing only; urllib.request is not allowed
         "uuid",  # uuid4 (uuid1/getnode, which may start helper processes, refused)
         "warnings",  # warnings.warn
+        "wave",  # WAV files on file objects or through the guarded open()
+        "xml.etree",  # ElementTree parsing and building (expat: no external entities fetched,
+        # entity expansion bounded by expat and the memory limit); xml.dom/xml.sax are not allowed
         "zlib",  # compression (memory limits contain decompression bombs)
         "zoneinfo",  # IANA time zones, read from the system tz database
         "shlex",  # shell-like splitting and quoting of strings (shlex.os refused, AG304)
         "sqlite3",  # in-memory or workspace databases (the audit hook confines the path;
-        # load_extension refused; SQL ATTACH of other files is left to Landlock)
+        # load_extension refused; a run-time authorizer confines ATTACH/VACUUM INTO)
         "unittest",  # test suites of the script (string-driven test selection refused, AG205;
         # unittest.mock denied below)
     }
@@ -249,6 +264,7 @@ _KNOWN_SUBMODULES = frozenset(
 DENIED_MODULE_ATTRIBUTES: frozenset[str] = frozenset(
     {
         "contextlib.chdir",  # changes the process working directory
+        "gzip.main",  # the command-line tool: reads the process's argv and stdin
         "enum.global_enum",  # writes members into sys.modules[cls.__module__], named by data
         "copy.dispatch_table",  # reducers whose state copy.copy applies with setattr()
         "zoneinfo.reset_tzpath",  # points zone look-ups at arbitrary directories
@@ -282,6 +298,7 @@ SAME_NAME_NON_MODULES: frozenset[str] = frozenset(
         "datetime.datetime",
         "datetime.time",
         "fnmatch.fnmatch",
+        "getopt.getopt",
         "glob.glob",
         "pprint.pprint",
         "random.random",
@@ -519,6 +536,8 @@ FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
         # library helpers that write into a module named by a string (Enum._convert_)
         "_convert_",
         "_convert",
+        # sqlite3: the sandbox's authorizer (ATTACH beneath the workspace only) must stay
+        "set_authorizer",
         # unittest loaders that import modules and walk attributes named by strings
         "loadTestsFromName",
         "loadTestsFromNames",

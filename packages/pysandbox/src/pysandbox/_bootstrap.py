@@ -5,9 +5,10 @@ environment, so pysandbox itself is not importable there). The payload on the de
 8-byte little-endian length, a ``marshal`` dump of ``((module name, (code, ...)), ...)`` and a
 ``marshal`` dump of the configuration. :data:`STUB` executes each module's codes, in order, in
 one fresh namespace named after the module (a module may be built from several files: the
-kernel part of the child, :mod:`pysandbox._child_kernel`, and the rest, :mod:`pysandbox._child`,
-share one namespace), and exits with what the last module's ``entry`` returns for
-``(namespaces, configuration)``:
+kernel part of the child, :mod:`pysandbox._child_kernel`, the guards of library getters and
+SQLite, :mod:`pysandbox._library_getters` and :mod:`pysandbox._sqlite_guard`, and the rest,
+:mod:`pysandbox._child`, share one namespace), and exits with what the last module's
+``entry`` returns for ``(namespaces, configuration)``:
 
 - spawn: :data:`CHILD` = ``pysandbox._child``; its ``entry`` applies every layer and runs the
   code (:func:`pysandbox._child.run_config`);
@@ -50,7 +51,7 @@ STUB = (
 
 #: The files that make up each module the bootstrap executes (one namespace per module).
 _MODULES: dict[str, tuple[str, ...]] = {
-    "_child": ("_child_kernel", "_child"),
+    "_child": ("_child_kernel", "_library_getters", "_sqlite_guard", "_child"),
     "_zygote": ("_zygote",),
 }
 #: The modules a spawn-mode child executes.

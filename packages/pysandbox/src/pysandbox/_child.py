@@ -60,6 +60,8 @@ if "Libc" not in globals():
         report_setup,
         restrict_landlock,
     )
+    from pysandbox._library_getters import guard_imports
+    from pysandbox._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
 
 __all__ = [
     "EXIT_SETUP_FAILED",
@@ -452,6 +454,7 @@ def make_audit_hook(
     *,
     blocked: frozenset[str] = _BLOCKED_EVENTS,
     generated_check: Callable[[Any], str | None] | None = None,
+    sqlite_handle: Callable[[Any], str | None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -461,6 +464,8 @@ def make_audit_hook(
     interpreters and the modules of :func:`refused_module`. With ``generated_check`` (see
     :func:`make_generated_code_check`), source compiled during the run is checked too, except
     a module's unchanged source file under a read-only root (an import without a cache).
+    With ``sqlite_handle`` (see :mod:`pysandbox._sqlite_guard`), a sqlite3 connection it
+    does not expect (one not opened by the guarded ``sqlite3.connect``) is refused.
     """
 
     def hook(
@@ -488,6 +493,7 @@ def make_audit_hook(
         _generated: Callable[[Any], str | None] | None = generated_check,
         _library_source: Callable[..., bool] = is_library_source,
         _refused_module: Callable[[str], bool] = refused_module,
+        _sqlite_handle: Callable[[Any], str | None] | None = sqlite_handle,
     ) -> None:
         if event == "compile":
             source, filename = args[0], args[1]
@@ -518,6 +524,11 @@ def make_audit_hook(
                 raise _denied(1, "sandbox: sqlite3 URI file names are not permitted")
             if not _within(_realpath(text), _ws):
                 raise _denied(13, "sandbox: databases outside the workspace are not permitted")
+            return
+        if event == "sqlite3.connect/handle":
+            problem = None if _sqlite_handle is None else _sqlite_handle(args[0])
+            if problem is not None:
+                raise _denied(1, f"sandbox: {problem}")
             return
         if event == "import":
             if _isinstance(args[0], _str) and _refused_module(args[0]):
@@ -1017,6 +1028,9 @@ def install_python_guards(
     import operator
 
     guarded_operator = make_guarded_operator(refused_name, operator)
+    sqlite_patch, sqlite_handle = make_sqlite_guard(
+        make_sqlite_authorizer(workspace, realpath, _within)
+    )
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
         allowed,
@@ -1032,8 +1046,9 @@ def install_python_guards(
     user_builtins.update(
         {
             "open": guarded_open,
-            "__import__": make_import(
-                builtins.__import__, allowed, denied, {"operator": guarded_operator}
+            "__import__": guard_imports(  # library-created getters too (_library_getters)
+                make_import(builtins.__import__, allowed, denied, {"operator": guarded_operator}),
+                on_load=sqlite_patch,
             ),
             "getattr": g_get,
             "setattr": g_set,
@@ -1065,6 +1080,7 @@ def install_python_guards(
             list_roots,
             blocked=blocked,
             generated_check=generated_check,
+            sqlite_handle=sqlite_handle,
         )
     )
     return user_builtins

@@ -234,6 +234,9 @@ def test_generated_code_of_ordinary_classes_runs(sb: Sandbox) -> None:
         " return __init__",
         "lambda _cls, a, opcode: _tuple_new(_cls, (a, opcode))",
         "typing.Optional[list[int]] | None",
+        # six.raise_from (six 1.16 runs it with exec_ on Python 3)
+        "def raise_from(value, from_value):\n    try:\n        raise value from from_value\n"
+        "    finally:\n        value = None\n",
         b"def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__"
         b' + f"(a={self.a!r})"\n return __repr__',
     ],
@@ -256,6 +259,9 @@ def test_generated_code_check_accepts_what_generators_emit(source: str | bytes) 
         ("x.__globals__", "'__globals__'"),
         ("dataclasses.sys.modules", "'sys'"),
         ("[c for c in ()]", "ListComp"),
+        ("try:\n    import os\nfinally:\n    pass\n", "Import"),
+        ("try:\n    pass\nexcept Exception:\n    open('/etc/passwd')\n", "ExceptHandler"),
+        ("try:\n    pass\nfinally:\n    __import__('os')\n", "'__import__'"),
         ("os.getpid()", "module 'os'"),
         ("random._os", "private attribute"),
         ("o.__setattr__(self, '__class__', C)", "'__class__'"),

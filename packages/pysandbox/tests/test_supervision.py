@@ -151,7 +151,10 @@ def test_concurrent_runs_do_not_mix_accounting(tmp_path: pathlib.Path) -> None:
     assert results["big"].stdout == "big\n"
     assert results["small"].stdout == "small\n"
     assert results["big"].peak_memory_bytes > 200 * MiB
-    assert results["small"].peak_memory_bytes < 100 * MiB
+    # Mixed accounting would give the small run the big one's 200 MiB. (A spawned child's peak
+    # starts from the parent's resident size, which the data-science tests raise above 100 MiB
+    # in this process: see Reaped.maxrss_floor_bytes.)
+    assert results["small"].peak_memory_bytes < 200 * MiB
     assert results["big"].cpu_time_ms > results["small"].cpu_time_ms
 
 

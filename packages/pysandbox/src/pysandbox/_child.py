@@ -304,12 +304,14 @@ _GENERATED_DENIED_NAMES = frozenset(
 #: identical to it) tells the audit hook that the ``compile`` event is the check's own.
 _GENERATED_FILENAME = "".join(["<generated code ", str(id(_WRITE_FLAGS)), ">"])
 # Syntax the standard library's code generators emit (dataclasses, namedtuple, typing's
-# forward references) and the displays ast.literal_eval parses (numpy's .npy header is a dict
-# display); anything else in code compiled during a run is refused.
+# forward references), the displays ast.literal_eval parses (numpy's .npy header is a dict
+# display) and try/finally (six's raise_from, which dateutil and so pandas on 3.10 import);
+# anything else in code compiled during a run is refused. A node adds syntax, not reach: the
+# names and attributes are checked whatever the node.
 _GENERATED_NODES = frozenset(
     {
         "Module", "Expression", "FunctionDef", "Lambda", "arguments", "arg", "Return",
-        "Assign", "Expr", "If", "Raise", "Pass", "Call", "keyword", "Attribute", "Name",
+        "Assign", "Expr", "If", "Raise", "Try", "Pass", "Call", "keyword", "Attribute", "Name",
         "Constant", "JoinedStr", "FormattedValue", "BinOp", "BoolOp", "Compare", "UnaryOp",
         "IfExp", "Tuple", "List", "Set", "Dict", "Subscript", "Starred", "Load", "Store", "Add",
         "BitOr", "And", "Or", "Not", "Is", "IsNot", "Eq", "NotEq", "Lt", "LtE", "Gt", "GtE",

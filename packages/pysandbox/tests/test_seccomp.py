@@ -391,6 +391,19 @@ def test_debug_names_the_refused_call(workspace: pathlib.Path) -> None:
     assert result.stdout == "capset ENOSYS\n"
 
 
+def test_debug_names_the_refused_call_under_every_layer(workspace: pathlib.Path) -> None:
+    # The handler runs with the Python guards installed: reading siginfo with
+    # ctypes.c_int.from_address raised the refused ctypes.cdata audit event, the name was lost and
+    # the trapped call returned its own number (146) to the run.
+    code = "import os\nprint('before', flush=True)\nprint(os.sched_get_priority_max(0))\n"
+    with Sandbox(workspace, seccomp_debug=True, extra_modules=("os",)) as sb:
+        result = sb.run(code)
+    assert (result.status, result.signal, result.stdout) == (RunStatus.KILLED, 31, "before\n")
+    assert result.stderr.strip() == (
+        "pysandbox: system call sched_get_priority_max is not allowed in the sandbox"
+    )
+
+
 def test_capabilities_dropped(sandbox: Sandbox) -> None:
     body = (
         "for line in open('/proc/self/status'):\n"

@@ -440,8 +440,10 @@ def redteam(session: nox.Session) -> None:
 def trace_syscalls(session: nox.Session) -> None:
     """Trace the system calls sandboxed runs make (benign corpus and ordinary scripts) with
     ``strace -f`` per interpreter (pyenv 3.10-3.13, Debian's python3) and rewrite
-    ``packages/pysandbox/harness/traced-syscalls.json``, the allow-list's evidence. Arguments
-    after ``--`` go to ``harness/trace_syscalls.py`` (``--python EXE``, ``--out FILE``)."""
+    ``packages/pysandbox/harness/traced-syscalls.json``, the allow-list's evidence, and, where
+    the data-science stack installs, ``traced-syscalls-datascience.json``. Arguments after
+    ``--`` go to ``harness/trace_syscalls.py`` (``--python EXE``, ``--out FILE``,
+    ``--no-datascience``, ``--datascience-only``)."""
     if shutil.which("strace") is None:
         session.error("strace is required: apt-get install strace")
     install_local(session, "secure-pysandbox")

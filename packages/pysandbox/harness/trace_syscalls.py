@@ -20,9 +20,19 @@ runs the worker in each under strace, and writes the sorted set of system-call n
 interpreter and execution mode, their union, and each case's status to ``--out``
 (``harness/traced-syscalls.json`` by default; ``nox -s trace-syscalls`` runs this).
 
+The data-science stack (pysandbox's ``datascience`` dependency group: numpy, pandas,
+matplotlib) is installed into each environment as well, and where it installs, the public
+data-science corpus (``redteam/benign-datascience.jsonl``) is traced the same way with the
+stack allowed and preloaded (warm, and spawn, where it is imported after the filter). Its calls
+are kept apart, in ``--datascience-out`` (``harness/traced-syscalls-datascience.json``), with
+``beyond_standard_library``: what the stack makes that the standard-library runs did not.
+``--no-datascience`` skips the stack; ``--datascience-only`` traces only the stack and compares
+with the standard-library report already at ``--out``.
+
 Worker (run by the driver, under the interpreter traced)::
 
     python trace_syscalls.py worker --corpus FILE --execution spawn|warm --status-out FILE
+        [--datascience]
 """
 
 from __future__ import annotations
@@ -45,7 +55,12 @@ HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE = HERE.parent
 ROOT = PACKAGE.parent.parent
 DEFAULT_OUT = HERE / "traced-syscalls.json"
+DEFAULT_DATASCIENCE_OUT = HERE / "traced-syscalls-datascience.json"
 DEFAULT_CORPUS = ROOT / "redteam" / "benign.jsonl"
+DATASCIENCE_CORPUS = ROOT / "redteam" / "benign-datascience.jsonl"
+#: The stack as tests/test_datascience.py runs it: allowed, and preloaded by the warm zygote.
+STACK = ("numpy", "pandas", "matplotlib")
+PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
 PYENV_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -108,17 +123,27 @@ ORDINARY: dict[str, str] = {
 
 
 # ---- worker (runs under the traced interpreter) ---------------------------------------------
-def _cases(corpus: pathlib.Path) -> list[tuple[str, str, dict[str, str]]]:
-    cases = [(f"ordinary/{name}", code, {}) for name, code in ORDINARY.items()]
+def _cases(
+    corpus: pathlib.Path, *, ordinary: bool = True, prefix: str = "benign"
+) -> list[tuple[str, str, dict[str, str]]]:
+    cases: list[tuple[str, str, dict[str, str]]] = []
+    if ordinary:
+        cases += [(f"ordinary/{name}", code, {}) for name, code in ORDINARY.items()]
     for line in corpus.read_text(encoding="utf-8").splitlines():
         if line.strip():
             case = json.loads(line)
-            cases.append((f"benign/{case['id']}", case["code"], case.get("files", {})))
+            cases.append((f"{prefix}/{case['id']}", case["code"], case.get("files", {})))
     return cases
 
 
-def worker(corpus: pathlib.Path, execution: str, status_out: pathlib.Path) -> int:
-    """Run every case through a sandbox whose seccomp filter allows everything."""
+def worker(
+    corpus: pathlib.Path, execution: str, status_out: pathlib.Path, *, datascience: bool = False
+) -> int:
+    """Run every case through a sandbox whose seccomp filter allows everything.
+
+    With ``datascience`` the corpus alone runs (no ordinary scripts), with :data:`STACK`
+    allowed and :data:`PRELOAD` preloaded, both kernel layers required, as the suite runs it.
+    """
     from pysandbox import Limits, Sandbox, _seccomp
 
     allow_all = (0x06).to_bytes(2, sys.byteorder) + bytes(2)  # BPF_RET | BPF_K
@@ -132,14 +157,20 @@ def worker(corpus: pathlib.Path, execution: str, status_out: pathlib.Path) -> in
             return (dataclasses.replace(real[0], name="trace-allow-all", code=allow_all),)
 
     statuses: dict[str, str] = {}
-    limits = Limits(timeout_s=20.0, memory_bytes=512 * 1024 * 1024)
-    for case_id, code, files in _cases(corpus):
+    memory = (1024 if datascience else 512) * 1024 * 1024
+    limits = Limits(timeout_s=30.0 if datascience else 20.0, memory_bytes=memory)
+    options: dict[str, Any] = {"require": ()}
+    if datascience:
+        options = {"require": ("landlock", "seccomp"), "extra_modules": STACK, "preload": PRELOAD}
+    prefix = "datascience" if datascience else "benign"
+    cases = _cases(corpus, ordinary=not datascience, prefix=prefix)
+    for case_id, code, files in cases:
         with tempfile.TemporaryDirectory(prefix="trace-ws-") as workspace:
             for name, text in files.items():
                 path = pathlib.Path(workspace, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
-            sandbox = TracingSandbox(workspace, limits=limits, require=(), execution=execution)
+            sandbox = TracingSandbox(workspace, limits=limits, execution=execution, **options)
             with sandbox:
                 result = sandbox.run(code)
             statuses[case_id] = result.status.value
@@ -217,24 +248,38 @@ def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, check=True, text=True, **kwargs)
 
 
-def trace_interpreter(
-    python: str, corpus: pathlib.Path, scratch: pathlib.Path, numbers: dict[int, str]
+def dependency_group(name: str) -> list[str]:
+    """The requirements of one of pysandbox's PEP 735 dependency groups (includes resolved)."""
+    import tomllib  # the driver's interpreter (3.11+); workers run on 3.10 too
+
+    groups = tomllib.loads((PACKAGE / "pyproject.toml").read_text(encoding="utf-8"))
+    table: dict[str, list[Any]] = groups["dependency-groups"]
+    out: list[str] = []
+    for item in table[name]:
+        out += dependency_group(item["include-group"]) if isinstance(item, dict) else [item]
+    return out
+
+
+def _trace_modes(
+    label: str,
+    vpython: str,
+    corpus: pathlib.Path,
+    scratch: pathlib.Path,
+    numbers: dict[int, str],
+    *,
+    datascience: bool = False,
 ) -> dict[str, Any]:
-    """Build a venv for ``python``, run the worker under strace per mode, read the traces."""
-    label, version = _label(python)
-    venv = scratch / label
-    _run(["uv", "venv", "--quiet", "-p", python, str(venv)])
-    vpython = str(venv / "bin" / "python")
-    packages = [str(ROOT / "packages" / name) for name in ("astguard", "pysandbox")]
-    _run(["uv", "pip", "install", "--quiet", "-p", vpython, *packages])
-    entry: dict[str, Any] = {"executable": python, "version": version, "modes": {}}
+    """Run the worker under strace once per execution mode; the calls and statuses per mode."""
+    modes: dict[str, Any] = {}
     for execution in ("spawn", "warm"):
-        trace_file = scratch / f"{label}-{execution}.strace"
-        status_file = scratch / f"{label}-{execution}.json"
+        stem = f"{label}-{'ds-' if datascience else ''}{execution}"
+        trace_file = scratch / f"{stem}.strace"
+        status_file = scratch / f"{stem}.json"
         cmd = ["strace", "-f", "-qq", "-e", "trace=all", "-o", str(trace_file)]
         cmd += [vpython, str(pathlib.Path(__file__).resolve()), "worker"]
         cmd += ["--corpus", str(corpus), "--execution", execution]
         cmd += ["--status-out", str(status_file)]
+        cmd += ["--datascience"] if datascience else []
         _run(cmd, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         trace = trace_file.read_text(encoding="utf-8", errors="replace")
         statuses = json.loads(status_file.read_text(encoding="utf-8"))
@@ -244,29 +289,140 @@ def trace_interpreter(
         counts: dict[str, int] = {}
         for status in statuses.values():
             counts[status] = counts.get(status, 0) + 1
-        entry["modes"][execution] = {
+        modes[execution] = {
             "runs": len(statuses),
             "statuses": dict(sorted(counts.items())),
             "not_ok": {case: s for case, s in sorted(statuses.items()) if s != "ok"},
             "syscalls": sorted(calls_after_marker(trace, numbers)),
         }
         trace_file.unlink()
-    modes = entry["modes"].values()
-    entry["syscalls"] = sorted(set().union(*(set(m["syscalls"]) for m in modes)))
-    return entry
+    return modes
 
 
-def driver(out: pathlib.Path, pythons: list[str], corpus: pathlib.Path) -> int:
-    """Trace every interpreter and write the report to ``out``."""
+def _union(modes: dict[str, Any]) -> list[str]:
+    return sorted(set().union(*(set(m["syscalls"]) for m in modes.values())))
+
+
+#: Imports the stack in a sandbox as the data-science worker configures it (real filter, spawn).
+_SMOKE = """
+import sys
+from pysandbox import Limits, Sandbox
+limits = Limits(timeout_s=60.0, memory_bytes=1024 * 1024 * 1024)
+options = dict(require=("landlock", "seccomp"), extra_modules=%r, execution="spawn")
+with Sandbox(sys.argv[1], limits=limits, **options) as sandbox:
+    result = sandbox.run("import %s")
+status, last = result.status.value, (result.stderr.strip().splitlines() or [""])[-1]
+print("" if status == "ok" else f"{status}: {last}")
+"""
+
+
+def _stack_failure(vpython: str, scratch: pathlib.Path) -> str:
+    """Empty when the stack imports in a sandbox; else the run's status and last error line."""
+    workspace = scratch / "smoke-ws"
+    workspace.mkdir(exist_ok=True)
+    code = _SMOKE % (STACK, ", ".join(PRELOAD))
+    done = subprocess.run(
+        [vpython, "-c", code, str(workspace)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        return (done.stderr.strip().splitlines() or ["the smoke check failed"])[-1]
+    return done.stdout.strip()
+
+
+def trace_interpreter(
+    python: str,
+    corpus: pathlib.Path,
+    scratch: pathlib.Path,
+    numbers: dict[int, str],
+    *,
+    standard_library: bool = True,
+    datascience: bool = True,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | str | None]:
+    """Build a venv for ``python``, run the worker under strace per mode, read the traces.
+
+    Returns:
+        ``(standard-library entry, data-science entry)``: each ``None`` when not asked for; the
+        data-science entry is the reason (a string) when the stack did not install.
+    """
+    label, version = _label(python)
+    venv = scratch / label
+    _run(["uv", "venv", "--quiet", "-p", python, str(venv)])
+    vpython = str(venv / "bin" / "python")
+    packages = [str(ROOT / "packages" / name) for name in ("astguard", "pysandbox")]
+    _run(["uv", "pip", "install", "--quiet", "-p", vpython, *packages])
+    entry: dict[str, Any] | None = None
+    if standard_library:
+        modes = _trace_modes(label, vpython, corpus, scratch, numbers)
+        entry = {"executable": python, "version": version, "modes": modes}
+        entry["syscalls"] = _union(modes)
+    if not datascience:
+        return entry, None
+    install = ["uv", "pip", "install", "--quiet", "-p", vpython, *dependency_group("datascience")]
+    print("+", " ".join(install), flush=True)
+    installed = subprocess.run(install, text=True, capture_output=True, check=False)
+    if installed.returncode != 0:
+        print(f"{label}: the data-science stack did not install; not traced", flush=True)
+        return entry, " ".join(installed.stderr.split())[-300:] or "uv pip install failed"
+    script = (
+        "import importlib.metadata as m, json, sys\n"
+        "print(json.dumps([m.version(n) for n in sys.argv[1:]]))"
+    )
+    versions = subprocess.run(
+        [vpython, "-c", script, *STACK], capture_output=True, text=True, check=True
+    ).stdout
+    failure = _stack_failure(vpython, scratch)
+    if failure:
+        print(f"{label}: the stack does not import in the sandbox; not traced", flush=True)
+        return entry, f"the stack does not import in the sandbox: {failure}"
+    ds_modes = _trace_modes(label, vpython, DATASCIENCE_CORPUS, scratch, numbers, datascience=True)
+    ds_entry = {
+        "executable": python,
+        "version": version,
+        "stack": dict(zip(STACK, json.loads(versions), strict=True)),
+        "modes": ds_modes,
+        "syscalls": _union(ds_modes),
+    }
+    return entry, ds_entry
+
+
+def _header(abi: Any) -> dict[str, Any]:
+    """Where the trace was taken: machine, kernel, strace and date."""
+    machine = abi.canonical_machine() or platform.machine()
+    strace = subprocess.run(["strace", "-V"], capture_output=True, text=True, check=True)
+    return {
+        "machine": machine,
+        "kernel": platform.release(),
+        "strace": strace.stdout.splitlines()[0],
+        "date": datetime.date.today().isoformat(),
+    }
+
+
+def _relative(path: pathlib.Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def driver(
+    out: pathlib.Path,
+    pythons: list[str],
+    corpus: pathlib.Path,
+    *,
+    datascience_out: pathlib.Path = DEFAULT_DATASCIENCE_OUT,
+    standard_library: bool = True,
+    datascience: bool = True,
+) -> int:
+    """Trace every interpreter; write the reports to ``out`` and ``datascience_out``.
+
+    The stack's ``beyond_standard_library`` is computed against the report at ``out`` (read
+    back, so that ``standard_library=False`` compares with the committed one).
+    """
     for tool in ("strace", "uv"):
         if shutil.which(tool) is None:
             print(f"{tool} is required (apt-get install strace; pip install uv)", file=sys.stderr)
             return 2
     from pysandbox import _abi  # the session running the driver installs pysandbox
 
-    machine = _abi.canonical_machine() or platform.machine()
     numbers = {nr: name for name, nr in _abi.syscall_table().items()}
-    strace = subprocess.run(["strace", "-V"], capture_output=True, text=True, check=True)
+    header = _header(_abi)
     report: dict[str, Any] = {
         "about": (
             "System calls made after the seccomp point by sandboxed runs of the benign corpus "
@@ -274,43 +430,105 @@ def driver(out: pathlib.Path, pythons: list[str], corpus: pathlib.Path) -> int:
             "mode, traced with strace -f with an allow-everything filter in place of the real "
             "one. Regenerate with `nox -s trace-syscalls`."
         ),
-        "machine": machine,
-        "kernel": platform.release(),
-        "strace": strace.stdout.splitlines()[0],
-        "date": datetime.date.today().isoformat(),
-        "corpus": str(corpus.relative_to(ROOT)) if corpus.is_relative_to(ROOT) else str(corpus),
+        **header,
+        "corpus": _relative(corpus),
         "ordinary_scripts": sorted(ORDINARY),
         "interpreters": {},
     }
+    ds_report: dict[str, Any] = {
+        "about": (
+            "System calls made after the seccomp point by sandboxed runs of the data-science "
+            "corpus with the stack allowed and preloaded (warm: imported by the zygote before "
+            "the filter; spawn: imported after it), per interpreter where the stack installs, "
+            "traced as traced-syscalls.json is. beyond_standard_library: the calls "
+            "traced-syscalls.json's union does not have. Regenerate with `nox -s trace-syscalls`."
+        ),
+        **header,
+        "corpus": _relative(DATASCIENCE_CORPUS),
+        "stack": list(STACK),
+        "preload": list(PRELOAD),
+        "standard_library_trace": _relative(out),
+        "interpreters": {},
+        "not_traced": {},
+    }
     with tempfile.TemporaryDirectory(prefix="trace-syscalls-") as tmp:
         for python in pythons:
-            entry = trace_interpreter(python, corpus, pathlib.Path(tmp), numbers)
             label, _ = _label(python)
-            report["interpreters"][label] = entry
-            print(f"{label}: {len(entry['syscalls'])} distinct system calls", flush=True)
-    every = [set(e["syscalls"]) for e in report["interpreters"].values()]
-    report["union"] = sorted(set().union(*every))
-    report["intersection"] = sorted(set.intersection(*every)) if every else []
-    out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    print(f"wrote {out}: {len(report['union'])} distinct system calls in all")
+            entry, ds_entry = trace_interpreter(
+                python,
+                corpus,
+                pathlib.Path(tmp),
+                numbers,
+                standard_library=standard_library,
+                datascience=datascience,
+            )
+            if entry is not None:
+                report["interpreters"][label] = entry
+                print(f"{label}: {len(entry['syscalls'])} distinct system calls", flush=True)
+            if isinstance(ds_entry, str):
+                ds_report["not_traced"][label] = ds_entry
+            elif ds_entry is not None:
+                ds_report["interpreters"][label] = ds_entry
+                print(f"{label}: {len(ds_entry['syscalls'])} with the stack", flush=True)
+    if standard_library:
+        every = [set(e["syscalls"]) for e in report["interpreters"].values()]
+        report["union"] = sorted(set().union(*every))
+        report["intersection"] = sorted(set.intersection(*every)) if every else []
+        out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {out}: {len(report['union'])} distinct system calls in all")
+    if datascience:
+        stdlib = json.loads(out.read_text(encoding="utf-8"))
+        for label, ds_entry in ds_report["interpreters"].items():
+            same = stdlib["interpreters"].get(label, {}).get("syscalls", stdlib["union"])
+            ds_entry["beyond_standard_library"] = sorted(set(ds_entry["syscalls"]) - set(same))
+        ds_every = [set(e["syscalls"]) for e in ds_report["interpreters"].values()]
+        ds_report["union"] = sorted(set().union(*ds_every))
+        ds_report["beyond_standard_library"] = sorted(
+            set(ds_report["union"]) - set(stdlib["union"])
+        )
+        datascience_out.write_text(json.dumps(ds_report, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {datascience_out}: {len(ds_report['union'])} distinct system calls")
     return 0
 
 
 def main() -> int:
     """Parse the command line; run the driver or the worker."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # No abbreviations: the worker's --datascience would be ambiguous with the driver's options.
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     sub = parser.add_subparsers(dest="command")
     work = sub.add_parser("worker", help="run the cases (under strace, started by the driver)")
     work.add_argument("--corpus", type=pathlib.Path, required=True)
     work.add_argument("--execution", choices=("spawn", "warm"), required=True)
     work.add_argument("--status-out", type=pathlib.Path, required=True)
+    work.add_argument("--datascience", dest="ds_worker", action="store_true", help="the stack")
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)
+    parser.add_argument("--datascience-out", type=pathlib.Path, default=DEFAULT_DATASCIENCE_OUT)
     parser.add_argument("--corpus", type=pathlib.Path, default=DEFAULT_CORPUS)
     parser.add_argument("--python", action="append", help="interpreter to trace (repeatable)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--no-datascience",
+        dest="datascience",
+        action="store_false",
+        help="do not install and trace the data-science stack",
+    )
+    which.add_argument(
+        "--datascience-only",
+        dest="standard_library",
+        action="store_false",
+        help="trace the stack only; compare with the standard-library report already at --out",
+    )
     args = parser.parse_args()
     if args.command == "worker":
-        return worker(args.corpus, args.execution, args.status_out)
-    return driver(args.out, args.python or _interpreters(), args.corpus)
+        return worker(args.corpus, args.execution, args.status_out, datascience=args.ds_worker)
+    return driver(
+        args.out,
+        args.python or _interpreters(),
+        args.corpus,
+        datascience_out=args.datascience_out,
+        standard_library=args.standard_library,
+        datascience=args.datascience,
+    )
 
 
 if __name__ == "__main__":

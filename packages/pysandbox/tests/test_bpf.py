@@ -277,6 +277,29 @@ def test_the_allow_list_answers_unlisted_numbers_with_enosys(arch: str) -> None:
         assert evaluate_stack(programs, SeccompData(nr, _abi.AUDIT_ARCH[arch])) == ENOSYS
 
 
+MPOL_PREFERRED = 1
+TRAP = 0x00030000
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_mbind_fails_with_enosys_in_both_filters(arch: str) -> None:
+    # numpy's OpenBLAS calls mbind(buffer, size, MPOL_PREFERRED, NULL, 0, 0) on each buffer it
+    # maps and ignores the result; the data-science trace shows it. ENOSYS, listed, so that the
+    # debug filter (unlisted calls trap) answers it the same way instead of killing the run.
+    if not is_allow_list(arch):
+        pytest.skip("the filter on this branch is a deny-list (the allow-list is issue 13 item 1)")
+    mbind = call(arch, "mbind", POINTER, 1 << 25, MPOL_PREFERRED, 0, 0, 0)
+    assert evaluate_stack(filters_for(arch), mbind) == ENOSYS
+    debug = tuple(p.code for p in _seccomp.build_filters(machine=arch, debug=True))
+    assert evaluate_stack(debug, mbind) == ENOSYS
+    # The rest of the NUMA policy family stays unlisted: it traps in debug mode.
+    get_mempolicy = call(arch, "get_mempolicy", POINTER, 0, 0, 0, 0)
+    assert evaluate_stack(debug, get_mempolicy).action == TRAP
+    assert evaluate_stack(filters_for(arch), get_mempolicy) == ENOSYS
+    assert "mbind" in _seccomp.REFUSED_REASONS
+    assert "data-science stack" in _seccomp.REFUSED_REASONS["mbind"]
+
+
 # ---- the interpreter against the kernel --------------------------------------------------------
 KERNEL_CHILD = r"""
 import ctypes, json, os, sys

@@ -137,6 +137,7 @@ def unfiltered(sb: Sandbox, body: str) -> list[str]:
         ("add_key", "sc('add_key', 0, 0, 0, 0, 0)", "EPERM"),
         ("request_key", "sc('request_key', 0, 0, 0, 0)", "EPERM"),
         ("bpf", "sc('bpf', 0, 0, 0)", "EPERM"),
+        ("mbind_preferred", "sc('mbind', buf(), 4096, 1, 0, 0, 0)", "ENOSYS"),  # OpenBLAS's
         ("perf_event_open", "sc('perf_event_open', 0, 0, -1, -1, 0)", "EPERM"),
         ("userfaultfd", "sc('userfaultfd', 0)", "EPERM"),
         ("kcmp", "sc('kcmp', os.getpid(), PP, 0, 0, 0)", "EPERM"),
@@ -389,6 +390,28 @@ def test_debug_names_the_refused_call(workspace: pathlib.Path) -> None:
     with Sandbox(workspace, execution="spawn") as sb:
         result = raw_run(sb, LIBC_PRELUDE + "show('capset', sc('capset', 0, 0))", seccomp=True)
     assert result.stdout == "capset ENOSYS\n"
+
+
+def test_debug_answers_a_listed_refusal_as_the_real_filter_does(workspace: pathlib.Path) -> None:
+    # mbind is listed ENOSYS on purpose (numpy's OpenBLAS ignores the answer): the debug filter,
+    # which traps unlisted calls, must not kill a numpy run over it.
+    with Sandbox(workspace, seccomp_debug=True, execution="spawn") as sb:
+        body = "show('mbind', sc('mbind', buf(), 4096, 1, 0, 0, 0))\nprint('after')"
+        result = raw_run(sb, LIBC_PRELUDE + body, landlock=False, seccomp=True)
+    assert (result.status, result.stdout) == (RunStatus.OK, "mbind ENOSYS\nafter\n"), result.stderr
+
+
+def test_debug_names_the_refused_call_under_every_layer(workspace: pathlib.Path) -> None:
+    # The handler runs with the Python guards installed: reading siginfo with
+    # ctypes.c_int.from_address raised the refused ctypes.cdata audit event, the name was lost and
+    # the trapped call returned its own number (146) to the run.
+    code = "import os\nprint('before', flush=True)\nprint(os.sched_get_priority_max(0))\n"
+    with Sandbox(workspace, seccomp_debug=True, extra_modules=("os",)) as sb:
+        result = sb.run(code)
+    assert (result.status, result.signal, result.stdout) == (RunStatus.KILLED, 31, "before\n")
+    assert result.stderr.strip() == (
+        "pysandbox: system call sched_get_priority_max is not allowed in the sandbox"
+    )
 
 
 def test_capabilities_dropped(sandbox: Sandbox) -> None:

@@ -356,8 +356,12 @@ def install_sigsys_reporter(names: dict[int, str], offset: int) -> None:
     import ctypes
     import signal
 
-    def handler(signo: int, info: int, _context: int) -> None:
-        number = ctypes.c_int.from_address(info + offset).value
+    # siginfo_t arrives as an int pointer and is indexed: ``c_int.from_address`` would raise the
+    # ``ctypes.cdata`` audit event, which the Python guards refuse (the name would be lost).
+    index = offset // ctypes.sizeof(ctypes.c_int)
+
+    def handler(signo: int, info: Any, _context: int) -> None:
+        number = int(info[index])
         name = names.get(number, f"number {number}")
         message = f"\npysandbox: system call {name} is not allowed in the sandbox\n"
         try:
@@ -365,7 +369,8 @@ def install_sigsys_reporter(names: dict[int, str], offset: int) -> None:
         finally:
             os.kill(os.getpid(), signo)
 
-    callback = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)(handler)
+    siginfo = ctypes.POINTER(ctypes.c_int)
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_int, siginfo, ctypes.c_void_p)(handler)
     # glibc's struct sigaction: handler, sa_mask (128 bytes), int sa_flags (+4), sa_restorer.
     action = (ctypes.c_char * 152)()
     address = ctypes.cast(callback, ctypes.c_void_p).value

@@ -43,10 +43,18 @@ def test_unknown_profile_is_refused() -> None:
         settings_from_args([], {"SANDBOX_PROFILE": "science"})
 
 
+def _blocks(text: str, header: str) -> list[list[str]]:
+    found = re.finditer(rf"^{re.escape(header)} = \[\n(.*?)^\]", text, re.M | re.S)
+    blocks = [
+        [line.strip().rstrip(",") for line in match.group(1).splitlines() if line.strip()]
+        for match in found
+    ]
+    assert blocks, header
+    return blocks
+
+
 def _block(text: str, header: str) -> list[str]:
-    match = re.search(rf"^{re.escape(header)} = \[\n(.*?)^\]", text, re.M | re.S)
-    assert match is not None, header
-    return [line.strip().rstrip(",") for line in match.group(1).splitlines() if line.strip()]
+    return _blocks(text, header)[0]
 
 
 def test_extra_and_pysandbox_test_group_pin_the_same_versions() -> None:
@@ -57,6 +65,8 @@ def test_extra_and_pysandbox_test_group_pin_the_same_versions() -> None:
         pytest.skip("not in the repository checkout (an unpacked sdist has one package)")
     pins = _block(server.read_text(encoding="utf-8"), "datascience")
     assert pins == _block(sandbox.read_text(encoding="utf-8"), "datascience")
+    # The extra and the server's own test group (the image tests over MCP).
+    assert _blocks(server.read_text(encoding="utf-8"), "datascience") == [pins, pins]
     assert all("==" in pin and "python_version" in pin for pin in pins)
 
 

@@ -218,9 +218,11 @@ def walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = _disk.workspace_usage
 
-    def counting(root: str, max_entries: int) -> tuple[int, int]:
+    def counting(
+        root: str, max_entries: int, listing: _disk.Listing | None = None
+    ) -> tuple[int, int]:
         calls.append(root)
-        return real(root, max_entries)
+        return real(root, max_entries, listing)
 
     monkeypatch.setattr(runner, "workspace_usage", counting)
     return calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import threading
@@ -53,7 +54,15 @@ def test_environment_is_allow_listed(
 def test_descriptors_stdin_cwd_and_path(python_only: Sandbox, workspace: pathlib.Path) -> None:
     code = (
         "import os, sys\n"
-        "print(sorted(int(fd) for fd in os.listdir('/proc/self/fd')))\n"
+        "import stat\n"
+        "fds = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))\n"
+        "print(fds[:4])\n"
+        "channel = fds[4:]\n"
+        "print(len(channel), [stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in channel])\n"
+        "try:\n"
+        "    os.read(channel[0], 1)\n"
+        "except OSError as exc:\n"
+        "    print('not readable', exc.errno)\n"
         "print(os.getcwd())\n"
         "print(os.readlink('/proc/self/fd/0'))\n"
         "print(os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid())\n"
@@ -63,6 +72,10 @@ def test_descriptors_stdin_cwd_and_path(python_only: Sandbox, workspace: pathlib
     result = raw_run(python_only, code, landlock=False, seccomp=False)
     lines = result.stdout.splitlines()
     assert lines[0] == "[0, 1, 2, 3]"  # 3 is the listdir descriptor itself
+    # And the figure channel's write end (pysandbox._figures): a pipe to the parent, no more.
+    assert lines[1] == "1 [True]"
+    assert lines[2] == f"not readable {errno.EBADF}"
+    del lines[1:3]
     assert lines[1] == str(workspace)
     assert lines[2] == "/dev/null"
     assert lines[3] == "True True"

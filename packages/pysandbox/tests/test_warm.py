@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import marshal
@@ -277,7 +278,8 @@ def test_control_socket_is_unreachable(warm: Sandbox) -> None:
         "fds = []\n"
         "for fd in range(4096):\n"
         "    try:\n"
-        "        fds.append((fd, stat.S_ISSOCK(os.fstat(fd).st_mode)))\n"
+        "        mode = os.fstat(fd).st_mode\n"
+        "        fds.append((fd, stat.S_ISSOCK(mode), stat.S_ISFIFO(mode)))\n"
         "    except OSError:\n"
         "        pass\n"
         "print('fds', fds)\n"
@@ -291,8 +293,11 @@ def test_control_socket_is_unreachable(warm: Sandbox) -> None:
     result = _raw_warm(warm, code, ("os", "stat", "socket"))
     assert result.status is RunStatus.OK, result
     lines = result.stdout.splitlines()
-    # Only stdio is open (the Landlock ruleset is closed before the code runs); no socket.
-    assert lines[0] == "fds [(0, False), (1, False), (2, False)]"
+    # Only stdio and the figure channel's write end (a pipe) are open (the Landlock ruleset
+    # is closed before the code runs); no socket.
+    fds = ast.literal_eval(lines[0].removeprefix("fds "))
+    assert [fd for fd, _, _ in fds[:3]] == [0, 1, 2]
+    assert [(sock, fifo) for _, sock, fifo in fds] == [(False, False)] + [(False, True)] * 3
     assert lines[1:] == ["socket denied", "socket denied"]
 
 
@@ -340,14 +345,14 @@ def test_runs_do_not_serialise_on_the_zygote(warm: Sandbox) -> None:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         setup_r, setup_w = os.pipe()
+        figure_r, figure_w = os.pipe()
         try:
-            handle = zygote.launch(marshal.dumps(request), out_w, err_w, setup_w)
+            handle = zygote.launch(marshal.dumps(request), out_w, err_w, setup_w, figure_w)
         finally:
-            os.close(out_w)
-            os.close(err_w)
-            os.close(setup_w)
-        os.close(err_r)
-        os.close(setup_r)
+            for fd in (out_w, err_w, setup_w, figure_w):
+                os.close(fd)
+        for fd in (err_r, setup_r, figure_r):
+            os.close(fd)
         return handle, out_r
 
     slow, slow_out = launch("while True:\n    pass")

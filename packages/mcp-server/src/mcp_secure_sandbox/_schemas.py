@@ -22,10 +22,13 @@ from datavalidate import JsonError
 from wsnapshot import SnapshotInfo
 
 __all__ = [
+    "ChangedFile",
     "DeleteOutput",
     "ExportOutput",
+    "ImageInfo",
     "JsonReportOutput",
     "MetricsOutput",
+    "OmittedImage",
     "RunOutput",
     "SnapshotId",
     "SnapshotListOutput",
@@ -47,8 +50,46 @@ WorkspacePath = Annotated[
 """A workspace ``path`` argument, described in the input schema."""
 
 
+class ImageInfo(TypedDict):
+    """An image a run result carries as image content (in the same order)."""
+
+    source: str
+    """``file``: a workspace file the run wrote; ``figure``: a figure it showed."""
+    path: str | None
+    """The workspace path of a file; ``None`` for a figure."""
+    mime_type: str
+    """``image/png``, ``image/jpeg`` or ``image/gif``, from the file's magic bytes."""
+    bytes: int
+    """The image's size, in bytes."""
+
+
+class OmittedImage(TypedDict):
+    """An image of the run that the result does not carry, and why."""
+
+    source: str
+    path: str | None
+    bytes: int
+    reason: str
+    """Why it was left out and how to get it (ranged reads of the workspace file)."""
+
+
+class ChangedFile(TypedDict):
+    """A workspace file the run created or changed (also a resource link in the content)."""
+
+    path: str
+    bytes: int
+    uri: str
+    """The file's ``sandbox://workspace/{+path}`` resource (read it in ranges)."""
+
+
 class RunOutput(TypedDict):
-    """The outcome of one sandbox run (pysandbox ``RunResult``)."""
+    """The outcome of one sandbox run (pysandbox ``RunResult``).
+
+    ``images``, ``images_omitted``, ``files`` and ``files_omitted`` are the rich part: images
+    returned as image content, images left out (over the count or the response budget, or
+    not an image at all), the files created or changed (resource links), and how many more
+    changed files were not listed.
+    """
 
     status: str
     exit_code: int | None
@@ -62,6 +103,10 @@ class RunOutput(TypedDict):
     peak_memory_bytes: int
     violations: list[Violation]
     detail: str
+    images: list[ImageInfo]
+    images_omitted: list[OmittedImage]
+    files: list[ChangedFile]
+    files_omitted: int
 
 
 class JsonReportOutput(TypedDict):

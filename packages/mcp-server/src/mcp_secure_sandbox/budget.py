@@ -13,6 +13,10 @@ stream (head, tail and marker together), says how many bytes it cut, and never s
 a result would still pass the budget (escaped control characters, two streams), the cap shrinks
 until it fits.
 
+A run's images and links (:mod:`mcp_secure_sandbox.rich`) come after the streams: the streams
+are cut first, the images take what the budget leaves (each at most :data:`IMAGE_MAX_BYTES`),
+and the streams are cut further only if that still passes it.
+
 The text mirror of a structured result (the MCP specification's backwards-compatibility
 recommendation) is its compact JSON, once.
 """
@@ -29,9 +33,11 @@ from pydantic import BaseModel
 
 __all__ = [
     "ENVELOPE_BYTES",
+    "IMAGE_MAX_BYTES",
     "READ_CHUNK_BYTES",
     "RESPONSE_BUDGET_BYTES",
     "STREAM_RETURN_BYTES",
+    "content_bytes",
     "cut_marker",
     "fit_streams",
     "head_tail",
@@ -55,6 +61,9 @@ ENVELOPE_BYTES = 1024
 _MIN_STREAM_BYTES = 256
 _BOUND_FACTOR = 24
 _BOUND_FIXED_BYTES = 256 + ENVELOPE_BYTES
+IMAGE_MAX_BYTES = (RESPONSE_BUDGET_BYTES - 64 * 1024) * 3 // 4
+"""Largest image a run result carries as image content (its Base64 and the rest of a result
+fit the budget), in bytes; a larger one is named as omitted, to be read in ranges."""
 
 
 def cut_marker(cut: int) -> str:
@@ -88,6 +97,11 @@ def head_tail(text: str, max_bytes: int) -> tuple[str, int]:
 def message_bytes(result: BaseModel) -> int:
     """The encoded size of ``result`` as a JSON-RPC response, in bytes (envelope allowed for)."""
     return len(result.model_dump_json(by_alias=True, exclude_none=True).encode()) + ENVELOPE_BYTES
+
+
+def content_bytes(block: BaseModel) -> int:
+    """What adding ``block`` to a result's content costs in the encoded message, in bytes."""
+    return len(block.model_dump_json(by_alias=True, exclude_none=True).encode()) + 1
 
 
 def _compact(structured: Mapping[str, Any]) -> str:

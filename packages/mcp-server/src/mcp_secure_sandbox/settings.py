@@ -91,6 +91,8 @@ class Settings:
         export_max_bytes: Largest export served over MCP (in chunks), in bytes; a larger one is
             refused with the host command that exports it.
         max_concurrent_exports: Export calls and export chunk reads served at once.
+        max_images: Most images one run result carries as image content (see
+            :mod:`mcp_secure_sandbox.rich`).
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
         token: The HTTP bearer token, or ``None``; never printed, logged or returned.
@@ -127,6 +129,7 @@ class Settings:
     admission_wait_s: float = 1.0
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
+    max_images: int = 4
     workspace_fallback: bool = False
     token: str | None = field(default=None, repr=False, compare=False)
 
@@ -428,6 +431,14 @@ _OPTIONS: tuple[_Option, ...] = (
         "MAX_CONCURRENT_EXPORTS",
         "2",
         "export calls and export chunk reads served at once",
+        _positive(int),
+    ),
+    _Option(
+        "--max-images",
+        "MAX_IMAGES",
+        "4",
+        "most images (files the run wrote, figures it showed) one run result carries as "
+        "image content, within the response budget; the rest are named",
         _positive(int),
     ),
 )

@@ -1009,6 +1009,57 @@ def _run_user_code(code_obj: Any, user_ns: dict[str, object]) -> int:
     return 0
 
 
+def _send(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def show_figures(fd: int, caps: Any) -> None:
+    """Render the matplotlib figures still open to PNG and send them on the figure channel.
+
+    Runs after the user's code, under every layer, as user code: only when the code imported
+    ``matplotlib.pyplot``; a figure that fails to render gets one line on stderr, and nothing
+    here changes the exit status. Frames and caps: :mod:`pysandbox._figures`; a figure over
+    the count or the bytes left is announced (``b"O"`` and its size), not sent.
+
+    Args:
+        fd: The channel's write end, or -1 (no channel: nothing is rendered).
+        caps: ``(figures, bytes)`` the channel carries at most.
+    """
+    if fd < 0:
+        return
+    try:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if pyplot is None:
+            return
+        count, room = int(caps[0]), int(caps[1])
+        numbers = list(pyplot.get_fignums())
+    except BaseException:
+        return
+    for number in numbers:
+        try:
+            if count <= 0:
+                _send(fd, b"O" + (0).to_bytes(4, "big"))
+                continue
+            buffer = io.BytesIO()
+            pyplot.figure(number).savefig(buffer, format="png")
+            data = buffer.getvalue()
+            if len(data) > room:
+                _send(fd, b"O" + min(len(data), 0xFFFFFFFF).to_bytes(4, "big"))
+                continue
+            _send(fd, b"F" + len(data).to_bytes(4, "big") + data)
+            count -= 1
+            room -= len(data)
+        except BrokenPipeError:
+            return
+        except BaseException as exc:
+            try:  # noqa: SIM105 - contextlib would cost an import on every run
+                sys.stderr.write(f"pysandbox: figure {number} was not shown: {exc!r}\n")
+            except BaseException:  # noqa: S110 - the run's status stands
+                pass
+
+
 def install_python_guards(
     cfg: dict[str, Any], workspace: str, read_roots: tuple[str, ...]
 ) -> dict[str, Any]:
@@ -1157,6 +1208,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         _print_exception(compile_error)
         return 1
     status = _run_user_code(code_obj, user_ns)
+    show_figures(cfg.get("figure_fd", -1), cfg.get("figure_caps") or (0, 0))
     try:
         sys.stdout.flush()
         sys.stderr.flush()

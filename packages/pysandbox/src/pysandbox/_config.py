@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import CodeType, MappingProxyType
 from typing import Any
 
-from pysandbox import _abi, _child, _gate, _seccomp
+from pysandbox import _abi, _child, _figures, _gate, _seccomp
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
 from pysandbox._limits import Limits
@@ -174,6 +174,8 @@ class ChildConfig:
             "format_router": rules.format_router if rules else "",
             "python_guards": rules is not None,
             "native_extensions": self.native_extensions,
+            # The figure channel's caps (figures, bytes); its descriptor comes per run.
+            "figure_caps": list(_figures.channel_caps()),
             "abi": {
                 key: dict(value) if isinstance(value, Mapping) else value
                 for key, value in self.abi.items()

@@ -23,7 +23,21 @@ from __future__ import annotations
 import os
 import stat
 
-__all__ = ["UNMEASURABLE_BYTES", "allocated", "unlinked_bytes", "workspace_usage"]
+__all__ = [
+    "UNMEASURABLE_BYTES",
+    "FileState",
+    "Listing",
+    "allocated",
+    "changed_files",
+    "unlinked_bytes",
+    "workspace_usage",
+]
+
+#: What a walk records of a regular file: ``(inode, size, mtime_ns, ctime_ns)``.
+FileState = tuple[int, int, int, int]
+#: A walk's record of the workspace's regular files: relative path (``/``-separated, names as
+#: :func:`os.scandir` gives them) to :data:`FileState`.
+Listing = dict[str, FileState]
 
 #: The size reported for a workspace that cannot be fully read: over any limit.
 UNMEASURABLE_BYTES = 1 << 62
@@ -48,15 +62,16 @@ def allocated(st: os.stat_result) -> int:
 class _Frame:
     """One directory on the walk's current path."""
 
-    __slots__ = ("fd", "ident", "pending")
+    __slots__ = ("fd", "ident", "pending", "prefix")
 
-    def __init__(self, fd: int, ident: tuple[int, int]) -> None:
+    def __init__(self, fd: int, ident: tuple[int, int], prefix: str = "") -> None:
         self.fd = fd
         self.ident = ident
+        self.prefix = prefix  # the directory's relative path and "/", "" for the root
         self.pending: list[str] | None = None  # subdirectories still to visit, once listed
 
 
-def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
+def workspace_usage(root: str, max_entries: int, listing: Listing | None = None) -> tuple[int, int]:
     """Measure a workspace through descriptors, without following symlinks.
 
     A directory the caller may not list or search (code running as the server's own user can
@@ -68,6 +83,10 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
     Args:
         root: Directory to measure (its own size is not counted).
         max_entries: Stop counting once more entries than this were seen.
+        listing: When given, filled with every regular file the walk saw (relative path to
+            :data:`FileState`); the walk of the end of a run records it, and
+            :func:`changed_files` compares two of them. Nothing is added to the walk's
+            system calls: the states come from the ``fstatat`` it does anyway.
 
     Returns:
         ``(total_bytes, entries)``; ``entries`` may exceed ``max_entries`` by one when cut
@@ -99,6 +118,13 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
                                 continue
                             if stat.S_ISDIR(est.st_mode):
                                 frame.pending.append(entry.name)
+                            elif listing is not None and stat.S_ISREG(est.st_mode):
+                                listing[frame.prefix + entry.name] = (
+                                    est.st_ino,
+                                    est.st_size,
+                                    est.st_mtime_ns,
+                                    est.st_ctime_ns,
+                                )
                             elif est.st_nlink > 1:
                                 key = (est.st_dev, est.st_ino)
                                 if key in seen:
@@ -118,7 +144,7 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
                         continue
                     raise
                 cst = os.fstat(fd)
-                frames.append(_Frame(fd, (cst.st_dev, cst.st_ino)))
+                frames.append(_Frame(fd, (cst.st_dev, cst.st_ino), frame.prefix + name + "/"))
                 _limit_open(frames)
                 continue
             frames.pop()
@@ -138,6 +164,26 @@ def workspace_usage(root: str, max_entries: int) -> tuple[int, int]:
             if frame.fd >= 0:
                 os.close(frame.fd)
     return total, entries
+
+
+def changed_files(before: Listing | None, after: Listing) -> tuple[tuple[str, int], ...]:
+    """The regular files of ``after`` that ``before`` lacks or recorded in another state.
+
+    A file counts as changed when its inode, size, modification or status-change time
+    differs (a rewrite that keeps all four within one timestamp tick goes unseen).
+
+    Args:
+        before: The listing at the start of a run (``None``: unknown, every file counts).
+        after: The listing at its end.
+
+    Returns:
+        ``(relative path, size in bytes)`` pairs, sorted by path.
+    """
+    if before is None:
+        before = {}
+    return tuple(
+        (path, state[1]) for path, state in sorted(after.items()) if before.get(path) != state
+    )
 
 
 def _limit_open(frames: list[_Frame]) -> None:

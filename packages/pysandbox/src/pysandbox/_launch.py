@@ -86,6 +86,8 @@ class ChildHandle(Protocol):
     stderr_fd: int
     #: Read end of the setup channel (:mod:`pysandbox._child`): ready, or the setup error.
     setup_fd: int
+    #: Read end of the figure channel (:mod:`pysandbox._figures`).
+    figure_fd: int
 
     def exit_fd(self) -> int:
         """Descriptor readable when the child exited, or -1: poll :meth:`has_exited`."""
@@ -123,7 +125,9 @@ def _run_env(config: ChildConfig, marker: str) -> dict[str, str]:
 
 
 class _SpawnHandle:
-    def __init__(self, proc: subprocess.Popen[bytes], setup_r: int, rss_floor: int = 0) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], setup_r: int, figure_r: int, rss_floor: int = 0
+    ) -> None:
         assert proc.stdout is not None  # noqa: S101 - created with PIPE
         assert proc.stderr is not None  # noqa: S101
         self.proc = proc
@@ -131,6 +135,7 @@ class _SpawnHandle:
         self.stdout_fd = proc.stdout.fileno()
         self.stderr_fd = proc.stderr.fileno()
         self.setup_fd = setup_r
+        self.figure_fd = figure_r
         self.rss_floor = rss_floor
         self._pidfd = -1
         if hasattr(os, "pidfd_open"):
@@ -178,9 +183,10 @@ class _SpawnHandle:
         if self._pidfd >= 0:
             os.close(self._pidfd)
             self._pidfd = -1
-        if self.setup_fd >= 0:
-            os.close(self.setup_fd)
-            self.setup_fd = -1
+        for fd in (self.setup_fd, self.figure_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.setup_fd = self.figure_fd = -1
         for stream in (self.proc.stdout, self.proc.stderr):
             if stream is not None:
                 with contextlib.suppress(OSError):
@@ -198,13 +204,15 @@ class SpawnLauncher:
         """
         config = spec.config
         setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
+        figure_r, figure_w = os.pipe2(os.O_CLOEXEC)
         wire = config.wire(spec.code, spec.code_object)
         wire["setup_fd"] = setup_w
+        wire["figure_fd"] = figure_w
         try:
             cfg_fd = _payload_fd(_bootstrap.payload(_bootstrap.CHILD, wire))
         except BaseException:
-            os.close(setup_r)
-            os.close(setup_w)
+            for fd in (setup_r, setup_w, figure_r, figure_w):
+                os.close(fd)
             raise
         scale = 1 if sys.platform == "darwin" else 1024
         rss_floor = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * scale
@@ -217,16 +225,18 @@ class SpawnLauncher:
                 cwd=config.workspace,
                 env=_run_env(config, spec.marker),
                 close_fds=True,
-                pass_fds=(cfg_fd, setup_w),
+                pass_fds=(cfg_fd, setup_w, figure_w),
                 start_new_session=True,
             )
         except BaseException:
             os.close(setup_r)
+            os.close(figure_r)
             raise
         finally:
             os.close(cfg_fd)
             os.close(setup_w)
-        return _SpawnHandle(proc, setup_r, rss_floor)
+            os.close(figure_w)
+        return _SpawnHandle(proc, setup_r, figure_r, rss_floor)
 
 
 def _payload_fd(data: bytes) -> int:
@@ -245,12 +255,15 @@ def _payload_fd(data: bytes) -> int:
 
 
 class _WarmHandle:
-    def __init__(self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int) -> None:
+    def __init__(
+        self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int, figure_r: int
+    ) -> None:
         self.child = child
         self.pid = child.pid
         self.stdout_fd = out_r
         self.stderr_fd = err_r
         self.setup_fd = setup_r
+        self.figure_fd = figure_r
 
     def exit_fd(self) -> int:
         return self.child.exit_fd()
@@ -273,7 +286,7 @@ class _WarmHandle:
         return Reaped(status, cpu, (rss // 1024) * 1024)
 
     def close(self) -> None:
-        for fd in (self.stdout_fd, self.stderr_fd, self.setup_fd):
+        for fd in (self.stdout_fd, self.stderr_fd, self.setup_fd, self.figure_fd):
             os.close(fd)
 
 
@@ -296,19 +309,18 @@ class ZygoteLauncher:
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
+        figure_r, figure_w = os.pipe2(os.O_CLOEXEC)
         try:
             request = spec.config.run_request(spec.code, spec.code_object, spec.marker)
-            child = self.zygote.launch(_marshal(request), out_w, err_w, setup_w)
+            child = self.zygote.launch(_marshal(request), out_w, err_w, setup_w, figure_w)
         except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            os.close(setup_r)
+            for fd in (out_r, err_r, setup_r, figure_r):
+                os.close(fd)
             raise
         finally:
-            os.close(out_w)
-            os.close(err_w)
-            os.close(setup_w)
-        return _WarmHandle(child, out_r, err_r, setup_r)
+            for fd in (out_w, err_w, setup_w, figure_w):
+                os.close(fd)
+        return _WarmHandle(child, out_r, err_r, setup_r, figure_r)
 
 
 def _marshal(request: Mapping[str, Any]) -> bytes:

@@ -13,6 +13,7 @@ import os
 import signal
 from dataclasses import dataclass
 
+from pysandbox._disk import Listing
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox.exceptions import SandboxSetupError
@@ -74,6 +75,9 @@ class Observation:
             user's code could run); ``False``: it failed or ended before.
         setup_error: The reason the child wrote on its setup channel when its setup failed
             (the bootstrap's own text: the user's code had not started), or ``""``.
+        end_listing: The regular files the end walk saw (with ``end_usage``), or ``None``.
+        figure_data: What the parent kept of the figure channel (:mod:`pysandbox._figures`).
+        figure_cut: More bytes were written to the figure channel than kept.
     """
 
     stop: Stop | None
@@ -91,6 +95,9 @@ class Observation:
     end_usage: tuple[int, int] | None = None
     ready: bool = True
     setup_error: str = ""
+    end_listing: Listing | None = None
+    figure_data: bytes = b""
+    figure_cut: bool = False
 
 
 _STOPS: dict[Stop, RunStatus] = {

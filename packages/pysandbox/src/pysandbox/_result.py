@@ -69,6 +69,15 @@ class RunResult:
         violations: The static checker's findings (non-empty when ``status`` is ``rejected``).
         layers: Names of the isolation layers that were active for this run.
         detail: One human sentence about the outcome (which limit tripped, ...), or ``""``.
+        changed_files: ``(relative path, size in bytes)`` of every regular file of the
+            workspace the run created or changed, sorted by path (``/``-separated). Known
+            when the run's process ended on its own (the end-of-run walk); empty otherwise.
+            With runs overlapping on one workspace, the others' changes are included.
+        figures: The bytes of the figures the run showed without saving them (matplotlib
+            figures left open at its end), in order, from the figure channel; untrusted bytes
+            (the user's code can write the channel): check them before use. At most
+            ``pysandbox._figures.FIGURE_CHANNEL_COUNT`` figures and ``FIGURE_CHANNEL_BYTES``.
+        figures_omitted: Figures shown but not carried (over the channel's caps, or cut).
     """
 
     status: RunStatus
@@ -84,6 +93,9 @@ class RunResult:
     violations: tuple[Any, ...] = ()
     layers: tuple[str, ...] = ()
     detail: str = ""
+    changed_files: tuple[tuple[str, int], ...] = ()
+    figures: tuple[bytes, ...] = ()
+    figures_omitted: int = 0
 
     @property
     def ok(self) -> bool:
@@ -106,4 +118,7 @@ class RunResult:
             "violations": [violation_to_dict(v) for v in self.violations],
             "layers": list(self.layers),
             "detail": self.detail,
+            "changed_files": [{"path": p, "size": n} for p, n in self.changed_files],
+            "figure_bytes": [len(f) for f in self.figures],
+            "figures_omitted": self.figures_omitted,
         }

@@ -14,8 +14,9 @@ import selectors
 import threading
 import time
 
+from pysandbox import _figures
 from pysandbox._child_kernel import SETUP_FAILED, SETUP_READY
-from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
+from pysandbox._disk import UNMEASURABLE_BYTES, Listing, unlinked_bytes, workspace_usage
 from pysandbox._launch import ChildHandle, Launcher, RunSpec
 from pysandbox._outcome import Observation, Stop
 
@@ -231,6 +232,14 @@ class Supervisor:
             sel.register(fd, selectors.EVENT_READ, "pipe")
             bufs[fd] = bytearray()
             truncated[fd] = False
+        # The figure channel: drained like the streams (kept up to its cap, the rest read and
+        # dropped so that the child never blocks); it never stops the run.
+        figure_fd = handle.figure_fd
+        figures = bytearray()
+        figure_cut = False
+        figure_cap = _figures.read_cap()
+        os.set_blocking(figure_fd, False)
+        sel.register(figure_fd, selectors.EVENT_READ, "figure")
         setup_fd = handle.setup_fd
         os.set_blocking(setup_fd, False)
         sel.register(setup_fd, selectors.EVENT_READ, "setup")
@@ -238,7 +247,7 @@ class Supervisor:
         exit_fd = handle.exit_fd()
         if exit_fd >= 0:
             sel.register(exit_fd, selectors.EVENT_READ, "exit")
-        open_pipes = 2
+        open_pipes = 3
         exited_at: float | None = None
         next_disk = started + _DISK_POLL_S
         blind = 0  # polls in a row that could not read the child's descriptors
@@ -297,6 +306,11 @@ class Supervisor:
                         sel.unregister(fd)
                         open_pipes -= 1
                         continue
+                    if key.data == "figure":
+                        room = figure_cap - len(figures)
+                        figure_cut = figure_cut or len(chunk) > room
+                        figures += chunk[: max(room, 0)]
+                        continue
                     buf = bufs[fd]
                     room = self._cap - len(buf)
                     if len(chunk) > room:
@@ -331,8 +345,10 @@ class Supervisor:
         if bytes(setup[:1]) == SETUP_FAILED:
             setup_error = setup[1:].decode("utf-8", "backslashreplace").strip()
         end_usage = None
+        end_listing: Listing | None = None
         if stop in (None, Stop.LEFTOVER) and os.WIFEXITED(reaped.wait_status):
-            end_usage = workspace_usage(self._workspace, self._ws_files)
+            end_listing = {}
+            end_usage = workspace_usage(self._workspace, self._ws_files, end_listing)
         return Observation(
             stop=stop,
             wait_status=reaped.wait_status,
@@ -349,4 +365,7 @@ class Supervisor:
             end_usage=end_usage,
             ready=ready,
             setup_error=setup_error,
+            end_listing=end_listing,
+            figure_data=bytes(figures),
+            figure_cut=figure_cut,
         )

@@ -8,14 +8,15 @@ bootstrap (:mod:`pysandbox._child`) and builds the Landlock ruleset once. The is
 are fixed by its start configuration.
 
 Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
-server sends, over it, one message with four descriptors attached (``SCM_RIGHTS``): its end
+server sends, over it, one message with five descriptors attached (``SCM_RIGHTS``): its end
 of a fresh ``SOCK_SEQPACKET`` pair for that run, the write ends of the run's stdout and
-stderr pipes, and the write end of its setup channel (see :mod:`pysandbox._child`); the
-message body carries the code and the limits only. The zygote forks; the
-child sets ``PR_SET_PDEATHSIG``, starts a new session, puts the pipes on descriptors 1 and 2,
-closes every other descriptor (the control and run sockets included) except the prebuilt
-Landlock ruleset and the setup channel, reseeds ``random``, and then applies every layer
-through the same :func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
+stderr pipes, the write end of its setup channel (see :mod:`pysandbox._child`) and that of
+its figure channel (:mod:`pysandbox._figures`); the message body carries the code and the
+limits only. The zygote forks; the child sets ``PR_SET_PDEATHSIG``, starts a new session,
+puts the pipes on descriptors 1 and 2, closes every other descriptor (the control and run
+sockets included) except the prebuilt Landlock ruleset, the setup channel and the figure
+channel, reseeds ``random``, and then applies every layer through the same
+:func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
 
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
-_RUN_FDS = 4  # run socket, stdout and stderr write ends, setup channel write end
+_RUN_FDS = 5  # run socket, stdout and stderr write ends, setup and figure channel write ends
 _SIGKILL = 9
 
 
@@ -205,6 +206,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                         out_w=fds[1],
                         err_w=fds[2],
                         setup_w=fds[3],
+                        figure_w=fds[4],
                         zygote_pid=me,
                     )
                 for passed in fds[1:]:
@@ -247,6 +249,7 @@ def _child_main(
     err_w: int,
     setup_w: int,
     zygote_pid: int,
+    figure_w: int = -1,
 ) -> None:  # pragma: no cover - runs in the forked child (covered through the tests' runs)
     """The forked child: detach from the zygote, apply every layer, run the code, exit."""
     status = int(child["EXIT_SETUP_FAILED"])
@@ -263,13 +266,14 @@ def _child_main(
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         low = 3
-        for keep in sorted(fd for fd in (ruleset, setup_w) if fd >= 3):
+        for keep in sorted(fd for fd in (ruleset, setup_w, figure_w) if fd >= 3):
             os.closerange(low, keep)
             low = keep + 1
         os.closerange(low, 1 << 20)
         os.chdir(cfg["workspace"])
         request = marshal.loads(body)  # noqa: S302 - from the server
         request["setup_fd"] = setup_w
+        request["figure_fd"] = figure_w
         run_env = request.pop("env")
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
@@ -486,7 +490,14 @@ class Zygote:
     LAUNCH_TIMEOUT_S = 30.0
 
     def launch(
-        self, body: bytes, out_w: int, err_w: int, setup_w: int, timeout_s: float | None = None
+        self,
+        body: bytes,
+        out_w: int,
+        err_w: int,
+        setup_w: int,
+        figure_w: int,
+        *,
+        timeout_s: float | None = None,
     ) -> WarmChild:
         """Send one run to the zygote; return the handle once the child was forked.
 
@@ -495,6 +506,7 @@ class Zygote:
             out_w: Write end of the stdout pipe (the caller closes its copy).
             err_w: Write end of the stderr pipe (the caller closes its copy).
             setup_w: Write end of the setup channel (the caller closes its copy).
+            figure_w: Write end of the figure channel (the caller closes its copy).
             timeout_s: How long to wait for the fork to be reported, seconds
                 (:attr:`LAUNCH_TIMEOUT_S` when ``None``).
 
@@ -512,7 +524,7 @@ class Zygote:
                 (
                     socket.SOL_SOCKET,
                     socket.SCM_RIGHTS,
-                    _fd_array(theirs.fileno(), out_w, err_w, setup_w),
+                    _fd_array(theirs.fileno(), out_w, err_w, setup_w, figure_w),
                 )
             ]
             with self._send_lock:

@@ -30,6 +30,7 @@ from pysandbox import (
     _child,
     _config,
     _distributions,
+    _figures,
     _gate,
     _landlock,
     _matplotlib,
@@ -38,7 +39,7 @@ from pysandbox import (
 )
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
-from pysandbox._disk import workspace_usage
+from pysandbox._disk import Listing, changed_files, workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
 from pysandbox._limits import Limits
 from pysandbox._outcome import Observation, Stop, decide
@@ -308,7 +309,7 @@ class Sandbox:
         self._disk_lock = threading.Lock()
         self._disk_generation = 0
         self._disk_running = 0
-        self._manifest: tuple[int, tuple[int, int]] | None = None
+        self._manifest: tuple[int, tuple[int, int], Listing] | None = None
 
     # -- validation --
     @staticmethod
@@ -460,12 +461,13 @@ class Sandbox:
             self._disk_generation += 1
             self._manifest = None
 
-    def _start_usage(self) -> tuple[tuple[int, int], int]:
-        """The workspace's ``(bytes, entries)`` for a run starting now, and its generation.
+    def _start_usage(self) -> tuple[tuple[int, int], int, Listing]:
+        """The workspace's ``(bytes, entries)`` for a run starting now, its generation, files.
 
         The manifest when it is current and no other run is in progress; a walk otherwise.
         The generation is ``-1`` when another run is in progress: this run's end cannot
-        leave a manifest.
+        leave a manifest. The listing (regular files and their states) is what the run's
+        end compares with to tell which files it created or changed.
         """
         with self._disk_lock:
             manifest = self._manifest
@@ -475,9 +477,10 @@ class Sandbox:
             generation = self._disk_generation if alone else -1
             self._disk_running += 1
         if reuse and manifest is not None:
-            return manifest[1], generation
+            return manifest[1], generation, manifest[2]
         entries = start_usage_entries(self._limits.workspace_files)
-        return workspace_usage(self._workspace, entries), generation
+        listing: Listing = {}
+        return workspace_usage(self._workspace, entries, listing), generation, listing
 
     def _end_usage(self, generation: int, observation: Observation | None) -> None:
         """Keep the run's end measurement as the manifest if no other run overlapped it.
@@ -486,11 +489,13 @@ class Sandbox:
         the manifest invalidated) since: the generation is still the one it took.
         """
         end = observation.end_usage if observation is not None else None
+        listing = observation.end_listing if observation is not None else None
         with self._disk_lock:
             self._disk_running -= 1
             alone = generation == self._disk_generation
             complete = end is not None and end[1] <= self._limits.workspace_files
-            self._manifest = (generation, end) if alone and complete and end else None
+            keep = alone and complete and end is not None and listing is not None
+            self._manifest = (generation, end, listing) if keep and end and listing else None
 
     def close(self) -> None:
         """Stop every run in progress (killing its process tree) and refuse further runs."""
@@ -667,7 +672,7 @@ class Sandbox:
             if self._closed:
                 raise SandboxClosedError
             # Measured once the run holds its slot, so queued runs see what ran before.
-            usage, generation = self._start_usage()
+            usage, generation, before = self._start_usage()
             observation: Observation | None = None
             try:
                 shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
@@ -693,7 +698,18 @@ class Sandbox:
             finally:
                 self._end_usage(generation, observation)
         assert observation is not None  # noqa: S101 - set, or the try above raised
-        return decide(observation, lim, layers, shrink_only=shrink_only)
+        result = decide(observation, lim, layers, shrink_only=shrink_only)
+        if not observation.ready:
+            return result  # a setup failure (raised by decide) or nothing ran
+        figures, omitted = _figures.parse_frames(observation.figure_data, observation.figure_cut)
+        changed = (
+            changed_files(before, observation.end_listing)
+            if observation.end_listing is not None
+            else ()
+        )
+        return dataclasses.replace(
+            result, changed_files=changed, figures=figures, figures_omitted=omitted
+        )
 
     def _supervise(self, supervisor: Supervisor, launcher: Launcher, spec: RunSpec) -> Observation:
         """Run ``supervisor`` on ``launcher``, tracked so that :meth:`close` can kill it."""

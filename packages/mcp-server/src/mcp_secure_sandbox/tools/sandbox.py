@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
 
 import astguard
-from mcp_secure_sandbox import budget
+from mcp_secure_sandbox import rich
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
@@ -84,6 +84,12 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         line naming the limit that stopped the run and how to raise it. A rejection, an
         exception or a time-out is a normal result: fix the code and run again. The isolation
         layers in force are in the sandbox://status resource.
+
+        Images come back as image content after the JSON text: PNG, JPEG or GIF files the run
+        wrote or changed, then matplotlib figures left open at its end (plt.show() leaves them
+        open), at most a few per run within the response size; images left out are listed in
+        images_omitted with the reason. Files the run created or changed are listed in files
+        and linked as sandbox://workspace/{path} resources.
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
@@ -114,7 +120,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
             output = _run_output(result)
             output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
-            return budget.fit_streams(output, ("stdout", "stderr"))
+            if not rich.reads_files(result):
+                return rich.build(state, output, result)
+            return await anyio.to_thread.run_sync(
+                rich.build, state, output, result, limiter=state.admission.limiter("light")
+            )
 
 
 def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout: float) -> str:

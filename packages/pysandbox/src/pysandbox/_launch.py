@@ -35,6 +35,7 @@ __all__ = [
     "Reaped",
     "RunSpec",
     "SpawnLauncher",
+    "WarmHandle",
     "ZygoteLauncher",
 ]
 
@@ -244,7 +245,9 @@ def _payload_fd(data: bytes) -> int:
     return fd
 
 
-class _WarmHandle:
+class WarmHandle:
+    """The supervisor's handle on a child forked by the zygote (its pipes and its pid)."""
+
     def __init__(self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int) -> None:
         self.child = child
         self.pid = child.pid
@@ -308,7 +311,7 @@ class ZygoteLauncher:
             os.close(out_w)
             os.close(err_w)
             os.close(setup_w)
-        return _WarmHandle(child, out_r, err_r, setup_r)
+        return WarmHandle(child, out_r, err_r, setup_r)
 
 
 def _marshal(request: Mapping[str, Any]) -> bytes:

@@ -1128,7 +1128,8 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     A ready child (``cfg["code_fd"]``, see :mod:`pysandbox._pool`) has no code yet: once
     every layer is in place it reads the code from that descriptor (at most
     ``cfg["max_code_bytes"]``; more, or less than announced, ends the process with
-    :data:`EXIT_CODE_REFUSED` before anything of it runs), closes it, then runs it.
+    :data:`EXIT_CODE_REFUSED` before anything of it runs), closes it, moves from ``/`` into
+    the workspace, then runs it.
     """
     if _setup_channel[0] < 0:
         open_setup_channel(cfg.get("setup_fd", -1))
@@ -1146,6 +1147,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         if received is None:
             return EXIT_CODE_REFUSED
         cfg.update(received)
+        os.chdir(cfg["workspace"])  # idle, it held nothing in the workspace
     code_obj, compile_error = _prepare_code(cfg)
     if compile_error is not None:
         _print_exception(compile_error)

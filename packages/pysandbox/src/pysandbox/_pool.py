@@ -62,6 +62,7 @@ class ReadyChild:
         setup_r: Read end of its setup channel.
         code_w: Write end of its code pipe.
         child: The zygote's handle once the fork report was read, else ``None``.
+        launched: The child was handed its code: its run's handle owns it now.
     """
 
     zygote: _zygote.Zygote
@@ -74,6 +75,7 @@ class ReadyChild:
     setup_r: int
     code_w: int
     child: _zygote.WarmChild | None = field(default=None)
+    launched: bool = field(default=False)
 
     def resolve(self) -> _zygote.WarmChild:
         """Read the fork report once; return the zygote's handle on the child.
@@ -85,8 +87,28 @@ class ReadyChild:
             self.child = self.zygote.forked(self.sock)
         return self.child
 
+    def alive(self) -> bool:
+        """Whether the child was forked and has not exited (the zygote reports an exit)."""
+        try:
+            child = self.resolve()
+        except _zygote.ZygoteError:
+            return False
+        try:
+            message = child.sock.recv(64)  # non-blocking: only "X" (exited) can be waiting
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        del message  # "X": it exited; empty: the zygote died
+        return False
+
     def discard(self) -> None:
-        """Kill the child (the zygote reaps it when its run socket closes); close our ends."""
+        """Kill the child (the zygote reaps it when its run socket closes); close our ends.
+
+        Idempotent; a claimed child handed to a run belongs to the run's handle instead.
+        """
+        if self.launched:
+            return
         if self.child is not None:
             self.child.abandon()
         else:
@@ -135,10 +157,12 @@ class ReadyPool:
                     or now - ready.born > self.max_idle_s
                 ):
                     stale.append(ready)
-                elif found is None:
+                elif found is not None:
+                    keep.append(ready)
+                elif ready.alive():
                     found = ready
                 else:
-                    keep.append(ready)
+                    stale.append(ready)  # it died while waiting (killed from outside)
             self._ready = keep
         for ready in stale:
             ready.discard()
@@ -239,4 +263,5 @@ class ReadyLauncher:
         ready.code_w = -1
         handle = WarmHandle(child, ready.out_r, ready.err_r, ready.setup_r)
         ready.out_r = ready.err_r = ready.setup_r = -1
+        ready.launched = True
         return handle

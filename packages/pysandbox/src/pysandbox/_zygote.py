@@ -275,7 +275,8 @@ def _child_main(
             os.closerange(low, keep)
             low = keep + 1
         os.closerange(low, 1 << 20)
-        os.chdir(cfg["workspace"])
+        if code_r < 0:  # a ready child stays in "/" until its code arrives
+            os.chdir(cfg["workspace"])
         request = marshal.loads(body)  # noqa: S302 - from the server
         request["setup_fd"] = setup_w
         if code_r >= 0:

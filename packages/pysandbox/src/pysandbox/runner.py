@@ -168,8 +168,8 @@ class Sandbox:
             still has exactly one thread. Spawn-mode runs import them as the code does.
         ready_children: Warm mode: how many children the zygote keeps forked and confined
             (every layer applied) for the sandbox's own configuration, waiting for code
-            (default 0: the pool is off; 2 is the suggested size). Each serves one run and
-            is never reused; a shrink-only run never gets one; :meth:`invalidate_workspace_manifest`,
+            (default 0: off; 2 is the suggested size). Each serves one run and is never
+            reused; a shrink-only run never gets one; :meth:`invalidate_workspace_manifest`,
             :meth:`discard_ready_children` and :meth:`close` empty the pool. Ready children
             count in the memory and process budgets: up to ``max_concurrent_runs +
             ready_children`` children exist at once, each under ``limits.memory_bytes``.
@@ -728,11 +728,14 @@ class Sandbox:
                 spec = RunSpec(config, code, _config.compile_user_code(code), marker)
                 try:
                     if ready is not None:
-                        with contextlib.suppress(_zygote.ZygoteError):
-                            # Gone, or the code is over its limit: discarded; fork a fresh one.
-                            observation = self._supervise(
-                                supervisor, _pool.ReadyLauncher(ready, self._pool), spec
-                            )
+                        try:
+                            with contextlib.suppress(_zygote.ZygoteError):
+                                # Gone, or the code over its limit: discarded; fork afresh.
+                                observation = self._supervise(
+                                    supervisor, _pool.ReadyLauncher(ready, self._pool), spec
+                                )
+                        finally:
+                            ready.discard()  # unless handed its code (cancelled before it)
                     if observation is None:
                         observation = self._supervise(supervisor, launcher, spec)
                 except _zygote.ZygoteError:

@@ -461,7 +461,9 @@ def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
         asyncio.run(main())
     replacement = _zygote_of(warm)
     assert replacement.pid not in (None, stuck.pid)
-    assert psutil.Process(replacement.pid).children() == []
+    # Only ready children (when the pool is on) may remain: the run's child was killed.
+    left = {p.pid for p in psutil.Process(replacement.pid).children()}
+    assert left <= set(warm._ready_pids())
 
 
 def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:

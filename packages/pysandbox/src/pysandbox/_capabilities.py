@@ -65,7 +65,8 @@ class Capabilities:
         layers: Every layer, outermost first.
         tree_kill: How a run's process tree is killed.
         execution: ``requested`` and effective ``mode`` (``"spawn"`` or ``"warm"``), the
-            ``reason`` when warm mode fell back to spawn, and the zygote's pid in warm mode.
+            ``reason`` when warm mode fell back to spawn, and in warm mode the zygote's pid
+            and ``ready_children`` (the pool's size).
     """
 
     platform: str

@@ -1193,17 +1193,31 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
     ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
     applied is a setup failure (reported on the setup channel; the process ends).
+
+    A ready child (``cfg["code_fd"]``, see :mod:`pysandbox._pool`) has no code yet: once
+    every layer is in place it reads the code from that descriptor (at most
+    ``cfg["max_code_bytes"]``; more, or less than announced, ends the process with
+    :data:`EXIT_CODE_REFUSED` before anything of it runs), closes it, moves from ``/`` into
+    the workspace, then runs it.
     """
     if _setup_channel[0] < 0:
         open_setup_channel(cfg.get("setup_fd", -1))
     try:
-        code_obj, compile_error, user_ns = _set_up(cfg, libc, ruleset)
+        user_ns = _set_up(cfg, libc, ruleset)
     except BaseException as exc:
         _fail(f"{type(exc).__name__}: {exc}")
         raise  # pragma: no cover - _fail does not return
     # Every layer is in place: say so on the setup channel and close it. From here on,
     # nothing the process does can report a setup failure.
     report_setup(SETUP_READY)
+    code_fd = cfg.get("code_fd", -1)
+    if code_fd >= 0:
+        received = receive_code(code_fd, cfg["max_code_bytes"])
+        if received is None:
+            return EXIT_CODE_REFUSED
+        cfg.update(received)
+        os.chdir(cfg["workspace"])  # idle, it held nothing in the workspace
+    code_obj, compile_error = _prepare_code(cfg)
     if compile_error is not None:
         _print_exception(compile_error)
         return 1
@@ -1217,10 +1231,76 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     return status
 
 
-def _set_up(
-    cfg: dict[str, Any], libc: Libc | None, ruleset: int
-) -> tuple[Any, BaseException | None, dict[str, Any]]:
-    """Apply every layer; return the code object, its compile error and the user namespace."""
+#: Exit status of a ready child whose code was refused (too large, or cut short): nothing ran.
+EXIT_CODE_REFUSED = 124
+
+
+def receive_code(fd: int, limit: int) -> dict[str, Any] | None:
+    """Read a ready child's code from its code pipe ``fd``, then close the pipe.
+
+    The message is an 8-byte little-endian length and a ``marshal`` dump of ``{"code": str,
+    "code_object": code or None}`` written by the server (only it holds the write end).
+
+    Args:
+        fd: Read end of the code pipe.
+        limit: Largest accepted length, bytes.
+
+    Returns:
+        The decoded dict, or ``None`` (a line on stderr says why) when the announced length
+        is over ``limit`` or the pipe ends early: the caller runs nothing.
+    """
+    import marshal
+
+    try:
+        data = b""
+        while len(data) < 8:
+            chunk = os.read(fd, 8 - len(data))
+            if not chunk:
+                break
+            data += chunk
+        size = int.from_bytes(data, "little") if len(data) == 8 else -1
+        if size < 0 or size > limit:
+            reason = "cut short" if size < 0 else f"{size} bytes, over the limit of {limit}"
+            os.write(2, f"pysandbox: the code was refused ({reason}); nothing ran\n".encode())
+            return None
+        parts = []
+        while size > 0:
+            chunk = os.read(fd, min(size, 1 << 20))
+            if not chunk:
+                os.write(2, b"pysandbox: the code was refused (cut short); nothing ran\n")
+                return None
+            parts.append(chunk)
+            size -= len(chunk)
+    finally:
+        os.close(fd)
+    received = marshal.loads(b"".join(parts))  # noqa: S302 - written by the server
+    return {"code": received["code"], "code_object": received["code_object"]}
+
+
+def _prepare_code(cfg: dict[str, Any]) -> tuple[Any, BaseException | None]:
+    """The code object to run and its compile error (the user's, reported as such)."""
+    # The parent compiles the checked source (its parser is warm; a child's first compile()
+    # costs milliseconds); the source is compiled here only if the parent could not.
+    code_obj = cfg.get("code_object")
+    compile_error: BaseException | None = None
+    if code_obj is None:
+        try:
+            code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            compile_error = exc
+        else:
+            if cfg["python_guards"] and "format" in cfg["code"]:
+                # The parent routes `.format` calls through the safe formatter when it compiles;
+                # without its code object they would run unrouted (fail closed).
+                code_obj = None
+                compile_error = RuntimeError(
+                    "pysandbox: the code could not be prepared for running; try again"
+                )
+    return code_obj, compile_error
+
+
+def _set_up(cfg: dict[str, Any], libc: Libc | None, ruleset: int) -> dict[str, Any]:
+    """Apply every layer; return the user namespace."""
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # the zygote's has them
@@ -1247,25 +1327,6 @@ def _set_up(
     else:
         apply_rlimits(cfg["rlimits"])
 
-    # The parent compiles the checked source (its parser is warm; a child's first compile()
-    # costs milliseconds); the source is compiled here only if the parent could not. Its
-    # error is the user's, reported once the setup is complete.
-    code_obj = cfg.get("code_object")
-    compile_error: BaseException | None = None
-    if code_obj is None:
-        try:
-            code_obj = compile(cfg["code"], USER_FILENAME, "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-            compile_error = exc
-        else:
-            if cfg["python_guards"] and "format" in cfg["code"]:
-                # The parent routes `.format` calls through the safe formatter when it compiles;
-                # without its code object they would run unrouted (fail closed).
-                code_obj = None
-                compile_error = RuntimeError(
-                    "pysandbox: the code could not be prepared for running; try again"
-                )
-
     sys.argv[:] = [USER_FILENAME]  # not the bootstrap's descriptors (unittest.main reads it)
     main_module = type(sys)("__main__")
     user_ns = main_module.__dict__
@@ -1274,4 +1335,4 @@ def _set_up(
         user_ns["__builtins__"] = install_python_guards(cfg, workspace, read_roots)
     else:  # only for the test-suite's per-layer tests; the Sandbox always sets it
         user_ns["__builtins__"] = builtins
-    return code_obj, compile_error, user_ns
+    return user_ns

@@ -35,6 +35,7 @@ __all__ = [
     "Reaped",
     "RunSpec",
     "SpawnLauncher",
+    "WarmHandle",
     "ZygoteLauncher",
 ]
 
@@ -254,7 +255,9 @@ def _payload_fd(data: bytes) -> int:
     return fd
 
 
-class _WarmHandle:
+class WarmHandle:
+    """The supervisor's handle on a child forked by the zygote (its pipes and its pid)."""
+
     def __init__(
         self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int, figure_r: int
     ) -> None:
@@ -320,7 +323,7 @@ class ZygoteLauncher:
         finally:
             for fd in (out_w, err_w, setup_w, figure_w):
                 os.close(fd)
-        return _WarmHandle(child, out_r, err_r, setup_r, figure_r)
+        return WarmHandle(child, out_r, err_r, setup_r, figure_r)
 
 
 def _marshal(request: Mapping[str, Any]) -> bytes:

@@ -190,6 +190,13 @@ class Supervisor:
                 self._stop = stop
 
     # -- the run --------------------------------------------------------------------------------
+    def use_marker(self, marker: str) -> None:
+        """Sweep by ``marker`` (``NAME=value``) instead (set before :meth:`run`).
+
+        A run that claims a ready child takes the marker that child was started with.
+        """
+        self._marker = marker
+
     def run(self, launcher: Launcher, spec: RunSpec) -> Observation:
         """Launch the child and supervise it until it has ended and been reaped.
 

@@ -47,6 +47,8 @@ __all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
 _RUN_FDS = 5  # run socket, stdout and stderr write ends, setup and figure channel write ends
+#: A ready child's request also carries the read end of its code pipe (see :mod:`pysandbox._pool`).
+_READY_FDS = 6
 _SIGKILL = 9
 
 
@@ -170,7 +172,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
         for fd, _event in poller.poll():
             if fd == ctl_fd:
                 try:
-                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(_RUN_FDS * 4))
+                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(_READY_FDS * 4))
                     data, ancillary = header[0], header[1]
                     fds: list[int] = []
                     for level, kind, payload in ancillary:
@@ -188,7 +190,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                     for run in list(by_sock.values()):
                         finish(run, reply=False)
                     return 0
-                if len(fds) != _RUN_FDS:
+                if len(fds) not in (_RUN_FDS, _READY_FDS):
                     for extra in fds:
                         os.close(extra)
                     continue
@@ -207,6 +209,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                         err_w=fds[2],
                         setup_w=fds[3],
                         figure_w=fds[4],
+                        code_r=fds[5] if len(fds) == _READY_FDS else -1,
                         zygote_pid=me,
                     )
                 for passed in fds[1:]:
@@ -250,8 +253,13 @@ def _child_main(
     setup_w: int,
     zygote_pid: int,
     figure_w: int = -1,
+    code_r: int = -1,
 ) -> None:  # pragma: no cover - runs in the forked child (covered through the tests' runs)
-    """The forked child: detach from the zygote, apply every layer, run the code, exit."""
+    """The forked child: detach from the zygote, apply every layer, run the code, exit.
+
+    With ``code_r`` (a ready child) the request carries no code: the child applies every layer,
+    then reads its code from ``code_r`` (see :func:`pysandbox._child.run_config`).
+    """
     status = int(child["EXIT_SETUP_FAILED"])
     child["open_setup_channel"](setup_w)
     try:
@@ -266,14 +274,19 @@ def _child_main(
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         low = 3
-        for keep in sorted(fd for fd in (ruleset, setup_w, figure_w) if fd >= 3):
+        for keep in sorted(fd for fd in (ruleset, setup_w, figure_w, code_r) if fd >= 3):
             os.closerange(low, keep)
             low = keep + 1
         os.closerange(low, 1 << 20)
-        os.chdir(cfg["workspace"])
+        if code_r < 0:  # a ready child stays in "/" until its code arrives
+            os.chdir(cfg["workspace"])
         request = marshal.loads(body)  # noqa: S302 - from the server
         request["setup_fd"] = setup_w
         request["figure_fd"] = figure_w
+        if code_r >= 0:
+            request["code_fd"] = code_r
+        else:
+            request.pop("code_fd", None)
         run_env = request.pop("env")
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
@@ -375,6 +388,17 @@ class WarmChild:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
+
+    def abandon(self) -> None:
+        """Kill the child and close the handle without reaping (a ready child never claimed).
+
+        The zygote reaps it when it sees the run socket closed.
+        """
+        self.kill_group()
+        self.sock.close()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
 
     def reap(self) -> tuple[int, float, int] | None:
         """Have the zygote kill the group and ``wait4`` the child.
@@ -513,6 +537,27 @@ class Zygote:
         Raises:
             ZygoteError: The zygote is gone or did not answer.
         """
+        sock = self.request(body, (out_w, err_w, setup_w, figure_w), timeout_s)
+        return self.forked(sock, timeout_s)
+
+    def request(
+        self, body: bytes, fds: tuple[int, ...], timeout_s: float | None = None
+    ) -> socket.socket:
+        """Send one fork request without waiting for the fork; return the run's socket.
+
+        Args:
+            body: ``marshal`` dump of the request.
+            fds: The stdout, stderr, setup-channel and figure-channel write ends, and for a
+                ready child the read end of its code pipe (the caller closes its copies).
+            timeout_s: How long a send may block, seconds (:attr:`LAUNCH_TIMEOUT_S` when
+                ``None``).
+
+        Returns:
+            The server's end of the run's socket: :meth:`forked` reads the fork's report.
+
+        Raises:
+            ZygoteError: The zygote is gone or did not take the request.
+        """
         ctl = self._ctl
         if ctl is None or not self.alive():
             raise ZygoteError("the zygote is not running")
@@ -520,31 +565,38 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             header = b"N" + len(body).to_bytes(8, "little")
-            rights = [
-                (
-                    socket.SOL_SOCKET,
-                    socket.SCM_RIGHTS,
-                    _fd_array(theirs.fileno(), out_w, err_w, setup_w, figure_w),
-                )
-            ]
+            rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, _fd_array(theirs.fileno(), *fds))]
             with self._send_lock:
                 # A zygote that stops reading must not hold this lock (and every run) forever;
                 # after a time-out the stream is out of step and the caller replaces it.
                 ctl.settimeout(wait)
                 ctl.sendmsg([header], rights)
                 ctl.sendall(body)
-            ours.settimeout(wait)
-            answer = ours.recv(64)
         except OSError as exc:
             ours.close()
             raise ZygoteError(f"the zygote did not take the run: {exc}") from exc
         finally:
             theirs.close()
+        return ours
+
+    def forked(self, sock: socket.socket, timeout_s: float | None = None) -> WarmChild:
+        """Wait for the fork requested on ``sock`` (see :meth:`request`); return its handle.
+
+        Raises:
+            ZygoteError: The zygote died or did not answer in time (``sock`` is closed then).
+        """
+        wait = self.LAUNCH_TIMEOUT_S if timeout_s is None else timeout_s
+        try:
+            sock.settimeout(wait)
+            answer = sock.recv(64)
+        except OSError as exc:
+            sock.close()
+            raise ZygoteError(f"the zygote did not take the run: {exc}") from exc
         if answer[:1] != b"P" or len(answer) != 9:
-            ours.close()
+            sock.close()
             raise ZygoteError("the zygote died before forking the run")
-        ours.setblocking(False)
-        return WarmChild(ours, int.from_bytes(answer[1:], "little"), self.alive, wait)
+        sock.setblocking(False)
+        return WarmChild(sock, int.from_bytes(answer[1:], "little"), self.alive, wait)
 
     def close(self) -> None:
         """Stop the zygote; its children die with it (``PR_SET_PDEATHSIG``)."""

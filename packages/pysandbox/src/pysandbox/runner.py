@@ -34,6 +34,7 @@ from pysandbox import (
     _gate,
     _landlock,
     _matplotlib,
+    _pool,
     _seccomp,
     _zygote,
 )
@@ -166,6 +167,14 @@ class Sandbox:
         preload: Modules the warm zygote imports once, before forking (each must be allowed:
             on the policy's allow-list or in ``extra_modules``); the zygote then checks that it
             still has exactly one thread. Spawn-mode runs import them as the code does.
+        ready_children: Warm mode: how many children the zygote keeps forked and confined
+            (every layer applied) for the sandbox's own configuration, waiting for code
+            (default 0: off; 2 is the suggested size). Each serves one run and is never
+            reused; a shrink-only run never gets one; :meth:`invalidate_workspace_manifest`,
+            :meth:`discard_ready_children` and :meth:`close` empty the pool. Ready children
+            count in the memory and process budgets: up to ``max_concurrent_runs +
+            ready_children`` children exist at once, each under ``limits.memory_bytes``.
+        ready_max_idle_s: Seconds a ready child may wait before it is replaced (default 60).
         seccomp_debug: For diagnosis: a system call outside the seccomp allow-list traps
             instead of failing with ``ENOSYS``; the child writes ``pysandbox: system call NAME
             is not allowed in the sandbox`` to stderr and the run ends ``killed`` by
@@ -208,6 +217,8 @@ class Sandbox:
         execution: str = "warm",
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
+        ready_children: int = 0,
+        ready_max_idle_s: float = 60.0,
         seccomp_debug: bool = False,
         _testing_kernel_only: bool = False,
     ) -> None:
@@ -232,6 +243,16 @@ class Sandbox:
         if max_concurrent_runs < 1:
             raise ValueError(f"max_concurrent_runs must be at least 1, got {max_concurrent_runs}")
         self._max_concurrent_runs = max_concurrent_runs
+        if isinstance(ready_children, bool) or not isinstance(ready_children, int):
+            raise TypeError("ready_children must be an int")
+        if ready_children < 0:
+            raise ValueError(f"ready_children must be at least 0, got {ready_children}")
+        if isinstance(ready_max_idle_s, bool) or not isinstance(ready_max_idle_s, (int, float)):
+            raise TypeError("ready_max_idle_s must be a number of seconds")
+        if not math.isfinite(ready_max_idle_s) or ready_max_idle_s <= 0:
+            raise ValueError(
+                f"ready_max_idle_s must be a positive finite number, got {ready_max_idle_s!r}"
+            )
         self._execution = execution
         self._zygote: _zygote.Zygote | None = None
         self._zygote_reason = ""
@@ -287,6 +308,11 @@ class Sandbox:
                     "read-only path): choose a dedicated directory"
                 )
         self._policy = _gate.runtime_policy(policy, self._extra_modules)
+        self._pool = _pool.ReadyPool(
+            ready_children if execution == "warm" else 0,
+            float(ready_max_idle_s),
+            _pool.max_code_bytes(self._policy.max_source_bytes),
+        )
         self._rules = _gate.module_rules(self._policy)
         if isinstance(preload, str):
             raise TypeError("preload must be an iterable of module names, not a string")
@@ -386,6 +412,8 @@ class Sandbox:
         if mode == "warm":
             zygote = self._zygote
             info["zygote_pid"] = zygote.pid if zygote is not None and zygote.alive() else None
+            if info["mode"] == "warm":
+                info["ready_children"] = self._pool.size
         return MappingProxyType(info)
 
     def _build_capabilities(self) -> Capabilities:
@@ -456,10 +484,22 @@ class Sandbox:
         Overlapping runs invalidate it themselves; a caller that changes the workspace
         outside a run (writes a file, restores a snapshot) calls this afterwards, so that the
         next run measures again. Thread-safe.
+
+        It also empties the pool of ready children (:meth:`discard_ready_children`): a restore
+        may have replaced what they were prepared for.
         """
         with self._disk_lock:
             self._disk_generation += 1
             self._manifest = None
+        self._pool.drain()
+
+    def discard_ready_children(self) -> None:
+        """Kill the ready children (warm mode); the next runs fork and confine fresh ones.
+
+        For a caller that restored the workspace or changed what the children were prepared
+        for. Thread-safe; runs in progress are not affected.
+        """
+        self._pool.drain()
 
     def _start_usage(self) -> tuple[tuple[int, int], int, Listing]:
         """The workspace's ``(bytes, entries)`` for a run starting now, its generation, files.
@@ -504,6 +544,7 @@ class Sandbox:
             active = list(self._active)
         for sup in active:
             sup.kill(Stop.CANCELLED)
+        self._pool.drain()
         with self._zygote_lock:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
@@ -680,11 +721,28 @@ class Sandbox:
                     config = config.shrink_only()
                 supervisor.start_usage = usage
                 layers = config.layers(active)
-                spec = RunSpec(config, code, _config.compile_user_code(code), marker)
+                ready = None
                 if launcher is None:
                     launcher = self._launcher(config)
+                    # Only the sandbox's own configuration: a shrink-only run's is another.
+                    if isinstance(launcher, ZygoteLauncher) and config is self._config:
+                        ready = self._pool.claim(launcher.zygote, config)
+                if ready is not None:
+                    marker = ready.marker  # the child carries it already
+                    supervisor.use_marker(f"{MARKER_NAME}={marker}")
+                spec = RunSpec(config, code, _config.compile_user_code(code), marker)
                 try:
-                    observation = self._supervise(supervisor, launcher, spec)
+                    if ready is not None:
+                        try:
+                            with contextlib.suppress(_zygote.ZygoteError):
+                                # Gone, or the code over its limit: discarded; fork afresh.
+                                observation = self._supervise(
+                                    supervisor, _pool.ReadyLauncher(ready, self._pool), spec
+                                )
+                        finally:
+                            ready.discard()  # unless handed its code (cancelled before it)
+                    if observation is None:
+                        observation = self._supervise(supervisor, launcher, spec)
                 except _zygote.ZygoteError:
                     if not isinstance(launcher, ZygoteLauncher):
                         raise
@@ -697,6 +755,8 @@ class Sandbox:
                 return RunResult(RunStatus.KILLED, layers=layers, detail="cancelled before start")
             finally:
                 self._end_usage(generation, observation)
+                if self._pool.size and isinstance(launcher, ZygoteLauncher):
+                    self._refill()
         assert observation is not None  # noqa: S101 - set, or the try above raised
         result = decide(observation, lim, layers, shrink_only=shrink_only)
         if not observation.ready:
@@ -761,7 +821,21 @@ class Sandbox:
             self._zygote = zygote
             # A sandbox dropped without close() still stops its zygote.
             weakref.finalize(self, zygote.close)
+            weakref.finalize(self, self._pool.drain)  # registered last: runs first
             return zygote
+
+    def _refill(self) -> None:
+        """Request ready children of the current zygote up to the pool's size (warm mode)."""
+        with self._zygote_lock:
+            zygote = self._zygote
+        if zygote is None or self._config is None or self._closed:
+            return
+        with contextlib.suppress(_zygote.ZygoteError):  # the next run replaces the zygote
+            self._pool.fill(zygote, self._config)
+
+    def _ready_pids(self) -> list[int]:
+        """The ready children's pids (tests and diagnosis)."""
+        return self._pool.pids()
 
     def _discard_zygote(self, failed: _zygote.Zygote | None) -> None:
         """Stop ``failed``, a zygote that did not take a request, if it is still the current one.

@@ -1,0 +1,236 @@
+"""Ready children (warm mode): one run per child, the pool's rules, the code channel's bound."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from pysandbox import Limits, RunStatus, Sandbox, _pool
+from pysandbox._child import EXIT_CODE_REFUSED
+from sandbox_helpers import KERNEL
+
+MiB = 1024 * 1024
+REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+LIMITS = Limits(memory_bytes=128 * MiB, output_bytes=4096, timeout_s=10.0)
+
+pytestmark = pytest.mark.skipif(
+    not hasattr(os, "pidfd_open"), reason="warm mode needs os.pidfd_open (Linux)"
+)
+
+
+def _sandbox(tmp: pathlib.Path, **kwargs: object) -> Sandbox:
+    ws = tmp / "ws"
+    ws.mkdir()
+    options: dict[str, object] = {"limits": LIMITS, "require": REQUIRE, "execution": "warm"}
+    options.update(kwargs)
+    return Sandbox(ws, **options)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def pooled(tmp_path: pathlib.Path) -> Iterator[Sandbox]:
+    with _sandbox(tmp_path, ready_children=2) as sb:
+        assert sb.run("print(1)").stdout == "1\n"  # starts the zygote, then fills the pool
+        yield sb
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has ended and been reaped (the zygote reaps; wait for it, bounded)."""
+    for _ in range(1000):
+        if not os.path.exists(f"/proc/{pid}"):  # noqa: PTH110
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _claimed(sb: Sandbox, code: str) -> tuple[str, int | None]:
+    """Run ``code``; return its stdout and the ready child's pid it claimed (or ``None``)."""
+    before = sb._ready_pids()
+    result = sb.run(code)
+    assert result.status is RunStatus.OK, result
+    taken = set(before) - set(sb._ready_pids())
+    assert len(taken) <= 1
+    return result.stdout, taken.pop() if taken else None
+
+
+def test_a_run_claims_a_ready_child_and_the_pool_is_refilled(pooled: Sandbox) -> None:
+    assert pooled.capabilities().execution["ready_children"] == 2
+    before = pooled._ready_pids()
+    assert len(before) == 2
+    out, pid = _claimed(pooled, "print(6 * 7)")
+    assert out == "42\n"
+    assert pid in before
+    after = pooled._ready_pids()
+    assert len(after) == 2
+    assert pid not in after  # one run per child, never reused
+    assert _gone(pid)
+
+
+def test_globals_descriptors_and_open_files_are_not_seen_by_the_next_run(
+    pooled: Sandbox,
+) -> None:
+    # (Threads: the default policy refuses ``threading``; each run is its own process.)
+    first = (
+        "secret = 41\n"
+        "kept = open('kept.txt', 'w')\n"
+        "kept.write('x')\n"
+        "probe = open('probe1.txt', 'w')\n"
+        "print(probe.fileno())\n"
+    )
+    out1, pid1 = _claimed(pooled, first)
+    second = (
+        "probe = open('probe2.txt', 'w')\n"
+        "seen = []\n"
+        "try:\n"
+        "    seen.append(secret)\n"
+        "except NameError:\n"
+        "    seen.append(False)\n"
+        "try:\n"
+        "    seen.append(kept)\n"
+        "except NameError:\n"
+        "    seen.append(False)\n"
+        "print(probe.fileno() + 1, *seen)\n"
+    )
+    out2, pid2 = _claimed(pooled, second)
+    assert pid1 is not None and pid2 is not None and pid1 != pid2
+    # The first run held one more descriptor (kept.txt) when it opened its probe: a
+    # descriptor carried over would push the second probe's number up.
+    assert out2.split() == [out1.strip(), "False", "False"]
+    assert (pathlib.Path(pooled.workspace) / "kept.txt").read_text() == "x"  # flushed at exit
+
+
+def test_a_shrink_only_run_never_gets_a_ready_child(tmp_path: pathlib.Path) -> None:
+    limits = Limits(memory_bytes=128 * MiB, output_bytes=4096, timeout_s=10.0, workspace_files=3)
+    with _sandbox(tmp_path, limits=limits, ready_children=2) as sb:
+        for name in "abcde":
+            (pathlib.Path(sb.workspace) / name).write_text("x")
+        sb.invalidate_workspace_manifest()
+        # The workspace is over its limits from the start: every run is shrink-only.
+        result = sb.run("open('new.txt', 'w')")
+        assert result.status is not RunStatus.OK
+        assert "shrink-only" in result.detail or "over" in result.detail, result
+        ready = sb._ready_pids()
+        assert len(ready) == 2  # the pool was filled for the sandbox's own configuration
+        result = sb.run("open('new2.txt', 'w')")
+        assert result.status is not RunStatus.OK, result
+        assert not (pathlib.Path(sb.workspace) / "new2.txt").exists()
+        assert sb._ready_pids() == ready  # neither claimed nor replaced
+
+
+def test_the_pool_is_emptied_on_invalidate_and_discard(pooled: Sandbox) -> None:
+    first = pooled._ready_pids()
+    assert len(first) == 2
+    pooled.invalidate_workspace_manifest()  # what a restore calls
+    assert pooled._ready_pids() == []
+    assert all(_gone(pid) for pid in first)
+    assert pooled.run("print(2)").stdout == "2\n"
+    second = pooled._ready_pids()
+    assert len(second) == 2 and not set(second) & set(first)
+    pooled.discard_ready_children()
+    assert pooled._ready_pids() == []
+    assert all(_gone(pid) for pid in second)
+
+
+def test_the_pool_is_emptied_on_a_settings_change(pooled: Sandbox) -> None:
+    config = pooled._child_config()
+    zygote = pooled._zygote
+    assert zygote is not None
+    ready = pooled._ready_pids()
+    # Another configuration (here the shrink-only one) never takes a child prepared for the
+    # default one, and clears them out.
+    assert pooled._pool.claim(zygote, config.shrink_only()) is None
+    assert pooled._ready_pids() == []
+    assert all(_gone(pid) for pid in ready)
+
+
+def test_close_kills_the_ready_children(tmp_path: pathlib.Path) -> None:
+    sb = _sandbox(tmp_path, ready_children=2)
+    assert sb.run("print(1)").ok
+    ready = sb._ready_pids()
+    assert len(ready) == 2
+    sb.close()  # a server that changes its settings replaces its sandbox
+    assert all(_gone(pid) for pid in ready)
+
+
+def test_a_ready_child_idle_past_its_age_is_replaced(tmp_path: pathlib.Path) -> None:
+    with _sandbox(tmp_path, ready_children=2, ready_max_idle_s=1e-9) as sb:
+        assert sb.run("print(1)").ok
+        old = sb._ready_pids()
+        assert len(old) == 2
+        assert sb.run("print(3)").stdout == "3\n"  # both were past their age: discarded
+        new = sb._ready_pids()
+        assert len(new) == 2 and not set(new) & set(old)
+        assert all(_gone(pid) for pid in old)
+
+
+def test_each_ready_child_has_its_own_run_marker_and_session(pooled: Sandbox) -> None:
+    entries = list(pooled._pool._ready)
+    assert len(entries) == 2
+    assert len({entry.marker for entry in entries}) == 2
+    for entry in entries:
+        pid = entry.resolve().pid
+        for _ in range(1000):  # the child may still be setting up: wait for its setsid
+            if os.getsid(pid) == pid:
+                break
+            time.sleep(0.01)
+        assert os.getsid(pid) == pid  # the sweep's session: its own, made before any code
+
+
+def test_oversized_code_is_refused_by_the_child_before_it_runs(pooled: Sandbox) -> None:
+    zygote = pooled._zygote
+    assert zygote is not None
+    pool = _pool.ReadyPool(1, 60.0, 100)
+    pool.fill(zygote, pooled._child_config())
+    ready = pool.claim(zygote, pooled._child_config())
+    assert ready is not None
+    child = ready.resolve()
+    os.write(ready.code_w, (101).to_bytes(8, "little") + b"x" * 101)
+    os.close(ready.code_w)
+    ready.code_w = -1
+    chunks = []
+    while chunk := os.read(ready.err_r, 4096):
+        chunks.append(chunk)
+    assert b"the code was refused (101 bytes, over the limit of 100)" in b"".join(chunks)
+    reaped = child.reap()
+    assert reaped is not None
+    assert os.WIFEXITED(reaped[0]) and os.WEXITSTATUS(reaped[0]) == EXIT_CODE_REFUSED
+    for fd in (ready.out_r, ready.err_r, ready.setup_r):
+        os.close(fd)
+
+
+def test_code_over_the_ready_limit_runs_in_a_fresh_child(pooled: Sandbox) -> None:
+    pooled._pool.max_code_bytes = 10  # every code message is over it now
+    before = pooled._ready_pids()
+    assert pooled.run("print(5)").stdout == "5\n"
+    after = pooled._ready_pids()
+    taken = set(before) - set(after)
+    assert len(taken) == 1 and _gone(taken.pop())  # discarded, not run
+
+
+def test_pool_off_forks_per_run_as_before(tmp_path: pathlib.Path) -> None:
+    with _sandbox(tmp_path, ready_children=0) as sb:
+        for n in range(3):
+            assert sb.run(f"print({n})").stdout == f"{n}\n"
+            assert sb._ready_pids() == []
+        assert len(sb._pool) == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"ready_children": -1}, ValueError),
+        ({"ready_children": True}, TypeError),
+        ({"ready_children": 1.5}, TypeError),
+        ({"ready_max_idle_s": 0}, ValueError),
+        ({"ready_max_idle_s": float("nan")}, ValueError),
+        ({"ready_max_idle_s": "1"}, TypeError),
+    ],
+)
+def test_pool_arguments_are_checked(
+    tmp_path: pathlib.Path, kwargs: dict[str, object], error: type[Exception]
+) -> None:
+    with pytest.raises(error):
+        _sandbox(tmp_path, **kwargs)

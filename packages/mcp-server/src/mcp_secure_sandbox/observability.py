@@ -23,6 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from typing_extensions import Self
 
 if TYPE_CHECKING:  # the SDK's stream protocols (a private module of it), for annotations only
     from mcp.shared._stream_protocols import ReadStream, WriteStream
@@ -274,8 +275,32 @@ class CallTimer:
         return _TimedRead(read_stream, self), _TimedWrite(write_stream, self)
 
 
-class _TimedRead:
+class _Delegating:
+    """Closing and the context-manager protocol, passed to the wrapped stream ``_inner``."""
+
+    _inner: Any
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+        return result
+
+
+class _TimedRead(_Delegating):
     """A read stream that tells a :class:`CallTimer` of each message it yields."""
+
+    _inner: ReadStream[SessionMessage | Exception]
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], timer: CallTimer) -> None:
         self._inner = inner
@@ -291,9 +316,6 @@ class _TimedRead:
         self._timer.received(message)
         return message
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> _TimedRead:
         return self
 
@@ -302,21 +324,11 @@ class _TimedRead:
         self._timer.received(message)
         return message
 
-    async def __aenter__(self) -> _TimedRead:
-        await self._inner.__aenter__()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
-
-
-class _TimedWrite:
+class _TimedWrite(_Delegating):
     """A write stream that tells a :class:`CallTimer` of each message it sends."""
+
+    _inner: WriteStream[SessionMessage]
 
     def __init__(self, inner: WriteStream[SessionMessage], timer: CallTimer) -> None:
         self._inner = inner
@@ -325,18 +337,3 @@ class _TimedWrite:
     async def send(self, item: SessionMessage, /) -> None:
         self._timer.sent(item)
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _TimedWrite:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)

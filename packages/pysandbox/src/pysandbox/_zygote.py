@@ -120,6 +120,10 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
         import operator  # noqa: F401
         import random  # noqa: F401
 
+        # Library-created getters replaced once here rather than in every child (the scan
+        # of everything loaded, preload included, is the child's largest fixed cost).
+        child["clean_loaded_modules"]()
+
         if cfg["landlock"] is not None:
             ruleset = child["build_landlock_ruleset"](libc, cfg["landlock"])
         if cfg["seccomp"] is not None or cfg["landlock"] is not None:

@@ -392,24 +392,55 @@ def redteam(session: nox.Session) -> None:
             "--json-out",
             str(reports / f"{report}.json"),
         )
+    mcp_harness = BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"
     if chosen("mcp-server"):
         session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
         session.run(
             "python",
-            str(BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"),
+            str(mcp_harness),
             "--corpus-dir",
             str(corpus),
             "--json-out",
             str(reports / "mcp-server.json"),
+        )
+    # The data-science profile's corpora over MCP (numpy, pandas, matplotlib: the server's
+    # [datascience] extra), warm and spawn, then as the unprivileged user below.
+    datascience = [m for m in ("warm", "spawn") if chosen(f"datascience-mcp-{m}")]
+    stack = BY_FOLDER["pysandbox"].group("datascience")  # the pins' home (the extra keeps step)
+    if datascience:
+        session.install(*stack)
+    for mode in datascience:
+        session.log(f"== the data-science profile's corpora through the MCP server ({mode})")
+        session.run(
+            "python",
+            str(mcp_harness),
+            "--corpus-dir",
+            str(corpus),
+            "--profile",
+            "datascience",
+            "--execution",
+            mode,
+            "--json-out",
+            str(reports / f"datascience-mcp-{mode}.json"),
         )
     unprivileged_runs = [
         (mode, flags, f"unprivileged-{'kernel-only-' if flags else ''}{mode}")
         for mode, flags in itertools.product(("spawn", "warm"), ((), ("--kernel-only",)))
     ]
     unprivileged_runs = [run for run in unprivileged_runs if chosen(run[2])]
+    unprivileged_runs += [
+        ("warm", ("--profile", "datascience"), name)
+        for name in ("unprivileged-datascience-warm",)
+        if chosen(name)
+    ]
     if not unprivileged_runs:
         return
-    with unprivileged(session, "secure-pysandbox") as user:
+    # For the data-science pass: the server (the profiles' home, which the harness reads) and
+    # the stack.
+    profile_pass = any("datascience" in run[2] for run in unprivileged_runs)
+    dists = ("secure-pysandbox", "mcp-secure-sandbox") if profile_pass else ("secure-pysandbox",)
+    extra = tuple(stack) if profile_pass else ()
+    with unprivileged(session, *dists, requirements=extra) as user:
         # The harness and corpus are copied where that user can read them, whatever the
         # permissions of this checkout's parents.
         scratch = user.home.parent
@@ -419,7 +450,9 @@ def redteam(session: nox.Session) -> None:
             path.chmod(0o755 if path.is_dir() else 0o644)
         (scratch / "redteam").chmod(0o755)
         for mode, flags, name in unprivileged_runs:
-            what = "kernel-only, judged by effect" if flags else "all layers"
+            what = {(): "all layers", ("--kernel-only",): "kernel-only, judged by effect"}.get(
+                flags, "all layers, the data-science profile's corpora"
+            )
             session.log(f"== {what}, as the unprivileged user {user.user}, {mode} execution")
             report = f"{name}.json"
             user.run(

@@ -9,6 +9,7 @@ message, that the server survives every case, and that the server's own read-bac
 leak a canary.
 
     python packages/mcp-server/harness/mcp_harness.py [--corpus-dir DIR] [--json-out FILE]
+        [--profile datascience] [--execution warm|spawn]
 """
 
 from __future__ import annotations
@@ -42,11 +43,13 @@ def _load_harness() -> Any:
 
 
 harness = _load_harness()
-LIMITS = harness.LIMITS
+#: The harness's ``--profile`` and ``--execution``, passed on to each server it starts.
+SERVER_FLAGS: list[str] = []
 
 
 def _server_args(workspace: pathlib.Path) -> list[str]:
-    """Server flags matching the library harness's limits."""
+    """Server flags matching the library harness's limits (read when each server starts)."""
+    limits = harness.LIMITS
     return [
         "-m",
         "mcp_secure_sandbox",
@@ -55,19 +58,20 @@ def _server_args(workspace: pathlib.Path) -> list[str]:
         "--snapshots",
         str(workspace.parent / "snapshots"),
         "--default-timeout",
-        str(LIMITS.timeout_s),
+        str(limits.timeout_s),
         "--max-timeout",
-        str(LIMITS.timeout_s),
+        str(limits.timeout_s),
         "--memory-limit",
-        str(LIMITS.memory_bytes),
+        str(limits.memory_bytes),
         "--output-limit",
-        str(LIMITS.output_bytes),
+        str(limits.output_bytes),
         "--workspace-quota",
-        str(LIMITS.workspace_bytes),
+        str(limits.workspace_bytes),
         "--workspace-max-files",
-        str(LIMITS.workspace_files),
+        str(limits.workspace_files),
         "--log-level",
         "WARNING",
+        *SERVER_FLAGS,
     ]
 
 
@@ -177,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         return note + "; the server's read-back tools leaked nothing"
 
     harness.readback_check = readback_check
-    status = harness.main(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    for flag in ("--profile", "--execution"):  # the servers run as the library harness does
+        if flag in args[:-1]:
+            SERVER_FLAGS.extend([flag, args[args.index(flag) + 1]])
+    status = harness.main(args)
     if McpSandbox.protocol_problems:
         print("PROTOCOL PROBLEMS:", *McpSandbox.protocol_problems, sep="\n  ")
         return 1

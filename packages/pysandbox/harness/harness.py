@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import psutil
@@ -952,6 +952,26 @@ def _mkdir(path: pathlib.Path) -> pathlib.Path:
     return path
 
 
+def _profile(name: str) -> dict[str, Any]:
+    """The Sandbox arguments of a server profile (and its memory limit set on ``LIMITS``).
+
+    The profiles' one home is the server's ``mcp_secure_sandbox.profiles``; this harness only
+    reads it (the red-team session installs the server).
+    """
+    global LIMITS  # noqa: PLW0603 - the cases read the module's limits
+    if not name:
+        return {}
+    from mcp_secure_sandbox.profiles import PROFILES
+
+    if name not in PROFILES:
+        raise SystemExit(f"harness: unknown profile {name!r}; known: {', '.join(PROFILES)}")
+    profile = PROFILES[name]
+    LIMITS = replace(
+        LIMITS, memory_bytes=profile.memory_bytes, timeout_s=max(LIMITS.timeout_s, 20.0)
+    )
+    return {"extra_modules": profile.extra_modules, "preload": profile.preload}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the corpora; see the module docstring for the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -965,6 +985,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-out", type=pathlib.Path, default=None)
     parser.add_argument("--only", nargs="*", default=None, help="case ids to run")
     parser.add_argument(
+        "--profile",
+        default="",
+        help="a server profile (datascience): its corpora (escapes-NAME.jsonl, benign-NAME.jsonl), "
+        "extra modules, preload and memory limit, read from mcp_secure_sandbox.profiles",
+    )
+    parser.add_argument(
         "--execution",
         choices=("spawn", "warm"),
         default="warm",
@@ -973,11 +999,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         corpus = args.corpus_dir or default_corpus()
-        escapes = load(corpus / "escapes.jsonl")
-        benign = load(corpus / "benign.jsonl")
+        suffix = f"-{args.profile}" if args.profile else ""
+        escapes = load(corpus / f"escapes{suffix}.jsonl")
+        benign = load(corpus / f"benign{suffix}.jsonl")
     except OSError as exc:
         print(f"harness: cannot read the corpus: {exc}", file=sys.stderr)
         return 2
+    profile_args = _profile(args.profile)
     kernel = not args.no_kernel_layers
     if args.kernel_only and not kernel:
         print("harness: --kernel-only keeps the kernel layers on", file=sys.stderr)
@@ -988,7 +1016,12 @@ def main(argv: list[str] | None = None) -> int:
 
     def factory(ws: pathlib.Path) -> Sandbox:
         return Sandbox(
-            ws, limits=LIMITS, require=require, kernel_layers=kernel, execution=args.execution
+            ws,
+            limits=LIMITS,
+            require=require,
+            kernel_layers=kernel,
+            execution=args.execution,
+            **profile_args,
         )
 
     reports: list[CaseReport] = []

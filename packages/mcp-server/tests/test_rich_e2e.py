@@ -193,6 +193,13 @@ def test_plots_come_back_as_png_images(dirs: tuple[Path, Path]) -> None:
         sizes["saved"] = size_of(saved)
         (workspace / "plot.png").unlink()
 
+        kept = await run(s, PLOT + "fig.savefig('kept.png')\n", timeout_sec=60)  # not closed
+        out = kept.structured_content
+        assert out is not None and out["status"] == "ok", out
+        assert [i["source"] for i in out["images"]] == ["file"], out["images"]  # once, a file
+        assert len(images(kept)) == 1
+        (workspace / "kept.png").unlink()
+
         shown = await run(s, PLOT + "plt.show()\nprint('shown')\n", timeout_sec=60)
         out = shown.structured_content
         assert out is not None and out["status"] == "ok" and out["stdout"] == "shown\n", out
@@ -282,3 +289,36 @@ def test_a_hostile_run_cannot_push_its_result_past_the_budget() -> None:
     assert images(built) == [] and out["images"] == []
     assert state.workspace.reads == 4 + rich.MAX_READS  # unreadable files are not all tried
     assert out["stdout_truncated"] is True
+
+
+class _Files:
+    """A workspace holding given files (bytes by path)."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+
+    def open_read(self, path: str, *, max_bytes: int) -> Any:
+        import io
+
+        return io.BytesIO(self.files[path])
+
+
+def test_a_figure_saved_and_left_open_comes_back_once() -> None:
+    # plt.savefig("plot.png") without plt.close(): the file and the open figure are the same
+    # bytes; the image is shown once, as the file. Another figure is still shown.
+    png, other = tiny_png(), tiny_png() + b"more"
+    state = SimpleNamespace(
+        settings=SimpleNamespace(max_images=4), workspace=_Files({"plot.png": png})
+    )
+    result = RunResult(
+        RunStatus.OK, changed_files=(("plot.png", len(png)),), figures=(png, other)
+    )
+    built = rich.build(state, _structured(), result)
+    out = built.structured_content
+    assert out is not None
+    assert [(i["source"], i["path"], i["bytes"]) for i in out["images"]] == [
+        ("file", "plot.png", len(png)),
+        ("figure", None, len(other)),
+    ]
+    assert [base64.b64decode(i.data) for i in images(built)] == [png, other]
+    assert out["images_omitted"] == []

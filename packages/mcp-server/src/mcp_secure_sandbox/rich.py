@@ -20,6 +20,7 @@ names its resource URI, which the client reads in ranges.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from typing import Any
 from urllib.parse import quote
@@ -171,6 +172,7 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
     omitted: list[dict[str, Any]] = []
     left_out = 0  # entries beyond MAX_OMITTED - 1, summed up in the last one
     reads = 0
+    seen: set[bytes] = set()  # digests of the images shown: a figure saved and left open once
 
     def leave_out(where: dict[str, Any], reason: str) -> None:
         nonlocal room, left_out
@@ -212,6 +214,9 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
             if source == "figure":
                 leave_out(where, "the figure channel carried no PNG, JPEG or GIF")
             continue  # an image's name, not an image's bytes: only a changed file
+        digest = hashlib.blake2b(data, digest_size=16).digest()
+        if digest in seen:
+            continue  # plt.savefig("x.png") without plt.close(): the file is the figure
         block = ImageContent(data=base64.b64encode(data).decode("ascii"), mime_type=kind)
         info = {**where, "bytes": len(data), "mime_type": kind}
         cost = budget.content_bytes(block) + _entry_cost(info)
@@ -219,6 +224,7 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
             leave_out(where, f"over the response budget; {later}")
             continue
         room -= cost
+        seen.add(digest)
         shown.append(block)
         infos.append(info)
     for _ in range(result.figures_omitted):

@@ -307,12 +307,10 @@ def test_a_figure_saved_and_left_open_comes_back_once() -> None:
     # plt.savefig("plot.png") without plt.close(): the file and the open figure are the same
     # bytes; the image is shown once, as the file. Another figure is still shown.
     png, other = tiny_png(), tiny_png() + b"more"
-    state = SimpleNamespace(
+    state: Any = SimpleNamespace(
         settings=SimpleNamespace(max_images=4), workspace=_Files({"plot.png": png})
     )
-    result = RunResult(
-        RunStatus.OK, changed_files=(("plot.png", len(png)),), figures=(png, other)
-    )
+    result = RunResult(RunStatus.OK, changed_files=(("plot.png", len(png)),), figures=(png, other))
     built = rich.build(state, _structured(), result)
     out = built.structured_content
     assert out is not None

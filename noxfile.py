@@ -340,7 +340,9 @@ def load(session: nox.Session) -> None:
 def redteam(session: nox.Session) -> None:
     """The red-team corpus: through ``Sandbox.run`` with all layers, with the kernel layers off
     (reported, not gating), in the testing kernel-only mode judged by effect (gating), through
-    the MCP server's ``run_sandbox_code``, and as an unprivileged user.
+    the MCP server's ``run_sandbox_code``, and as an unprivileged user; the data-science
+    profile's corpora (``*-datascience.jsonl``) through the server started with ``--profile
+    datascience`` (warm and spawn) and as the unprivileged user.
 
     Arguments after ``--`` choose passes by report name (``nox -s redteam -- kernel-only`` runs
     the passes whose report name contains ``kernel-only``, as this user and the unprivileged one).

@@ -282,8 +282,8 @@ def test_a_hostile_run_cannot_push_its_result_past_the_budget() -> None:
     assert budget.message_bytes(built) <= budget.RESPONSE_BUDGET_BYTES
     out = built.structured_content
     assert out is not None
-    assert len(out["files"]) == rich.MAX_LINKS == len(links(built))
-    assert out["files_omitted"] == len(changed) - rich.MAX_LINKS
+    assert 0 < len(out["files"]) == len(links(built)) <= rich.MAX_LINKS  # capped by bytes too
+    assert out["files_omitted"] == len(changed) - len(out["files"])
     assert len(out["images_omitted"]) == rich.MAX_OMITTED
     assert out["images_omitted"][-1]["reason"].endswith("more images left out (not listed)")
     assert images(built) == [] and out["images"] == []
@@ -320,3 +320,32 @@ def test_a_figure_saved_and_left_open_comes_back_once() -> None:
     ]
     assert [base64.b64decode(i.data) for i in images(built)] == [png, other]
     assert out["images_omitted"] == []
+
+
+def test_hostile_file_names_never_hide_the_run_outcome() -> None:
+    # Red team, 2026-12-01: 32 changed files with long names of control characters (six bytes
+    # each in JSON) pushed the result past the budget: the client got a tool error instead of
+    # the run's outcome. Links are budgeted by bytes and such names are counted, not linked.
+    deep = "/".join(["\x01" * 250] * 3)
+    name = "\x02" * 240
+    changed = tuple((f"{deep}/{name}{i}", 1) for i in range(40))
+    long_names = tuple((f"{'d' * 250}/{'e' * 250}/{'f' * 250}/{i:04}.txt", 1) for i in range(40))
+    for files in (changed, long_names, changed + long_names):
+        result = RunResult(RunStatus.OK, stdout="the run's real output\n", changed_files=files)
+        built = rich.build(_state(), {**_structured("the run's real output\n")}, result)
+        out = built.structured_content
+        assert out is not None and out["status"] == "ok"
+        assert out["stdout"] == "the run's real output\n"
+        assert budget.message_bytes(built) <= budget.RESPONSE_BUDGET_BYTES
+        assert len(out["files"]) + out["files_omitted"] == len(files)
+        assert all(entry["path"].isprintable() for entry in out["files"])
+        assert sum(len(e["path"]) for e in out["files"]) <= rich.LINKS_BYTES
+
+
+def test_a_flood_of_omitted_figures_is_summed_up() -> None:
+    result = RunResult(RunStatus.OK, figures_omitted=800_000)
+    out = rich.build(_state(), _structured(), result).structured_content
+    assert out is not None
+    assert len(out["images_omitted"]) == rich.MAX_OMITTED
+    last = out["images_omitted"][-1]["reason"]
+    assert last == f"{800_000 - (rich.MAX_OMITTED - 1)} more images left out (not listed)"

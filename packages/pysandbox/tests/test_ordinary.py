@@ -116,6 +116,36 @@ def test_unittest_main_sees_no_bootstrap_arguments(sb: Sandbox) -> None:
     assert "Ran 1 test" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "call",
+    [
+        "getattr(unittest, 'ma' + 'in')(module=None, argv=['p', 'tempfile.mkdtemp'], exit=False)",
+        "getattr(unittest, 'ma' + 'in')(module=None, argv=['p', 'os.getcwd'], exit=False)",
+        "getattr(unittest, 'ma' + 'in')(module='os', argv=['p'], exit=False)",
+        "getattr(unittest, 'Test' + 'Loader')().loadTestsFromName('os.getcwd')",
+        "getattr(getattr(unittest, 'Test' + 'Loader')(), 'loadTestsFrom' + 'Names')(['os'])",
+        "getattr(unittest, 'default' + 'TestLoader').loadTestsFromName('tempfile.mkdtemp')",
+    ],
+)
+def test_unittest_loads_no_test_named_by_a_string(sb: Sandbox, call: str) -> None:
+    # Red team, 2026-12-01: reached dynamically, unittest imported any module by name with its
+    # own (real) __import__ and called zero-argument callables (AG205 stops the spellings).
+    code = (
+        "import unittest\n"
+        f"try:\n    {call}\n    print('loaded')\n"
+        "except Exception as exc:\n    print(type(exc).__name__, exc)\n"
+    )
+    result = sb.run(code)
+    if result.status is RunStatus.REJECTED:  # a spelling astguard sees
+        return
+    assert result.status is RunStatus.OK, result.stderr
+    refusals = (
+        "SandboxDenied [Errno 1] sandbox: unittest does not load",
+        "AttributeError sandbox: attribute 'loadTestsFromNames' is not accessible",
+    )
+    assert result.stdout.startswith(refusals), result.stdout
+
+
 def test_input_is_refused_with_a_reason(sb: Sandbox) -> None:
     result = sb.run("name = input('name? ')\nprint(name)")
     assert result.status is RunStatus.REJECTED

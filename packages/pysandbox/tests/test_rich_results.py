@@ -126,6 +126,21 @@ def test_parse_frames_hostile_bytes(
     assert _figures.parse_frames(data, cut) == expected
 
 
+@pytest.mark.parametrize(
+    "flood",
+    [
+        frame(b"") * 900_000,  # empty figures over the count (red team, 2026-12-01)
+        frame(b"\0" * 1000) * 20_000,  # figures over the byte room
+        (b"O" + (0).to_bytes(4, "big")) * 900_000,  # omitted-figure frames
+        frame(b"a") * 8 + (b"O" + (0).to_bytes(4, "big") + frame(b"")) * 300_000,  # mixed
+    ],
+)
+def test_parse_frames_counts_at_most_the_cap(flood: bytes) -> None:
+    figures, omitted = _figures.parse_frames(flood, cut=True)
+    assert len(figures) <= _figures.FIGURE_CHANNEL_COUNT
+    assert 0 < omitted <= _figures._MAX_OMITTED
+
+
 def test_parse_frames_byte_cap() -> None:
     big = b"\0" * (_figures.FIGURE_CHANNEL_BYTES - 10)
     figures, omitted = _figures.parse_frames(frame(big) + frame(b"y" * 11), cut=False)

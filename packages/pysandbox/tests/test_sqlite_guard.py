@@ -115,6 +115,50 @@ def test_connections_without_the_authorizer_are_refused(
     assert not pathlib.Path("/tmp/PWNED-sqlite.db").exists()
 
 
+@pytest.mark.parametrize(
+    ("hook", "call"),
+    [
+        ("__float__", "sqlite3.connect(':memory:', timeout=T())"),
+        ("__float__", "sqlite3.connect(':memory:', T())"),
+        ("__index__", "sqlite3.connect(':memory:', detect_types=T())"),
+        ("__index__", "sqlite3.connect(':memory:', cached_statements=T())"),
+        ("__bool__", "sqlite3.connect(':memory:', uri=T())"),
+        ("__fspath__", "sqlite3.connect(T())"),
+    ],
+)
+def test_conversions_cannot_open_a_connection_of_their_own(
+    python_only: Sandbox, hook: str, call: str
+) -> None:
+    # Red team, 2026-12-01: user code run while connect() converted its arguments opened
+    # sqlite3.Connection() with the ticket out, a connection without the authorizer.
+    value = {"__float__": "5.0", "__index__": "0", "__bool__": "False", "__fspath__": "'x.db'"}
+    code = (
+        "import sqlite3\n"
+        "inner = None\n"
+        "class T:\n"
+        f"    def {hook}(self):\n"
+        "        global inner\n"
+        "        try:\n"
+        "            inner = sqlite3.Connection(':memory:')\n"
+        "        except Exception as exc:\n"
+        "            print('inner refused', type(exc).__name__)\n"
+        f"        return {value[hook]}\n"
+        f"try:\n    {call}\n    print('outer opened')\n"
+        "except Exception as exc:\n    print('outer refused', type(exc).__name__)\n"
+        "if inner is not None:\n"
+        "    inner.execute(\"attach database '/tmp/PWNED-sqlite.db' as o\")\n"
+        "    print('attached')\n"
+    )
+    result = raw_run(python_only, code, landlock=False, seccomp=False, python_guards=True)
+    assert result.status is RunStatus.OK, result.stderr
+    assert "attached" not in result.stdout
+    if hook == "__fspath__":  # a path object is fine: converted before any connection opens
+        assert result.stdout.splitlines() == ["inner refused SandboxDenied", "outer opened"]
+    else:  # options must be plain values
+        assert result.stdout.splitlines() == ["outer refused TypeError"], result.stdout
+    assert not pathlib.Path("/tmp/PWNED-sqlite.db").exists()
+
+
 def test_from_import_and_dbapi2_connect_are_guarded(python_only: Sandbox) -> None:
     code = TRY_SQL.replace("DB", "':memory:'") + (
         "from sqlite3 import connect\n"

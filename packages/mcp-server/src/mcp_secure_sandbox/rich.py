@@ -25,6 +25,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ImageContent, ResourceLink
 
 from mcp_secure_sandbox import budget
@@ -60,6 +61,9 @@ MAX_PATH_BYTES = 1024
 """A changed file with a longer path (UTF-8) is neither linked nor shown; it is counted."""
 MAX_OMITTED = 16
 """Most entries of ``images_omitted``; the last one sums up the rest."""
+LINKS_BYTES = 128 * 1024
+"""Most bytes the resource links and their ``files`` entries may add to a result (paths are
+the run's text: 32 long names of control characters would otherwise pass the budget)."""
 MAX_READS = 16
 """Most candidate image files read for one run beyond ``--max-images`` (files named ``.png``
 that are no image cost a read each; the rest are left out unread)."""
@@ -123,17 +127,30 @@ def _links(result: RunResult) -> tuple[list[ResourceLink], list[dict[str, Any]],
     """The changed files' resource links, their structured entries, and how many were left."""
     blocks: list[ResourceLink] = []
     entries: list[dict[str, Any]] = []
+    room = LINKS_BYTES
     for path, size in result.changed_files:
+        if len(blocks) >= MAX_LINKS:
+            break
         uri = workspace_uri(path)
-        if uri is None or len(blocks) >= MAX_LINKS:
+        if uri is None or not path.isprintable():  # control characters: counted, not linked
             continue
-        blocks.append(ResourceLink(name=path, uri=uri, size=size, mime_type=_guess(path)))
-        entries.append({"path": path, "bytes": size, "uri": uri})
+        block = ResourceLink(name=path, uri=uri, size=size, mime_type=_guess(path))
+        entry = {"path": path, "bytes": size, "uri": uri}
+        cost = budget.content_bytes(block) + _entry_cost(entry)
+        if cost > room:
+            break
+        room -= cost
+        blocks.append(block)
+        entries.append(entry)
     return blocks, entries, len(result.changed_files) - len(blocks)
 
 
 def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> CallToolResult:
     """Build the run's tool result: its JSON, then images and links within the budget.
+
+    A run's outcome always reaches the client: when the rich part cannot fit (whatever the
+    run named its files), the result falls back to the streams alone with every changed file
+    counted in ``files_omitted``.
 
     Blocking (it reads workspace files): call it in a worker thread. The streams are cut
     first, as for every run (:func:`budget.fit_streams`); the images then fill what the
@@ -152,6 +169,15 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
     Raises:
         ToolError: The result cannot fit even with its streams cut (as without images).
     """
+    try:
+        return _build(state, structured, result)
+    except ToolError:
+        bare = dict(structured, images=[], images_omitted=[], files=[])
+        bare["files_omitted"] = len(result.changed_files)
+        return budget.fit_streams(bare, ("stdout", "stderr"))
+
+
+def _build(state: ServerState, structured: dict[str, Any], result: RunResult) -> CallToolResult:
     max_images = state.settings.max_images
     links, files, files_omitted = _links(result)
     link_bytes = sum(budget.content_bytes(link) for link in links)
@@ -227,11 +253,12 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
         seen.add(digest)
         shown.append(block)
         infos.append(info)
-    for _ in range(result.figures_omitted):
+    for _ in range(min(result.figures_omitted, MAX_OMITTED)):
         leave_out(
             {"source": "figure", "path": None, "bytes": 0},
             "not carried by the figure channel (over its caps); save it to a file",
         )
+    left_out += max(0, result.figures_omitted - MAX_OMITTED)
     if left_out:
         omitted.append(
             {

@@ -848,6 +848,44 @@ def make_attr_guards(
     return guarded_getattr, guarded_setattr, guarded_delattr, guarded_hasattr
 
 
+def make_unittest_guard() -> Callable[[Any], None]:
+    """``patch(modules)``: unittest loads no test named by a string, however it is reached.
+
+    ``TestLoader.loadTestsFromName(s)`` imports modules and walks attributes named by strings
+    with unittest's own (real) ``__import__``, and ``TestProgram(module="name")`` imports the
+    named module: astguard refuses the written-out spellings (AG205), this refuses the ones
+    reached dynamically (``getattr(unittest, "ma" + "in")(argv=[..., "os.getcwd"])``).
+    ``unittest.main()`` with the script's own tests is unchanged. Idempotent.
+    """
+    patched: list[Any] = []
+    reason = (
+        "sandbox: unittest does not load tests named by strings (that imports modules by "
+        "name); call unittest.main() to run the test cases of the script"
+    )
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        raise SandboxDenied(1, reason)
+
+    def patch(modules: Any) -> None:
+        loader, main = modules.get("unittest.loader"), modules.get("unittest.main")
+        if loader is None or main is None or loader in patched:
+            return
+        program = main.TestProgram
+        real_init = program.__init__
+
+        def __init__(self: Any, module: Any = "__main__", *args: Any, **kwargs: Any) -> None:
+            if type(module) is str and module != "__main__":
+                raise SandboxDenied(1, reason)
+            real_init(self, module, *args, **kwargs)
+
+        program.__init__ = __init__
+        loader.TestLoader.loadTestsFromName = refuse
+        loader.TestLoader.loadTestsFromNames = refuse
+        patched.append(loader)
+
+    return patch
+
+
 def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
     """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
 
@@ -1084,6 +1122,12 @@ def install_python_guards(
     sqlite_patch, sqlite_handle = make_sqlite_guard(
         make_sqlite_authorizer(workspace, realpath, _within)
     )
+    unittest_patch = make_unittest_guard()
+
+    def on_load(modules: Any) -> None:  # standard modules patched once they are loaded
+        sqlite_patch(modules)
+        unittest_patch(modules)
+
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
         allowed,
@@ -1101,7 +1145,7 @@ def install_python_guards(
             "open": guarded_open,
             "__import__": guard_imports(  # library-created getters too (_library_getters)
                 make_import(builtins.__import__, allowed, denied, {"operator": guarded_operator}),
-                on_load=sqlite_patch,
+                on_load=on_load,
             ),
             "getattr": g_get,
             "setattr": g_set,

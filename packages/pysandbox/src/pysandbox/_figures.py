@@ -85,4 +85,4 @@ def parse_frames(data: bytes, cut: bool) -> tuple[tuple[bytes, ...], int]:
         room -= size
     if cut and not omitted:
         omitted = 1
-    return tuple(figures), omitted
+    return tuple(figures), min(omitted, _MAX_OMITTED)  # every kind of frame counts in the cap

@@ -155,6 +155,8 @@ def guard_imports(
             on_load(modules)
 
     clean()
+    if on_load is not None:  # modules loaded before the fork (the zygote's) are not fresh here
+        on_load(modules)
 
     def __import__(
         name: Any, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0

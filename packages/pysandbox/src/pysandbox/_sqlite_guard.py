@@ -22,6 +22,7 @@ connection opens) are refused. ``set_authorizer`` is a refused attribute (astgua
 
 from __future__ import annotations
 
+import os
 import sys
 
 # Executed by the bootstrap in the child's namespace, before pysandbox._child: no ``typing``
@@ -90,6 +91,10 @@ def make_sqlite_authorizer(
     return authorize
 
 
+#: The option types sqlite3.connect() is given as they are: no conversion runs user code.
+_PLAIN = (int, float, bool, str, bytes, type(None))
+
+
 def make_sqlite_guard(
     authorize: Callable[..., int],
 ) -> tuple[Callable[[Any], None], Callable[[Any], str | None]]:
@@ -105,6 +110,7 @@ def make_sqlite_guard(
         ``connect`` call is opening, and the reason to refuse any other.
     """
     ticket = [0]  # 1 while a guarded connect() call may open exactly one connection
+    fspath = os.fspath
     patched: list[Any] = []
 
     def on_handle(connection: Any) -> str | None:
@@ -130,6 +136,19 @@ def make_sqlite_guard(
                     "sandbox: sqlite3.connect() takes no factory (pass the options after "
                     "check_same_thread by keyword)"
                 )
+            # Every argument as a plain value before the ticket exists: converting an object
+            # (__fspath__, __float__, __index__) runs the user's code, which must not open a
+            # connection of its own while the ticket is out.
+            if type(database) not in (str, bytes):
+                database = fspath(database)
+                if type(database) not in (str, bytes):
+                    raise TypeError("sandbox: sqlite3.connect() takes a str, bytes or path")
+            for value in (*args, *kwargs.values()):
+                if type(value) not in _PLAIN:
+                    raise TypeError(
+                        "sandbox: sqlite3.connect() options must be plain values "
+                        f"(int, float, bool, str or None), not {type(value).__name__}"
+                    )
             ticket[0] = 1
             try:
                 connection = real_connect(database, *args, **kwargs)

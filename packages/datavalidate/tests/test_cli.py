@@ -218,3 +218,15 @@ def test_csv_bad_delimiter_exits_2(tmp_path: pathlib.Path, bad: str) -> None:
 def test_csv_delimiter_and_dialect_exclusive(tmp_path: pathlib.Path) -> None:
     (tmp_path / "x.csv").write_text("a\n1\n")
     assert run("csv", tmp_path / "x.csv", "--delimiter", ";", "--dialect", "sniff")[0] == 2
+
+
+def test_unknown_schema_name_lists_the_built_in_names(
+    files: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, text = run("json", "users", files / "ok.json")
+    assert code == 2
+    lines = (text + capsys.readouterr().err).strip().splitlines()
+    assert lines[-1] == (
+        "datavalidate: error: schema 'users' is neither a file nor a built-in schema name "
+        "(config, dataset, user)"
+    )

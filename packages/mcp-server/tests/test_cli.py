@@ -207,6 +207,23 @@ def test_sizes_accept_suffixes() -> None:
     assert "token" not in from_env.to_dict()
 
 
+def test_a_bad_size_names_the_suffixes(capsys: pytest.CaptureFixture[str]) -> None:
+    from mcp_secure_sandbox.settings import settings_from_args
+
+    with pytest.raises(SystemExit) as exc:
+        settings_from_args(["--memory-limit", "1X"], environ={})
+    assert exc.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .endswith(
+            "argument --memory-limit: not a size in bytes: '1X'; give a whole number with an "
+            "optional K, M or G suffix (powers of 1024), such as 512M or 1048576"
+        )
+    )
+
+
 @pytest.mark.parametrize(
     ("flags", "needle"),
     [

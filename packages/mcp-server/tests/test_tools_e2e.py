@@ -271,7 +271,14 @@ def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
         assert "Base64" in await call_error(
             s, "write_workspace_file", path="x", content="!!", encoding="base64"
         )
-        assert "no such file" in await call_error(s, "read_workspace_file", path="missing.txt")
+        assert await call_error(s, "read_workspace_file", path="missing.txt") == (
+            "Error executing tool read_workspace_file: path missing.txt: no such file in the "
+            "workspace (list_workspace_files shows what is there)"
+        )
+        assert await call_error(s, "read_workspace_file", path="data") == (
+            "Error executing tool read_workspace_file: path data: is a directory, not a file "
+            "(list_workspace_files shows the files in it)"
+        )
 
     with_session(*dirs, scenario)
     assert outside.read_text() == "secret"

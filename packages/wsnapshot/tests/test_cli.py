@@ -94,7 +94,17 @@ def test_cli_errors(
         "error": {
             "type": "InvalidSnapshotId",
             "message": "invalid snapshot id '../etc': expected a UUID such as "
-            "123e4567-e89b-12d3-a456-426614174000",
+            "123e4567-e89b-12d3-a456-426614174000; "
+            "`wsnapshot --workspace W --store S list` lists the snapshot ids",
+        }
+    }
+    code, err = run(capsys, ws, store_dir, "restore", "123e4567-e89b-12d3-a456-426614174000")
+    assert code == 1
+    assert err == {
+        "error": {
+            "type": "SnapshotNotFound",
+            "message": "snapshot 123e4567-e89b-12d3-a456-426614174000 not found; "
+            "`wsnapshot --workspace W --store S list` lists the snapshot ids",
         }
     }
     code, err = run(capsys, ws, store_dir, "delete", "123e4567-e89b-12d3-a456-426614174000")
@@ -133,3 +143,14 @@ def test_console_entry_point_runs_as_module(ws: Path, store_dir: Path) -> None:
     )
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == []
+
+
+def test_cli_snapshots_is_an_alias_of_store(
+    capsys: pytest.CaptureFixture[str], ws: Path, store_dir: Path
+) -> None:
+    (ws / "a.txt").write_text("one")
+    assert main(["--workspace", str(ws), "--snapshots", str(store_dir), "create"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    code, listing = run(capsys, ws, store_dir, "list")
+    assert code == 0
+    assert listing == [created]

@@ -8,6 +8,7 @@ import pytest
 
 from _helpers import tree_state
 from wsnapshot import (
+    NotARegularFile,
     SafeWorkspace,
     StoreConfigError,
     UnsafePathError,
@@ -117,8 +118,10 @@ def test_non_regular_files_refused_without_blocking(sw: SafeWorkspace, ws: Path)
     t.start()
     t.join(timeout=30)
     assert done.is_set()  # O_NONBLOCK: opening a FIFO with no writer does not hang
-    with pytest.raises(UnsafePathError, match="not a regular file"):
+    with pytest.raises(NotARegularFile) as info:
         sw.read_bytes("dir")
+    assert str(info.value) == "unsafe workspace path 'dir': is a directory, not a regular file"
+    assert info.value.kind == "dir"
     with pytest.raises(UnsafePathError, match="dir"):
         sw.write_bytes("dir", b"x")
     with pytest.raises(UnsafePathError, match="fifo"):

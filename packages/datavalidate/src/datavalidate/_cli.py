@@ -85,7 +85,10 @@ def _json_command(args: argparse.Namespace) -> list[dict[str, Any]]:
     elif args.schema in default_registry():
         schema = args.schema
     else:
-        raise _Usage(f"schema {args.schema!r} is neither a file nor a built-in schema name")
+        names = ", ".join(default_registry().names())
+        raise _Usage(
+            f"schema {args.schema!r} is neither a file nor a built-in schema name ({names})"
+        )
     compiled = compile_schema(
         schema,
         draft=args.draft,

@@ -24,7 +24,8 @@ from typing import Any, BinaryIO
 from datavalidate import DataValidateError, default_registry, validate_csv, validate_json
 from mcp_secure_sandbox.jsontext import JsonTextError, loads_strict
 from pysandbox import confine_worker
-from wsnapshot import SafeWorkspace, WorkspaceError
+from wsnapshot import NotARegularFile, SafeWorkspace, WorkspaceError
+from wsnapshot.workspace import KIND_DIR
 
 __all__ = ["MAX_CSV_FILE_BYTES", "handle", "main", "reason"]
 
@@ -55,10 +56,12 @@ def reason(exc: BaseException) -> str:
             :class:`OSError`.
 
     Returns:
-        The reason; a missing file adds where to look.
+        The reason; a missing file or a directory adds where to look.
     """
     if isinstance(exc, FileNotFoundError):
         return "no such file in the workspace (list_workspace_files shows what is there)"
+    if isinstance(exc, NotARegularFile) and exc.kind == KIND_DIR:
+        return "is a directory, not a file (list_workspace_files shows the files in it)"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc)

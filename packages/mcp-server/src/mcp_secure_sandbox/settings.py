@@ -158,7 +158,10 @@ def _size(text: str) -> int:
     try:
         value = int(raw[: len(raw) - len(unit)]) * _SUFFIXES[unit]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"not a size in bytes: {text!r}; give a whole number with an optional K, M or G "
+            "suffix (powers of 1024), such as 512M or 1048576"
+        ) from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
     return value

@@ -1,5 +1,7 @@
 """Command line: ``wsnapshot --workspace W --store S COMMAND``, JSON on stdout.
 
+``--snapshots`` is an alias of ``--store`` (the name mcp-secure-sandbox uses).
+
 Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID``, ``delete ID``,
 ``diff A [B]``, ``export ID [-o FILE]`` (streamed: the compact record itself, not wrapped),
 ``export-size ID``, ``import FILE`` (``-`` reads standard input; streamed), ``state [--clear]`` (the
@@ -24,9 +26,11 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
-from wsnapshot.exceptions import SnapshotError
+from wsnapshot.exceptions import InvalidSnapshotId, SnapshotError, SnapshotNotFound
 
 __all__ = ["main"]
+
+_LIST_COMMAND = "wsnapshot --workspace W --store S list"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,7 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     p.add_argument("--workspace", required=True, help="the workspace directory")
-    p.add_argument("--store", required=True, help="the snapshot store directory")
+    p.add_argument(
+        "--store",
+        "--snapshots",
+        dest="store",
+        required=True,
+        help="the snapshot store directory (--snapshots, as mcp-secure-sandbox calls it)",
+    )
     p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES, help="bytes per snapshot")
     p.add_argument("--max-files", type=int, default=DEFAULT_MAX_FILES, help="entries per snapshot")
     p.add_argument(
@@ -127,7 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = _run(args)
     except (SnapshotError, ValueError, OSError) as exc:
-        err = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+        message = str(exc)
+        if isinstance(exc, (InvalidSnapshotId, SnapshotNotFound)):
+            message += f"; `{_LIST_COMMAND}` lists the snapshot ids"
+        err = {"error": {"type": type(exc).__name__, "message": message}}
         sys.stderr.write(json.dumps(err) + "\n")
         return 1
     if not isinstance(result, _Streamed):

@@ -11,6 +11,7 @@ __all__ = [
     "ExportTooLarge",
     "InvalidRecord",
     "InvalidSnapshotId",
+    "NotARegularFile",
     "QuotaExceeded",
     "SnapshotError",
     "SnapshotExists",
@@ -202,6 +203,21 @@ class UnsafePathError(WorkspaceError):
 
     def __str__(self) -> str:
         return f"unsafe workspace path {self.path!r}: {self.reason}"
+
+
+class NotARegularFile(UnsafePathError):
+    """A path to read names an existing entry that is not a regular file (a directory, a FIFO).
+
+    Attributes:
+        kind: The entry's kind, a :class:`wsnapshot.FileEntry` kind (``"dir"`` or ``"other"``).
+    """
+
+    def __init__(self, path: str, kind: str) -> None:
+        what = {"dir": "a directory", "symlink": "a symbolic link"}.get(
+            kind, "a special file (a FIFO, socket or device)"
+        )
+        super().__init__(path, f"is {what}, not a regular file")
+        self.kind = kind
 
 
 class WorkspaceLimitError(WorkspaceError):

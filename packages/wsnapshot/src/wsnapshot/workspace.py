@@ -41,11 +41,17 @@ from wsnapshot._fsio import (
     Ops,
     get_ops,
 )
-from wsnapshot.exceptions import StoreConfigError, UnsafePathError, WorkspaceLimitError
+from wsnapshot.exceptions import (
+    NotARegularFile,
+    StoreConfigError,
+    UnsafePathError,
+    WorkspaceLimitError,
+)
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_MAX_READ_BYTES",
+    "KIND_DIR",
     "MAX_DEPTH",
     "FileEntry",
     "SafeWorkspace",
@@ -380,16 +386,15 @@ class SafeWorkspace:
             The descriptor and its ``fstat`` result.
 
         Raises:
-            UnsafePathError: A symlink is on the way, or the entry is not a regular file.
+            UnsafePathError: A symlink is on the way, or the entry is not a regular file
+                (:class:`NotARegularFile`).
             OSError: Other failures.
         """
         fd = self.open_beneath(root_fd, parts, O_FILEFLAGS)
         try:
             st = self._ops.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
-                raise UnsafePathError(
-                    "/".join(parts), f"is not a regular file (a {kind_of(st.st_mode)})"
-                )
+                raise NotARegularFile("/".join(parts), kind_of(st.st_mode))
         except BaseException:
             self._ops.close(fd)
             raise

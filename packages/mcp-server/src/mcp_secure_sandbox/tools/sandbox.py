@@ -89,7 +89,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         wrote or changed, then matplotlib figures left open at its end (plt.show() leaves them
         open), at most a few per run within the response size; images left out are listed in
         images_omitted with the reason. Files the run created or changed are listed in files
-        and linked as sandbox://workspace/{path} resources.
+        and linked as sandbox://workspace/{+path} resources.
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)

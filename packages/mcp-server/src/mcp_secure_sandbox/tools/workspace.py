@@ -23,6 +23,7 @@ from mcp_secure_sandbox._schemas import (
     WorkspaceReadOutput,
     WorkspaceWriteOutput,
 )
+from mcp_secure_sandbox._worker import reason
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import FileEntry, WorkspaceError
@@ -43,11 +44,7 @@ MAX_LIST_ENTRIES = 10_000
 
 
 def _explain(path: str, exc: BaseException) -> ToolError:
-    if isinstance(exc, FileNotFoundError):
-        return ToolError(f"path {path}: no such file in the workspace")
-    if isinstance(exc, OSError) and exc.strerror:
-        return ToolError(f"path {path}: {exc.strerror}")
-    return ToolError(f"path {path}: {exc}")
+    return ToolError(f"path {path}: {reason(exc)}")
 
 
 def _write_within_quota(state: ServerState, path: str, data: bytes) -> int:

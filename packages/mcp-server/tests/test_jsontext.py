@@ -19,7 +19,8 @@ def test_values_and_exact_numbers() -> None:
 @pytest.mark.parametrize(
     ("text", "reason"),
     [
-        ('{"a": 1,}', "is not valid JSON: Expecting property name enclosed in double quotes"),
+        ('{"a": 1,}', "is not valid JSON: "),  # the json module's wording varies by version
+        ('{"a": 1,}', " at line 1 column "),
         ("", "is not valid JSON: Expecting value at line 1 column 1"),
         ('{"a": 1, "a": 2}', "is not valid JSON: the JSON text repeats the key 'a'"),
         ('[{"k": 1, "k": 1}]', "is not valid JSON: the JSON text repeats the key 'k'"),

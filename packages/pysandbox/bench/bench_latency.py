@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from _stats import describe
 
 from pysandbox import Sandbox
 
@@ -41,12 +42,6 @@ def measure(fn: object, runs: int) -> list[float]:
         fn()  # type: ignore[operator]
         samples.append((time.perf_counter() - start) * 1000.0)
     return samples
-
-
-def describe(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return ordered[0], statistics.median(ordered), p95
 
 
 def main() -> None:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from _stats import describe
 
 from pysandbox import Sandbox
 
@@ -31,12 +32,6 @@ def timed(fn: object) -> float:
     start = time.perf_counter()
     fn()  # type: ignore[operator]
     return (time.perf_counter() - start) * 1000.0
-
-
-def describe(samples: list[float]) -> tuple[float, float, float]:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-    return ordered[0], statistics.median(ordered), p95
 
 
 def main() -> None:

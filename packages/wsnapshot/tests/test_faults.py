@@ -276,8 +276,15 @@ def _open_with(ops: _fsio.Ops, ws: Path, store_dir: Path) -> SnapshotStore | Non
         _fsio._OPS = real
 
 
-def _restore_next_open_sweep(base: Path, mutate_more: Callable[[Path], None], stride: int) -> int:
-    """Crash a restore at step k, then fail the next open at every step j; a third open serves."""
+def _restore_next_open_sweep(
+    base: Path, mutate_more: Callable[[Path], None], stride: int, shard: int = 0, shards: int = 1
+) -> int:
+    """Crash a restore at step k, then fail the next open at every step j; a third open serves.
+
+    ``k`` runs over the multiples of ``stride`` and ``j`` over every step of the next open; shard
+    ``shard`` of ``shards`` takes every ``shards``-th ``j`` (the shards together cover every
+    pair; pytest-xdist runs them side by side). Returns how many (k, j) pairs were checked.
+    """
     covered = 0
 
     def setup(where: Path) -> tuple[Path, Path, str, State]:
@@ -309,9 +316,9 @@ def _restore_next_open_sweep(base: Path, mutate_more: Callable[[Path], None], st
         if not (store_dir / "restore.journal").exists():
             continue
         for fail_from in (True, False):
-            j = 0
+            j = shard
             while True:
-                j += 1
+                j += shards
                 ws2, store2, a, state_a, _ops = crashed(base / f"k{k}-j{j}-{fail_from}", k)
                 bad: FaultyOps = FailingFrom(j) if fail_from else FaultyOps(j)
                 opened = _open_with(bad, ws2, store2)  # never raises OSError nor SnapshotError
@@ -339,8 +346,17 @@ def _locked(ws: Path) -> None:
     (ws / "dir" / "inner.txt").chmod(0o000)
 
 
-@pytest.mark.parametrize("locked", [False, True], ids=["plain", "unreadable-dirs-unprivileged"])
-def test_restore_and_next_open_faults(tmp_path: Path, locked: bool) -> None:
+#: The locked sweep runs as three shards, side by side under pytest-xdist (one test took 90 s,
+#: the longest of the suite).
+_LOCKED_SHARDS = 3
+
+
+@pytest.mark.parametrize(
+    ("locked", "shard"),
+    [(False, 0), *((True, s) for s in range(_LOCKED_SHARDS))],
+    ids=["plain", *(f"unreadable-dirs-unprivileged-{s}" for s in range(_LOCKED_SHARDS))],
+)
+def test_restore_and_next_open_faults(tmp_path: Path, locked: bool, shard: int) -> None:
     """A crash at every 30th step of a restore, then a failure at every step of the next open
     (a crash, or ``EIO`` from that step on): the store opens (or the process died), and a
     healthy open then serves and completes (or is marked inconsistent and a restore repairs)."""
@@ -349,6 +365,7 @@ def test_restore_and_next_open_faults(tmp_path: Path, locked: bool) -> None:
         return
 
     def body(base: Path) -> None:
-        assert _restore_next_open_sweep(base, _locked, stride=30) > 100
+        covered = _restore_next_open_sweep(base, _locked, 30, shard, _LOCKED_SHARDS)
+        assert covered > 300  # about 465 (k, j) pairs per shard, 1398 in all (2026-12-01)
 
     as_unprivileged(body)

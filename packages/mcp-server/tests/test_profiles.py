@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+from typing import Any
 
 import pytest
 
@@ -85,7 +86,7 @@ def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
         state.ServerState(settings)
 
 
-def _violations(code: str, policy: astguard.Policy) -> list[dict[str, object]]:
+def _violations(code: str, policy: astguard.Policy) -> list[dict[str, Any]]:
     return [v.to_dict() for v in astguard.check(code, policy).violations]
 
 

@@ -496,6 +496,39 @@ def test_refused_import_message_suggests_an_alternative() -> None:
     )
 
 
+def test_refused_archive_and_reflection_modules_and_vars_say_why_and_what_instead() -> None:
+    def message(source: str) -> str:
+        return check(source).violations[0].message
+
+    assert message("import zipfile") == (
+        "import of 'zipfile' is refused: it is not on the allowed module list; archives read "
+        "and write files named by strings outside the guarded open(); compress single files "
+        "with gzip, bz2 or lzma (bytes with zlib)"
+    )
+    assert message("from tarfile import open") == (
+        "import of 'tarfile' is refused: it is not on the allowed module list; archives read "
+        "and write files (and links) named by strings outside the guarded open(); compress "
+        "single files with gzip, bz2 or lzma (bytes with zlib)"
+    )
+    assert message("import inspect") == (
+        "import of 'inspect' is refused: it is not on the allowed module list; it reaches "
+        "frames, code objects and source; use type(), isinstance(), callable(), dir() or "
+        "dataclasses.fields()"
+    )
+    assert message("print(vars(x))") == (
+        "the builtin 'vars' is refused: it reads an object's or the caller's namespace; use the "
+        "attributes by name, dataclasses.asdict(obj) or a dict of your own; if this is your own "
+        "variable, rename it"
+    )
+    # Every suggested replacement passes the checker.
+    assert check(
+        "import bz2, dataclasses, gzip, lzma, zlib\ntype(x), isinstance(x, int), callable(x)\n"
+        "dir(x), dataclasses.fields(x), dataclasses.asdict(x)\n"
+    ).ok
+    # The other refused builtins keep the general reason.
+    assert message("globals()").startswith("the builtin 'globals' is refused (it reaches code")
+
+
 def test_violations_in_source_order_with_locations() -> None:
     source = "import os\nx = 1\ny = eval('2')\n"
     result = check(source)

@@ -194,7 +194,27 @@ def test_csv_delimiter_option_and_warnings(tmp_path: pathlib.Path) -> None:
     lines = text.splitlines()
     assert lines[0] == f"{path}: valid"
     assert lines[1].startswith("  warning: no rules were given")
-    assert lines[2].endswith('give the delimiter ";" (or sniff it)')
+    hint = (
+        "  warning: the header was read as the single column 'id;age' with the default "
+        'delimiter ","; if the file is semicolon-separated, give --delimiter ";" (or --dialect '
+        "sniff)"
+    )
+    assert lines[2:] == [hint]
+    # Missing columns: each error names the header, the hint (in flag form) is printed once.
+    code, text = run("csv", path, "--required", "age", "--required", "name")
+    assert code == 1
+    assert text.splitlines()[1:] == [
+        "  row 1, column 'age': required column 'age' is missing (the header has: id;age) "
+        "[missing-header]",
+        "  row 1, column 'name': required column 'name' is missing (the header has: id;age) "
+        "[missing-header]",
+        hint,
+    ]
+    # The JSON output is the library's report, worded for its ``delimiter`` argument.
+    code, text = run("csv", path, "--required", "age", "--output", "json")
+    report = json.loads(text)["files"][0]["report"]
+    assert report["warnings"][0].endswith('give the delimiter ";" (or sniff it)')
+    assert report["errors"][0]["message"].endswith(report["warnings"][0])
     # The hint in the error of a typed column, then the fix.
     code, text = run("csv", path, "--type", "age=integer")
     assert code == 1

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import re
+from typing import Any
 
 import pytest
 
-from mcp_secure_sandbox.profiles import PROFILES
+import astguard
+from mcp_secure_sandbox.profiles import PROFILES, profile_offer
 from mcp_secure_sandbox.settings import ConfigError, settings_from_args
+from mcp_secure_sandbox.tools.sandbox import offer_profiles
 
 DS = PROFILES["datascience"]
 
@@ -81,3 +84,38 @@ def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
     settings = Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "s", profile="datascience")
     with pytest.raises(ValueError, match=r"no_such_module_xyz not installed.*\[datascience\]"):
         state.ServerState(settings)
+
+
+def _violations(code: str, policy: astguard.Policy) -> list[dict[str, Any]]:
+    return [v.to_dict() for v in astguard.check(code, policy).violations]
+
+
+def test_a_refused_import_the_profile_allows_says_how_to_get_it() -> None:
+    offer = (
+        "the server's datascience profile allows it: start the server with --profile "
+        "datascience (pip install 'mcp-secure-sandbox[datascience]')"
+    )
+    assert profile_offer(DS) == offer
+    policy = astguard.Policy()
+    code = "import os, pandas as pd\nimport matplotlib.pyplot as plt\nfrom numpy import array\n"
+    before = _violations(code, policy)
+    after = offer_profiles(code, policy, "none", before)
+    # astguard's message (which says "installed here" when it is) and then the offer.
+    assert [v["message"].partition(": ")[0] for v in before] == [
+        "import of 'os' is refused",
+        "import of 'pandas' is refused",
+        "import of 'matplotlib.pyplot' is refused",
+        "import of 'numpy' is refused",
+    ]
+    assert (
+        [v["message"] for v in after]
+        == [
+            before[0]["message"],  # os: no profile allows it
+            *(f"{v['message']}; {offer}" for v in before[1:]),
+        ]
+    )
+    assert [{**v, "message": ""} for v in after] == [{**v, "message": ""} for v in before]
+    # A module no profile allows, or a server already on the profile: nothing is offered.
+    scipy = _violations("import scipy\n", policy)
+    assert offer_profiles("import scipy\n", policy, "none", scipy) == scipy
+    assert offer_profiles(code, policy, "datascience", before) == before

@@ -310,6 +310,13 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         assert status["isolation"]["execution"]["mode"] == "warm", status["isolation"]["execution"]
         assert status["settings"]["execution"] == "warm"
         assert status["snapshot_count"] == 0
+        # The standard library's per-file Landlock rules are counted per directory (346 rules
+        # made a 93 KB document; about 19 KB now).
+        assert len(json.dumps(status, indent=2, sort_keys=True)) < 32 * 1024
+        landlock = status["isolation"]["layers"]["landlock"]["details"]
+        if "rules" in landlock:
+            assert landlock["rule_count"] >= len(landlock["rules"])
+            assert any(r["path"].endswith("/lib-dynload/*") for r in landlock["rules"])
         logs = await read_json(s, "sandbox://logs")
         assert [t["tool"] for t in logs["traces"]] == ["run_sandbox_code"] * 2 + [
             "read_workspace_file",
@@ -478,6 +485,7 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
                 s, "validate_json_data", schema_name_or_dict={"type": "string"}, data=1
             ),
             "big": await call(s, "run_sandbox_code", code="x = 1\n" * 50_000),
+            "pandas": await call(s, "run_sandbox_code", code="import pandas as pd"),
             "files": await call(s, "list_workspace_files"),
         }
 
@@ -508,5 +516,11 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     assert big["status"] == "rejected"
     assert set(big["violations"][0]) == {"rule_id", "message", "line", "col", "end_line", "end_col"}
     assert big["violations"][0]["line"] == 1
+    # A module the data-science profile allows: the refusal says how to start the server with it.
+    assert out["pandas"]["status"] == "rejected"
+    assert out["pandas"]["violations"][0]["message"].endswith(
+        "; the server's datascience profile allows it: start the server with --profile "
+        "datascience (pip install 'mcp-secure-sandbox[datascience]')"
+    )
     assert [f["path"] for f in out["files"]["files"]] == ["a.txt"]
     assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mode", "mtime"}

@@ -171,3 +171,36 @@ def test_plan_masks_rights_by_abi(workspace: pathlib.Path) -> None:
     described = p6.describe()
     assert described["tcp_denied"] is True
     assert described["scoped"] == {"abstract_unix_socket": True, "signal": True}
+
+
+def test_describe_counts_the_standard_librarys_rules_per_directory(
+    tmp_path: pathlib.Path, workspace: pathlib.Path
+) -> None:
+    # A tree granted entry by entry (it holds the extension-module directory), also named on
+    # its own as sys.path names lib-dynload: each rule is planned once.
+    dynload = sorted(ll._dynload_dirs())[0]
+    stdlib = str(pathlib.Path(dynload).parent)
+    plan = ll.plan(6, workspace=str(workspace), read_only=(stdlib, dynload))
+    assert len(plan.rules) == len(set(plan.rules))
+    read = ll.rights_names(ll.READ_ONLY & plan.handled_fs)
+    files = [p for p, _ in plan.rules if str(pathlib.Path(p).parent) == dynload]
+    assert len(files) >= ll.DESCRIBE_GROUP_AT
+    described = plan.describe()
+    assert described["rule_count"] == len(plan.rules)
+    rules = described["rules"]
+    assert isinstance(rules, list)
+    assert {"path": f"{dynload}/*", "rights": read, "count": len(files)} in rules
+    assert {"path": dynload, "rights": ["read_dir"]} in rules
+    assert rules[-1] == {"path": str(workspace), "rights": ll.rights_names(plan.rules[-1][1])}
+    assert all(r["path"] not in files for r in rules)
+    # Every rule, on request; and few siblings stay listed one by one.
+    every = plan.describe(every_rule=True)["rules"]
+    assert every == [{"path": p, "rights": ll.rights_names(m)} for p, m in plan.rules]
+    few = tmp_path / "few"
+    few.mkdir()
+    for name in ("a", "b"):
+        (few / name).write_text(name)
+    small = ll.LandlockPlan(6, plan.handled_fs, 0, 0, ((str(few / "a"), 1), (str(few / "b"), 1)))
+    assert small.describe()["rules"] == [
+        {"path": str(few / name), "rights": ll.rights_names(1)} for name in ("a", "b")
+    ]

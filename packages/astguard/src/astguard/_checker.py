@@ -232,6 +232,17 @@ _IMPORT_HINTS = {
     "concurrent.futures": "use asyncio for concurrency",
     "pickle": "use json to store data",
     "importlib": "import allowed modules with import statements",
+    "zipfile": "archives read and write files named by strings outside the guarded open(); "
+    "compress single files with gzip, bz2 or lzma (bytes with zlib)",
+    "tarfile": "archives read and write files (and links) named by strings outside the guarded "
+    "open(); compress single files with gzip, bz2 or lzma (bytes with zlib)",
+    "inspect": "it reaches frames, code objects and source; use type(), isinstance(), "
+    "callable(), dir() or dataclasses.fields()",
+}
+# What to use instead of refused builtins that ordinary scripts reach for (AG201).
+_BUILTIN_HINTS = {
+    "vars": "it reads an object's or the caller's namespace; use the attributes by name, "
+    "dataclasses.asdict(obj) or a dict of your own",
 }
 # Per node class, the fields that may hold child nodes (ctx is checked by the parser itself).
 _CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
@@ -449,6 +460,13 @@ class _Checker:
                 "AG201",
                 "input() is refused: sandboxed code has no standard input; read data from a "
                 "file in the workspace (open('data.txt')) or define it in the code",
+            )
+        elif name in self.policy.denied_builtins and name in _BUILTIN_HINTS:
+            self.report(
+                node,
+                "AG201",
+                f"the builtin {name!r} is refused: {_BUILTIN_HINTS[name]}; if this is your own "
+                "variable, rename it",
             )
         elif name in self.policy.denied_builtins:
             self.report(

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from datavalidate._csv import validate_csv
+from datavalidate._csv import delimiter_hint, validate_csv
 from datavalidate._csv_fields import TYPES
 from datavalidate._json import compile as compile_schema
 from datavalidate._json import default_registry
@@ -165,6 +165,29 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
+def _flag_hint(report: dict[str, Any]) -> dict[str, Any]:
+    """A CSV report whose delimiter hint names the flags and is printed once, as a warning.
+
+    The library's report carries the hint in its warnings and at the end of each
+    missing-header error, worded for the MCP tool's ``delimiter`` argument; on the command
+    line it names ``--delimiter``/``--dialect sniff`` and the errors drop their copy.
+
+    Returns:
+        The report to print: a copy when it carried the hint, else ``report`` itself.
+    """
+    columns: list[dict[str, Any]] = report.get("columns") or []
+    if len(columns) != 1:
+        return report
+    library = delimiter_hint(columns[0]["name"])
+    if not library or library not in report.get("warnings", ()):
+        return report
+    ours = delimiter_hint(columns[0]["name"], give="--delimiter", sniff="--dialect sniff")
+    suffix = f"; {library}"
+    errors = [{**e, "message": e["message"].removesuffix(suffix)} for e in report.get("errors", ())]
+    warnings = [ours if w == library else w for w in report["warnings"]]
+    return {**report, "errors": errors, "warnings": warnings}
+
+
 def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
     for result in results:
         path = result["path"]
@@ -172,6 +195,7 @@ def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
             print(f"{path}: error: {result['error']}", file=out)
             continue
         report = result["report"]
+        report = _flag_hint(report)
         warnings = [f"  warning: {text}" for text in report.get("warnings", ())]
         if result["valid"]:
             print(f"{path}: valid", file=out)

@@ -179,6 +179,30 @@ _NO_RULES_WARNING = (
 )
 
 
+def delimiter_hint(column: str, *, give: str = "the delimiter", sniff: str = "sniff it") -> str:
+    """The hint for a one-column header that may betray a ``;``, tab or ``|`` delimiter.
+
+    The one home of the sentence: the report's warning uses the default spellings (the MCP
+    tool's argument is named ``delimiter``), the command line its flags.
+
+    Args:
+        column: The header's only column, as read with the default comma (cleaned).
+        give: How to name the delimiter option before its value (``"--delimiter"``).
+        sniff: How to name the sniffing alternative (``"--dialect sniff"``).
+
+    Returns:
+        The sentence, or ``""`` when the column holds none of those characters.
+    """
+    for char, (name, spelled) in _BETRAYED_DELIMITERS.items():
+        if char in column:
+            return (
+                f"the header was read as the single column {_show(column)!r} with the "
+                f'default delimiter ","; if the file is {name}-separated, give {give} '
+                f"{spelled} (or {sniff})"
+            )
+    return ""
+
+
 def _clean(text: str) -> str:
     r"""Make text encodable as UTF-8: undecodable bytes as ``\xNN``, lone surrogates escaped."""
     try:
@@ -774,15 +798,9 @@ class _Run:
         """Warn when a one-column header read with the default comma holds ``;``/tab/``|``."""
         if self.dialect_given or len(header) != 1:
             return
-        for char, (name, spelled) in _BETRAYED_DELIMITERS.items():
-            if char in header[0]:
-                self.hint = (
-                    f"the header was read as the single column {_show(header[0])!r} with the "
-                    f'default delimiter ","; if the file is {name}-separated, give the '
-                    f"delimiter {spelled} (or sniff it)"
-                )
-                self.warnings.append(self.hint)
-                return
+        self.hint = delimiter_hint(header[0])
+        if self.hint:
+            self.warnings.append(self.hint)
 
     def _missing_header(self, name: str, header: list[str]) -> str:
         """The message for a required or constrained column absent from the header."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROFILES", "Profile"]
+__all__ = ["PROFILES", "Profile", "profile_offer"]
 
 
 @dataclass(frozen=True)
@@ -46,3 +46,19 @@ PROFILES: dict[str, Profile] = {
         memory_bytes=1024 * 1024 * 1024,
     ),
 }
+
+
+def profile_offer(profile: Profile) -> str:
+    """How to get the modules a profile allows: the clause a refused import ends with.
+
+    Args:
+        profile: A profile of :data:`PROFILES` the server was not started with.
+
+    Returns:
+        For example ``"the server's datascience profile allows it: start the server with
+        --profile datascience (pip install 'mcp-secure-sandbox[datascience]')"``.
+    """
+    return (
+        f"the server's {profile.name} profile allows it: start the server with --profile "
+        f"{profile.name} (pip install 'mcp-secure-sandbox[{profile.name}]')"
+    )

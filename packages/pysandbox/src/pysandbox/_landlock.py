@@ -144,6 +144,11 @@ def landlock_abi() -> int:
     return abi
 
 
+#: Rules sharing a parent directory and rights that :meth:`LandlockPlan.describe` shows as one
+#: ``<parent>/*`` entry with their count (the plan grants the standard library file by file).
+DESCRIBE_GROUP_AT = 8
+
+
 @dataclass(frozen=True)
 class LandlockPlan:
     """Everything the child needs to build and enforce its ruleset.
@@ -173,8 +178,37 @@ class LandlockPlan:
             "rules": [list(rule) for rule in self.rules],
         }
 
-    def describe(self) -> dict[str, object]:
-        """A JSON-compatible description for the capability report."""
+    def describe(self, *, every_rule: bool = False) -> dict[str, object]:
+        """A JSON-compatible description for the capability report.
+
+        Args:
+            every_rule: List each rule. By default the rules that share a parent directory
+                and their rights, :data:`DESCRIBE_GROUP_AT` or more of them (the standard
+                library's and ``lib-dynload``'s entries, a rule each), are one entry
+                ``{"path": "<parent>/*", "rights": [...], "count": N}``; the others are
+                ``{"path", "rights"}``, in the plan's order.
+
+        Returns:
+            ``abi``, ``handled_fs``, ``tcp_denied``, ``scoped``, ``rule_count`` (the rules the
+            child adds) and ``rules``.
+        """
+        groups: dict[tuple[str, int], list[str]] = {}
+        for path, mask in self.rules:
+            groups.setdefault((str(Path(path).parent), mask), []).append(path)
+        rules: list[dict[str, object]] = []
+        for path, mask in self.rules:
+            parent = str(Path(path).parent)
+            siblings = groups[(parent, mask)]
+            if every_rule or len(siblings) < DESCRIBE_GROUP_AT:
+                rules.append({"path": path, "rights": rights_names(mask)})
+            elif path == siblings[0]:
+                rules.append(
+                    {
+                        "path": f"{parent.rstrip('/')}/*",
+                        "rights": rights_names(mask),
+                        "count": len(siblings),
+                    }
+                )
         return {
             "abi": self.abi,
             "handled_fs": rights_names(self.handled_fs),
@@ -183,7 +217,8 @@ class LandlockPlan:
                 "abstract_unix_socket": bool(self.scoped & SCOPE_ABSTRACT_UNIX_SOCKET),
                 "signal": bool(self.scoped & SCOPE_SIGNAL),
             },
-            "rules": [{"path": path, "rights": rights_names(mask)} for path, mask in self.rules],
+            "rule_count": len(self.rules),
+            "rules": rules,
         }
 
 
@@ -276,6 +311,7 @@ def plan(
     """
     handled = fs_rights_for_abi(abi)
     rules: list[tuple[str, int]] = []
+    added: set[tuple[str, int]] = set()
     seen: set[str] = set()
     candidates = [*read_only, *SYSTEM_DIRS, *SYSTEM_FILES]
     hidden = _dynload_dirs()
@@ -285,7 +321,10 @@ def plan(
             continue
         seen.add(real)
         for rule_path, rights in _read_rules(real, hidden):
-            rules.append((rule_path, rights & handled))
+            rule = (rule_path, rights & handled)
+            if rule not in added:  # lib-dynload: on sys.path and beneath the standard library
+                added.add(rule)
+                rules.append(rule)
     for path in list_only:
         real = os.path.realpath(path)
         if real not in seen and _is_dir(real):

@@ -16,11 +16,18 @@ from pydantic import Field, TypeAdapter
 import astguard
 from mcp_secure_sandbox import rich
 from mcp_secure_sandbox._schemas import RunOutput
+from mcp_secure_sandbox.profiles import PROFILES, profile_offer
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
 
-__all__ = ["PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "refusal_text", "register"]
+__all__ = [
+    "PROGRESS_AFTER_S",
+    "PROGRESS_EVERY_S",
+    "offer_profiles",
+    "refusal_text",
+    "register",
+]
 
 log = logging.getLogger("mcp_secure_sandbox")
 
@@ -120,6 +127,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
             output = _run_output(result)
             output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
+            if any(v["rule_id"] in _IMPORT_RULES for v in output["violations"]):
+                output["violations"] = await anyio.to_thread.run_sync(
+                    offer_profiles,
+                    code,
+                    state.policy,
+                    state.settings.profile,
+                    output["violations"],
+                    limiter=state.admission.limiter("light"),
+                )
             if not rich.reads_files(result):
                 return rich.build(state, output, result)
             return await anyio.to_thread.run_sync(
@@ -141,6 +157,48 @@ def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout
         f"stopped after {timeout:g} s, the time-out asked for (the server's maximum is "
         f"{maximum:g} s)"
     )
+
+
+#: astguard's rules for an import off the allow-list (``import m``, ``from m import sub``).
+_IMPORT_RULES = frozenset({"AG101", "AG103"})
+
+
+def offer_profiles(
+    code: str, policy: astguard.Policy, active: str, violations: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """End each refused import a profile would allow with how to start the server with it.
+
+    The code is checked again under the policy plus each other profile's modules: an import
+    violation that check no longer reports (same rule, same place) is one the profile allows.
+    astguard knows nothing of the server's profiles; this is where the two meet.
+
+    Args:
+        code: The rejected source.
+        policy: The policy it was checked under.
+        active: The server's profile (``"none"`` or a name of :data:`PROFILES`); not offered.
+        violations: The run's violations as JSON-compatible dicts (``rule_id``, ``message``,
+            ``line``, ``col``, ...).
+
+    Returns:
+        The violations, those a profile would allow with its :func:`profile_offer` clause
+        appended to the message (new dicts; the others as given).
+    """
+    offers: dict[tuple[str, int, int], str] = {}
+    for profile in PROFILES.values():
+        if profile.name == active:
+            continue
+        wider = astguard.check(code, policy.with_modules(*profile.extra_modules))
+        left = {(v.rule_id, v.line, v.col) for v in wider.violations}
+        for v in violations:
+            key = (v["rule_id"], v["line"], v["col"])
+            if v["rule_id"] in _IMPORT_RULES and key not in left:
+                offers.setdefault(key, profile_offer(profile))
+    return [
+        {**v, "message": f"{v['message']}; {offers[key]}"}
+        if (key := (v["rule_id"], v["line"], v["col"])) in offers
+        else v
+        for v in violations
+    ]
 
 
 def refusal_text(exc: IsolationUnavailable | SandboxSetupError) -> str:

@@ -250,6 +250,7 @@ def test_the_ready_pool_defaults_are_pysandboxs() -> None:
     settings = settings_from_args([], environ={})
     assert settings.ready_children == pysandbox.READY_CHILDREN == 2
     assert settings.ready_max_idle_s == pysandbox.READY_MAX_IDLE_S == 60.0
+    assert pysandbox.READY_MIN_IDLE_S == 0.1  # the refusals below name it
 
 
 @pytest.mark.parametrize(

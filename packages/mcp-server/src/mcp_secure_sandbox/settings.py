@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp_secure_sandbox.profiles import PROFILES
-from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S
+from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
 
 __all__ = [
     "DEFAULT_SNAPSHOTS",
@@ -75,7 +75,7 @@ class Settings:
             ``max_concurrent_runs + ready_children`` children exist. Under compose's 1 GiB /
             128 pids, 2 ready children take 2 pids and about 5 MiB, 8 take 8 pids and ~20 MiB.
         ready_max_idle_s: Seconds a ready child waits before it is replaced (pysandbox's
-            ``READY_MAX_IDLE_S`` by default, 60), at least 0.1.
+            ``READY_MAX_IDLE_S`` by default, 60), at least ``pysandbox.READY_MIN_IDLE_S``.
         extra_modules: Modules allowed on top of astguard's default allow-list (a profile's
             included).
         profile: ``"none"`` or a name of :data:`mcp_secure_sandbox.profiles.PROFILES`.
@@ -316,7 +316,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "--ready-max-idle",
         "READY_MAX_IDLE",
         str(READY_MAX_IDLE_S),
-        "seconds a ready child waits before it is replaced (at least 0.1)",
+        f"seconds a ready child waits before it is replaced (at least {READY_MIN_IDLE_S})",
         float,
         field="ready_max_idle_s",
     ),
@@ -597,9 +597,9 @@ def settings_from_args(
             f"--ready-children must be between 0 and {MAX_READY_CHILDREN}, "
             f"got {args.ready_children}"
         )
-    if not 0.1 <= args.ready_max_idle < math.inf:
+    if not READY_MIN_IDLE_S <= args.ready_max_idle < math.inf:
         raise ConfigError(
-            f"--ready-max-idle must be a finite number of seconds of at least 0.1, "
+            f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
             f"got {args.ready_max_idle}"
         )
     require = tuple(x for x in args.require_layers if x.lower() != "none")

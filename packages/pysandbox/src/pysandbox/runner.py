@@ -53,10 +53,11 @@ from pysandbox.exceptions import (
     SandboxSetupError,
 )
 
-__all__ = ["READY_CHILDREN", "READY_MAX_IDLE_S", "Sandbox"]
+__all__ = ["READY_CHILDREN", "READY_MAX_IDLE_S", "READY_MIN_IDLE_S", "Sandbox"]
 
 READY_CHILDREN = _pool.READY_CHILDREN
 READY_MAX_IDLE_S = _pool.READY_MAX_IDLE_S
+READY_MIN_IDLE_S = _pool.READY_MIN_IDLE_S
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)

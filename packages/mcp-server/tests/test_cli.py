@@ -155,6 +155,9 @@ def test_bad_environment_values_are_one_clear_line(
         ("SANDBOX_ALLOW_UNAUTHENTICATED_HTTP", "1", "allow_unauthenticated_http", True),
         ("SANDBOX_HTTP_REQUEST_TIMEOUT", "2.5", "http_request_timeout_s", 2.5),
         ("SANDBOX_HTTP_MAX_CONNECTIONS", "40", "http_max_connections", 40),
+        ("SANDBOX_READY_CHILDREN", "0", "ready_children", 0),
+        ("SANDBOX_READY_CHILDREN", "5", "ready_children", 5),
+        ("SANDBOX_READY_MAX_IDLE", "2.5", "ready_max_idle_s", 2.5),
     ],
 )
 def test_each_variable_reaches_its_setting(
@@ -238,3 +241,30 @@ def test_values_the_libraries_refuse_are_one_line(
     assert proc.returncode == 2, proc.stderr
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_the_ready_pool_defaults_are_pysandboxs() -> None:
+    import pysandbox
+    from mcp_secure_sandbox.settings import settings_from_args
+
+    settings = settings_from_args([], environ={})
+    assert settings.ready_children == pysandbox.READY_CHILDREN == 2
+    assert settings.ready_max_idle_s == pysandbox.READY_MAX_IDLE_S == 60.0
+    assert pysandbox.READY_MIN_IDLE_S == 0.1  # the refusals below name it
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--ready-children", "-1", "between 0 and 8"),
+        ("--ready-children", "9", "between 0 and 8"),
+        ("--ready-max-idle", "0.05", "at least 0.1"),
+        ("--ready-max-idle", "inf", "at least 0.1"),
+        ("--ready-max-idle", "nan", "at least 0.1"),
+    ],
+)
+def test_ready_pool_settings_out_of_range_are_refused(flag: str, value: str, message: str) -> None:
+    from mcp_secure_sandbox.settings import ConfigError, settings_from_args
+
+    with pytest.raises(ConfigError, match=message):
+        settings_from_args([flag, value], environ={})

@@ -102,6 +102,83 @@ def test_globals_descriptors_and_open_files_are_not_seen_by_the_next_run(
     assert (pathlib.Path(pooled.workspace) / "kept.txt").read_text() == "x"  # flushed at exit
 
 
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        # a module's table changed (attribute assignment on modules is refused by the gate)
+        (
+            "import json\njson.decoder.BACKSLASH['q'] = 'leak'\n",
+            "import json\nprint(json.decoder.BACKSLASH.get('q'))\n",
+            "None\n",
+        ),
+        # a module's state changed (the random generator seeded to a known value)
+        (
+            "import random\nrandom.seed(7)\n",
+            "import random\nrandom.seed(7)\nx = random.random()\nrandom.seed(7)\n"
+            "print(random.random() == x)\n",
+            "True\n",
+        ),
+        # a global of the module the code runs in, and a name bound in builtins' place
+        (
+            "leak = 'one'\nlen = None\n",
+            "try:\n    print(leak)\nexcept NameError:\n    print('unset', len('ab'))\n",
+            "unset 2\n",
+        ),
+        # the interpreter-wide warning filters
+        (
+            "import warnings\nwarnings.simplefilter('error')\n",
+            "import warnings\nprint(warnings.filters[0][0] == 'error')\n",
+            "False\n",
+        ),
+    ],
+    ids=["module-table", "random-state", "globals", "warning-filters"],
+)
+def test_one_runs_python_state_is_not_seen_by_the_next(
+    pooled: Sandbox, first: str, second: str, expected: str
+) -> None:
+    _, pid1 = _claimed(pooled, first)
+    out, pid2 = _claimed(pooled, second)
+    assert pid1 is not None and pid2 is not None and pid1 != pid2
+    assert out == expected
+
+
+def test_each_ready_child_draws_its_own_random_numbers(pooled: Sandbox) -> None:
+    # Forked from one zygote before any run: each reseeds, or every run would draw the same.
+    code = "import random\nprint(random.getrandbits(64))\n"
+    draws = {_claimed(pooled, code)[0] for _ in range(4)}
+    assert len(draws) == 4
+
+
+def test_a_runs_threads_are_not_seen_by_the_next(tmp_path: pathlib.Path) -> None:
+    with _sandbox(tmp_path, ready_children=2, extra_modules=("threading",)) as sb:
+        assert sb.run("print(1)").ok
+        first = (
+            "import threading, time\n"
+            "def spin():\n"
+            "    while True:\n"
+            "        time.sleep(0.01)\n"
+            "threading.Thread(target=spin, daemon=True, name='left-behind').start()\n"
+            "print(threading.active_count())\n"
+        )
+        out1, pid1 = _claimed(sb, first)
+        assert out1 == "2\n"
+        second = "import threading\nprint([t.name for t in threading.enumerate()])\n"
+        out2, pid2 = _claimed(sb, second)
+        assert pid1 is not None and pid2 is not None and pid1 != pid2
+        assert out2 == "['MainThread']\n"
+        assert _gone(pid1)  # the first child and its thread are gone
+
+
+def test_a_descriptor_left_open_is_not_inherited_by_the_next(pooled: Sandbox) -> None:
+    # The first run leaves several files open; the next run's child has only its own.
+    first = "fs = [open(f'f{i}.txt', 'w') for i in range(5)]\nprint(fs[-1].fileno())\n"
+    second = "f = open('g.txt', 'w')\nprint(f.fileno())\n"
+    out1, pid1 = _claimed(pooled, first)
+    out2, pid2 = _claimed(pooled, second)
+    assert pid1 != pid2
+    assert int(out2) == int(out1) - 4  # the same first free descriptor as the first run had
+
+
 def test_a_shrink_only_run_never_gets_a_ready_child(tmp_path: pathlib.Path) -> None:
     limits = Limits(memory_bytes=128 * MiB, output_bytes=4096, timeout_s=10.0, workspace_files=3)
     with _sandbox(tmp_path, limits=limits, ready_children=2) as sb:
@@ -118,6 +195,25 @@ def test_a_shrink_only_run_never_gets_a_ready_child(tmp_path: pathlib.Path) -> N
         assert result.status is not RunStatus.OK, result
         assert not (pathlib.Path(sb.workspace) / "new2.txt").exists()
         assert sb._ready_pids() == ready  # neither claimed nor replaced
+
+
+def test_a_run_that_leaves_the_workspace_over_its_bytes_makes_the_next_shrink_only(
+    tmp_path: pathlib.Path,
+) -> None:
+    limits = Limits(
+        memory_bytes=128 * MiB, output_bytes=4096, timeout_s=10.0, workspace_bytes=64 * 1024
+    )
+    with _sandbox(tmp_path, limits=limits, ready_children=2) as sb:
+        assert sb.run("print(1)").ok
+        (pathlib.Path(sb.workspace) / "big").write_bytes(b"x" * 100 * 1024)  # outside a run
+        sb.invalidate_workspace_manifest()
+        assert sb.run("print(2)").ok  # fills the pool again (a shrink-only run may print)
+        ready = sb._ready_pids()
+        assert len(ready) == 2
+        result = sb.run("open('new.txt', 'w').write('y')")
+        assert result.status is not RunStatus.OK, result
+        assert not (pathlib.Path(sb.workspace) / "new.txt").exists()
+        assert sb._ready_pids() == ready  # a shrink-only run forked its own child
 
 
 def test_the_pool_is_emptied_on_invalidate_and_discard(pooled: Sandbox) -> None:
@@ -155,15 +251,44 @@ def test_close_kills_the_ready_children(tmp_path: pathlib.Path) -> None:
     assert all(_gone(pid) for pid in ready)
 
 
-def test_a_ready_child_idle_past_its_age_is_replaced(tmp_path: pathlib.Path) -> None:
-    with _sandbox(tmp_path, ready_children=2, ready_max_idle_s=1e-9) as sb:
+def _replaced(sb: Sandbox, old: list[int]) -> list[int]:
+    """Wait (bounded, 20 s) until no pid of ``old`` is ready and the pool is full again."""
+    for _ in range(2000):
+        now = sb._ready_pids()
+        if len(now) == sb._pool.size and not set(now) & set(old):
+            return now
+        time.sleep(0.01)
+    return sb._ready_pids()
+
+
+def test_a_ready_child_idle_past_its_age_is_replaced_without_a_run(
+    tmp_path: pathlib.Path,
+) -> None:
+    with _sandbox(tmp_path, ready_children=2, ready_max_idle_s=0.5) as sb:
         assert sb.run("print(1)").ok
         old = sb._ready_pids()
         assert len(old) == 2
-        assert sb.run("print(3)").stdout == "3\n"  # both were past their age: discarded
-        new = sb._ready_pids()
+        new = _replaced(sb, old)  # no run: the pool's ager replaces them
         assert len(new) == 2 and not set(new) & set(old)
         assert all(_gone(pid) for pid in old)
+        newer = _replaced(sb, new)  # and again: the ager keeps going
+        assert len(newer) == 2 and not set(newer) & set(new)
+        assert sb.run("print(3)").stdout == "3\n"
+
+
+def test_the_ager_stops_and_adds_nothing_once_the_sandbox_is_closed(
+    tmp_path: pathlib.Path,
+) -> None:
+    sb = _sandbox(tmp_path, ready_children=2, ready_max_idle_s=0.1)
+    assert sb.run("print(1)").ok
+    ager = sb._pool._ager
+    assert ager is not None and ager.is_alive()
+    old = sb._ready_pids()
+    sb.close()
+    ager.join(timeout=20)
+    assert not ager.is_alive()
+    assert sb._ready_pids() == []
+    assert all(_gone(pid) for pid in old)
 
 
 def test_each_ready_child_has_its_own_run_marker_and_session(pooled: Sandbox) -> None:
@@ -201,6 +326,48 @@ def test_oversized_code_is_refused_by_the_child_before_it_runs(pooled: Sandbox) 
         os.close(fd)
 
 
+@pytest.mark.parametrize(
+    ("announce", "send"),
+    [
+        (None, 4),  # the length itself cut short
+        (10_000, 100),  # the body cut short
+        (101, None),  # a whole, valid message over the limit
+    ],
+    ids=["length-cut-short", "body-cut-short", "over-the-limit"],
+)
+def test_a_bad_code_message_runs_nothing(
+    pooled: Sandbox, announce: int | None, send: int | None
+) -> None:
+    import marshal
+
+    zygote = pooled._zygote
+    assert zygote is not None
+    marker = pathlib.Path(pooled.workspace) / "ran"
+    code = f"open({str(marker)!r}, 'w').close()"
+    payload = marshal.dumps({"code": code, "code_object": compile(code, "<run>", "exec")})
+    assert 100 < len(payload) < 10_000
+    pool = _pool.ReadyPool(1, 60.0, 100 if announce == 101 else 10_000)
+    pool.fill(zygote, pooled._child_config())
+    ready = pool.claim(zygote, pooled._child_config())
+    assert ready is not None
+    child = ready.resolve()
+    size = len(payload) if announce == 101 else (announce or 0)
+    message = size.to_bytes(8, "little") + payload
+    os.write(ready.code_w, message[:send] if send is not None else message)
+    os.close(ready.code_w)
+    ready.code_w = -1
+    chunks = []
+    while chunk := os.read(ready.err_r, 4096):
+        chunks.append(chunk)
+    assert b"the code was refused" in b"".join(chunks)
+    reaped = child.reap()
+    assert reaped is not None
+    assert os.WIFEXITED(reaped[0]) and os.WEXITSTATUS(reaped[0]) == EXIT_CODE_REFUSED
+    assert not marker.exists()
+    for fd in (ready.out_r, ready.err_r, ready.setup_r, ready.figure_r):
+        os.close(fd)
+
+
 def test_code_over_the_ready_limit_runs_in_a_fresh_child(pooled: Sandbox) -> None:
     pooled._pool.max_code_bytes = 10  # every code message is over it now
     before = pooled._ready_pids()
@@ -225,6 +392,8 @@ def test_pool_off_forks_per_run_as_before(tmp_path: pathlib.Path) -> None:
         ({"ready_children": True}, TypeError),
         ({"ready_children": 1.5}, TypeError),
         ({"ready_max_idle_s": 0}, ValueError),
+        ({"ready_max_idle_s": 0.05}, ValueError),  # below READY_MIN_IDLE_S: a fork storm
+        ({"ready_max_idle_s": float("inf")}, ValueError),
         ({"ready_max_idle_s": float("nan")}, ValueError),
         ({"ready_max_idle_s": "1"}, TypeError),
     ],

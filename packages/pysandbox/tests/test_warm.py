@@ -414,9 +414,16 @@ def test_zygote_dead_before_the_request_is_retried(
 
 
 @contextlib.contextmanager
-def _stopped_zygote(warm: Sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[_zygote.Zygote]:
-    """The sandbox's zygote, SIGSTOPped (it takes no request) for the block; launches wait 1 s."""
+def _stopped_zygote(
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch, *, wait_for_ready: bool = False
+) -> Iterator[_zygote.Zygote]:
+    """The sandbox's zygote, SIGSTOPped (it takes no request) for the block; launches wait 1 s.
+
+    ``wait_for_ready``: stop it only once the ready children it was asked for were forked.
+    """
     assert warm.run("print(1)").status is RunStatus.OK
+    if wait_for_ready:
+        assert len(warm._ready_pids()) == warm._pool.size > 0  # reads their fork reports
     stuck = _zygote_of(warm)
     assert stuck.pid is not None
     monkeypatch.setattr(_zygote.Zygote, "LAUNCH_TIMEOUT_S", 1.0)
@@ -428,10 +435,13 @@ def _stopped_zygote(warm: Sandbox, monkeypatch: pytest.MonkeyPatch) -> Iterator[
             os.kill(stuck.pid, signal.SIGCONT)
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["requests-pending", "ready-forked"])
 def test_a_zygote_that_stops_answering_is_replaced(
-    warm: Sandbox, monkeypatch: pytest.MonkeyPatch
+    warm: Sandbox, monkeypatch: pytest.MonkeyPatch, forked: bool
 ) -> None:
-    with _stopped_zygote(warm, monkeypatch) as stuck:
+    # ready-forked: the ready children (warm mode's default pool) were forked and reported
+    # before the zygote stopped; a run that claims one must still not depend on the zygote.
+    with _stopped_zygote(warm, monkeypatch, wait_for_ready=forked) as stuck:
         result = warm.run("print(4)")
     assert result.status is RunStatus.OK, result
     assert result.stdout == "4\n"

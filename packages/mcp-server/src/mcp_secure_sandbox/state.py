@@ -74,6 +74,8 @@ class ServerState:
             execution=settings.execution,
             max_concurrent_runs=settings.max_concurrent_runs,
             preload=settings.preload,
+            ready_children=settings.ready_children,
+            ready_max_idle_s=settings.ready_max_idle_s,
         )
         self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)

@@ -15,9 +15,12 @@ from pysandbox.exceptions import (
     SandboxError,
     SandboxSetupError,
 )
-from pysandbox.runner import Sandbox
+from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
 
 __all__ = [
+    "READY_CHILDREN",
+    "READY_MAX_IDLE_S",
+    "READY_MIN_IDLE_S",
     "Capabilities",
     "IsolationUnavailable",
     "LayerInfo",

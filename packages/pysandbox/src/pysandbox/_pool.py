@@ -10,7 +10,8 @@ the child reads at most ``max_code_bytes``, closes the pipe, and runs the code. 
   shrink-only run, any other limits) never claims, and entries of another zygote or
   configuration are discarded; :meth:`ReadyPool.drain` empties it (restore, settings change,
   close);
-- a child idle longer than ``max_idle_s`` is discarded when next seen and replaced;
+- a child idle longer than ``max_idle_s`` is discarded and replaced: the pool's ager thread
+  wakes at the oldest child's deadline (and a claim skips one past its age);
 - every descriptor of the run is created per child before its fork (the stdout, stderr and
   setup pipes and the code pipe): nothing is passed to a child after its seccomp filter,
   which refuses ``sendmsg``/``recvmsg`` descriptor passing, is loaded;
@@ -34,12 +35,37 @@ from pysandbox import _zygote
 from pysandbox._config import ChildConfig
 from pysandbox._launch import ChildHandle, RunSpec, WarmHandle
 
-__all__ = ["ReadyChild", "ReadyLauncher", "ReadyPool", "max_code_bytes"]
+__all__ = [
+    "READY_CHILDREN",
+    "READY_MAX_IDLE_S",
+    "READY_MIN_IDLE_S",
+    "ReadyChild",
+    "ReadyLauncher",
+    "ReadyPool",
+    "ZygoteUnresponsive",
+    "max_code_bytes",
+]
+
+#: Ready children a warm sandbox keeps by default (``Sandbox(ready_children=...)``).
+READY_CHILDREN = 2
+#: Seconds a ready child waits by default before it is replaced.
+READY_MAX_IDLE_S = 60.0
+#: Shortest accepted idle age, seconds: below it the ager would replace children as fast as
+#: the zygote forks them.
+READY_MIN_IDLE_S = 0.1
 
 #: The code's wire form is bounded by this many bytes per byte of the largest accepted source
 #: (the marshalled code object and the source), plus a fixed allowance.
 _CODE_BYTES_PER_SOURCE_BYTE = 16
 _CODE_BYTES_FIXED = 1 << 20
+
+
+class ZygoteUnresponsive(_zygote.ZygoteError):
+    """A claimed ready child's zygote did not answer in time: the caller replaces the zygote.
+
+    The child never got its code (the zygote, which reports its exit and reaps it, must be
+    answering before it does), so the run can fork afresh on another zygote.
+    """
 
 
 def max_code_bytes(max_source_bytes: int) -> int:
@@ -104,6 +130,47 @@ class ReadyChild:
         del message  # "X": it exited; empty: the zygote died
         return False
 
+    def ping(self) -> bool:
+        """Ask the zygote, on this child's run socket, whether it still answers (``?``).
+
+        Returns:
+            Whether the question was sent (the answer is read by :meth:`answered`).
+        """
+        try:
+            return self.resolve().sock.send(b"?") == 1
+        except OSError:  # ZygoteError included: not forked, or the zygote is gone
+            return False
+
+    def answered(self, timeout_s: float) -> bool:
+        """Wait for the zygote's answer to :meth:`ping`.
+
+        Args:
+            timeout_s: How long to wait, seconds.
+
+        Returns:
+            ``True`` on the answer; ``False`` if the child exited meanwhile or the zygote died.
+
+        Raises:
+            ZygoteUnresponsive: No answer within ``timeout_s`` (the zygote is stuck).
+        """
+        import select
+
+        sock = self.resolve().sock
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                message = sock.recv(64)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([sock], [], [], left)[0]:
+                    raise ZygoteUnresponsive(
+                        f"the zygote did not answer a ready child's claim within {timeout_s} s"
+                    ) from None
+                continue
+            except OSError:
+                return False
+            return message == b"!"  # else b"X": the child exited; b"": the zygote died
+
     def discard(self) -> None:
         """Kill the child (the zygote reaps it when its run socket closes); close our ends.
 
@@ -135,7 +202,14 @@ class ReadyPool:
         self.max_idle_s = max_idle_s
         self.max_code_bytes = max_code_bytes
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
         self._ready: list[ReadyChild] = []
+        #: What the ager refills for: the zygote and configuration of the last fill.
+        self._source: tuple[_zygote.Zygote, ChildConfig] | None = None
+        self._ager: threading.Thread | None = None
+        self._closed = False
+        #: Counts drains: a child requested before one is never added after it.
+        self._generation = 0
 
     def __len__(self) -> int:
         with self._lock:
@@ -161,7 +235,7 @@ class ReadyPool:
                     stale.append(ready)
                 elif found is not None:
                     keep.append(ready)
-                elif ready.alive():
+                elif ready.alive() and ready.ping():
                     found = ready
                 else:
                     stale.append(ready)  # it died while waiting (killed from outside)
@@ -178,20 +252,64 @@ class ReadyPool:
         """
         while True:
             with self._lock:
-                if len(self._ready) >= self.size:
+                if self._closed or len(self._ready) >= self.size:
                     return
+                self._source = (zygote, config)
+                generation = self._generation
+                if self._ager is None:
+                    self._ager = threading.Thread(
+                        target=self._age, name="pysandbox-ready-ager", daemon=True
+                    )
+                    self._ager.start()
             ready = self._request(zygote, config)
             with self._lock:
-                if len(self._ready) < self.size:
+                # A drain or a close since the request bumped the generation.
+                if generation == self._generation and len(self._ready) < self.size:
                     self._ready.append(ready)
+                    self._changed.notify_all()
                     continue
-            ready.discard()  # another thread filled it meanwhile
+            ready.discard()  # filled by another thread meanwhile, or drained, or closed
             return
 
+    def _age(self) -> None:
+        """The ager thread: at the oldest child's deadline, replace the children past it."""
+        while True:
+            with self._lock:
+                if self._closed:
+                    return
+                if not self._ready:
+                    self._changed.wait()
+                    continue
+                now = time.monotonic()
+                due = min(ready.born for ready in self._ready) + self.max_idle_s
+                if due > now:
+                    self._changed.wait(due - now)
+                    continue
+                stale = [r for r in self._ready if now - r.born >= self.max_idle_s]
+                self._ready = [r for r in self._ready if now - r.born < self.max_idle_s]
+                source = self._source
+            for ready in stale:
+                ready.discard()
+            if source is not None:
+                try:
+                    self.fill(*source)
+                except _zygote.ZygoteError:
+                    with self._lock:
+                        self._source = None  # the next run's fill replaces the zygote
+
+    def close(self) -> None:
+        """Discard every ready child and stop the ager; the pool stays empty (idempotent)."""
+        with self._lock:
+            self._closed = True
+        self.drain()  # bumps the generation and wakes the ager
+
     def drain(self) -> None:
-        """Discard every ready child."""
+        """Discard every ready child; the next fill (a run's end) makes new ones."""
         with self._lock:
             stale, self._ready = self._ready, []
+            self._source = None
+            self._generation += 1
+            self._changed.notify_all()
         for ready in stale:
             ready.discard()
 
@@ -254,6 +372,9 @@ class ReadyLauncher:
             if len(payload) > self.max_code_bytes:
                 raise _zygote.ZygoteError("the code is over a ready child's limit")
             child = ready.resolve()
+            # The question was sent by the claim; the answer comes while the code was compiled.
+            if not ready.answered(_zygote.Zygote.LAUNCH_TIMEOUT_S):
+                raise _zygote.ZygoteError("the ready child exited, or its zygote died")
             view = memoryview(len(payload).to_bytes(8, "little") + payload)
             while view:
                 view = view[os.write(ready.code_w, view) :]

@@ -21,8 +21,10 @@ channel, reseeds ``random``, and then applies every layer through the same
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
 reports ``P<pid>`` after the fork and ``X`` when the child has exited (seen on a pidfd, not
-reaped). The server kills through a pidfd and ``killpg`` itself (the child stays unreaped until
-the server sends ``R``, so its pid and process group cannot have been reused); on ``R`` the
+reaped), and answers ``?`` with ``!`` (a run that claims a ready child first checks that the
+zygote, which will report its exit and reap it, still answers: see :mod:`pysandbox._pool`).
+The server kills through a pidfd and ``killpg`` itself (the child stays unreaped until the
+server sends ``R``, so its pid and process group cannot have been reused); on ``R`` the
 zygote kills the group, reaps the child with ``wait4`` and returns its wait status, CPU seconds
 and peak RSS. If the server's end closes, the zygote kills and reaps the child. Several runs
 proceed at once; the zygote only forks and reaps and never waits on a run.
@@ -241,6 +243,12 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                     command = run[2].recv(16)
                 except OSError:
                     command = b""
+                if command == b"?":  # a ready child's claim: is the zygote answering?
+                    try:
+                        run[2].send(b"!")
+                        continue
+                    except OSError:
+                        command = b""
                 finish(run, reply=command == b"R")  # b"R", or the server's end closed
 
 

@@ -53,7 +53,11 @@ from pysandbox.exceptions import (
     SandboxSetupError,
 )
 
-__all__ = ["Sandbox"]
+__all__ = ["READY_CHILDREN", "READY_MAX_IDLE_S", "READY_MIN_IDLE_S", "Sandbox"]
+
+READY_CHILDREN = _pool.READY_CHILDREN
+READY_MAX_IDLE_S = _pool.READY_MAX_IDLE_S
+READY_MIN_IDLE_S = _pool.READY_MIN_IDLE_S
 
 _MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)
@@ -169,12 +173,16 @@ class Sandbox:
             still has exactly one thread. Spawn-mode runs import them as the code does.
         ready_children: Warm mode: how many children the zygote keeps forked and confined
             (every layer applied) for the sandbox's own configuration, waiting for code
-            (default 0: off; 2 is the suggested size). Each serves one run and is never
-            reused; a shrink-only run never gets one; :meth:`invalidate_workspace_manifest`,
-            :meth:`discard_ready_children` and :meth:`close` empty the pool. Ready children
+            (default :data:`READY_CHILDREN`, 2; 0 switches the pool off). Each serves one
+            run and is never reused; a shrink-only run never gets one; a claim first checks
+            that the zygote answers (a stuck zygote is replaced before the code is sent);
+            :meth:`invalidate_workspace_manifest`, :meth:`discard_ready_children` and
+            :meth:`close` empty the pool. Ready children
             count in the memory and process budgets: up to ``max_concurrent_runs +
             ready_children`` children exist at once, each under ``limits.memory_bytes``.
-        ready_max_idle_s: Seconds a ready child may wait before it is replaced (default 60).
+        ready_max_idle_s: Seconds a ready child may wait before it is replaced (default
+            :data:`READY_MAX_IDLE_S`, 60; at least 0.1): a timer replaces it even when no run
+            comes.
         seccomp_debug: For diagnosis: a system call outside the seccomp allow-list traps
             instead of failing with ``ENOSYS``; the child writes ``pysandbox: system call NAME
             is not allowed in the sandbox`` to stderr and the run ends ``killed`` by
@@ -217,8 +225,8 @@ class Sandbox:
         execution: str = "warm",
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
-        ready_children: int = 0,
-        ready_max_idle_s: float = 60.0,
+        ready_children: int = READY_CHILDREN,
+        ready_max_idle_s: float = READY_MAX_IDLE_S,
         seccomp_debug: bool = False,
         _testing_kernel_only: bool = False,
     ) -> None:
@@ -249,9 +257,10 @@ class Sandbox:
             raise ValueError(f"ready_children must be at least 0, got {ready_children}")
         if isinstance(ready_max_idle_s, bool) or not isinstance(ready_max_idle_s, (int, float)):
             raise TypeError("ready_max_idle_s must be a number of seconds")
-        if not math.isfinite(ready_max_idle_s) or ready_max_idle_s <= 0:
+        if not math.isfinite(ready_max_idle_s) or ready_max_idle_s < _pool.READY_MIN_IDLE_S:
             raise ValueError(
-                f"ready_max_idle_s must be a positive finite number, got {ready_max_idle_s!r}"
+                f"ready_max_idle_s must be a finite number of seconds of at least "
+                f"{_pool.READY_MIN_IDLE_S}, got {ready_max_idle_s!r}"
             )
         self._execution = execution
         self._zygote: _zygote.Zygote | None = None
@@ -544,7 +553,7 @@ class Sandbox:
             active = list(self._active)
         for sup in active:
             sup.kill(Stop.CANCELLED)
-        self._pool.drain()
+        self._pool.close()
         with self._zygote_lock:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
@@ -734,11 +743,16 @@ class Sandbox:
                 try:
                     if ready is not None:
                         try:
-                            with contextlib.suppress(_zygote.ZygoteError):
-                                # Gone, or the code over its limit: discarded; fork afresh.
-                                observation = self._supervise(
-                                    supervisor, _pool.ReadyLauncher(ready, self._pool), spec
-                                )
+                            observation = self._supervise(
+                                supervisor, _pool.ReadyLauncher(ready, self._pool), spec
+                            )
+                        except _pool.ZygoteUnresponsive:
+                            # The child never got its code: fork afresh on a new zygote.
+                            if isinstance(launcher, ZygoteLauncher):
+                                self._discard_zygote(launcher.zygote)
+                            launcher = self._launcher(config)
+                        except _zygote.ZygoteError:
+                            pass  # gone, or the code over its limit: discarded; fork afresh
                         finally:
                             ready.discard()  # unless handed its code (cancelled before it)
                     if observation is None:
@@ -821,7 +835,7 @@ class Sandbox:
             self._zygote = zygote
             # A sandbox dropped without close() still stops its zygote.
             weakref.finalize(self, zygote.close)
-            weakref.finalize(self, self._pool.drain)  # registered last: runs first
+            weakref.finalize(self, self._pool.close)  # registered last: runs first
             return zygote
 
     def _refill(self) -> None:

@@ -94,10 +94,12 @@ def test_an_expensive_diff_is_stopped_and_the_server_goes_on(
             assert message == f"{start}the snapshots are too large to compare"
             metrics = await call(s, "get_sandbox_metrics")  # the server answers
             assert _diff_workers(metrics["process"]["pid"]) == []  # killed and reaped
-        # The worker is replaced: an ordinary diff works. (Not one with the workspace: that
-        # reads every manifest in the store for its hash cache, the two huge ones too.)
+        # The worker is replaced: ordinary diffs work, with the workspace too (it reads the
+        # snapshot's own manifest only, not the two huge ones to find the newest).
         small = await call(s, "create_state_snapshot")
         (workspace / "g.txt").write_text("two")
+        now = await call(s, "diff_state_snapshots", snapshot_id=small["id"])
+        assert (now["added"], now["modified"]) == (["g.txt"], [])
         later = await call(s, "create_state_snapshot")
         diff = await call(s, "diff_state_snapshots", snapshot_id=small["id"], other_id=later["id"])
         assert diff["added"] == ["g.txt"]

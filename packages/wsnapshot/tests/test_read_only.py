@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from wsnapshot import SnapshotStore, StoreConfigError
+from wsnapshot._storedir import StoreDir
 
 
 def _tree(root: Path) -> dict[str, tuple[int, int]]:
@@ -48,3 +49,21 @@ def test_a_read_only_open_creates_no_store(ws: Path, tmp_path: Path) -> None:
             SnapshotStore.open_read_only(ws, target)
     assert not (tmp_path / "missing").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ws"]
+
+
+def test_a_diff_with_the_workspace_reads_no_other_manifest(
+    ws: Path, store: SnapshotStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (ws / "same.txt").write_text("same")
+    (ws / "changed.txt").write_text("one")
+    first = store.create("first").id
+    store.create("newest")
+    (ws / "changed.txt").write_text("two")  # same size, other content: hashed
+
+    def every_manifest(self: object) -> None:
+        raise AssertionError("diff read every manifest of the store")
+
+    monkeypatch.setattr(StoreDir, "manifests", every_manifest)
+    for reader in (store, SnapshotStore.open_read_only(ws, store.store_dir)):
+        found = reader.diff(first)
+        assert (found.added, found.removed, found.modified) == ((), (), ("changed.txt",))

@@ -15,7 +15,7 @@ import anyio
 import psutil
 import pytest
 
-from mcp_secure_sandbox._answers import csv_report, json_report
+from mcp_secure_sandbox._answers import csv_report, diff, json_report
 from mcp_secure_sandbox.workers import (
     ANSWER_MAX_BYTES,
     WorkerPool,
@@ -138,6 +138,50 @@ def test_a_json_report_is_not_accepted_as_a_csv_report() -> None:
             await pool.aclose()
 
     anyio.run(scenario)
+
+
+def test_a_json_report_is_not_accepted_as_a_diff() -> None:
+    async def scenario() -> None:
+        pool = _pool("good", too_expensive="the snapshots are too large to compare")
+        try:
+            with pytest.raises(WorkerProtocolError, match=r"^diff failed: .*wrong shape"):
+                await pool.call({"op": "diff"}, what="diff", check=diff)
+            assert pool.replaced == 1
+            assert pool.limit_message("diff") == (
+                "diff stopped after 20 s / 1024 MiB: the snapshots are too large to compare"
+            )
+        finally:
+            await pool.aclose()
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"a": "x", "b": None, "added": [1], "removed": [], "modified": [], "metadata_changed": []},
+        {"a": "x", "b": None, "added": [], "removed": [], "modified": []},
+        {"a": "x", "b": 5, "added": [], "removed": [], "modified": [], "metadata_changed": []},
+        {"a": "x", "b": None, "added": "a", "removed": [], "modified": [], "metadata_changed": []},
+    ],
+)
+def test_a_diff_answer_of_the_wrong_shape_is_refused(answer: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="validation error"):
+        diff(answer)
+
+
+def test_a_diff_answer_of_the_right_shape_becomes_a_diff() -> None:
+    found = diff(
+        {
+            "a": "x",
+            "b": None,
+            "added": ["n"],
+            "removed": [],
+            "modified": ["m"],
+            "metadata_changed": [],
+        }
+    )
+    assert (found.a, found.b, found.added, found.modified) == ("x", None, ("n",), ("m",))
 
 
 def test_workers_retire_after_max_jobs() -> None:

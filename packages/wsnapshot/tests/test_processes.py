@@ -1,4 +1,4 @@
-"""Real processes: SIGKILL at random points of create/restore, and concurrent writers."""
+"""Real processes: SIGKILL at random points of create/restore/import, and concurrent writers."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ while True:
     n += 1
     if mode == "create":
         s.create(f"loop {n}")
+    elif mode == "import":  # a: an export record's file
+        with open(a, "rb") as fh:
+            s.delete(s.import_from(fh).id)
     else:
         s.restore(a if n % 2 else b)
 """
@@ -86,6 +89,39 @@ def test_sigkill_at_random_points(tmp_path: Path, mode: str) -> None:
             assert state == state_b
             for info in store.list()[2:]:
                 store.delete(info.id)
+
+
+def test_sigkill_at_random_points_of_an_import(tmp_path: Path) -> None:
+    """A killed streamed import leaves no half-written snapshot, blob or staging file."""
+    rng = random.Random(4321)
+    src_ws, src_store = tmp_path / "src", tmp_path / "src-store"
+    src_ws.mkdir()
+    build_tree(src_ws, _tree(150, b"I"))
+    source = SnapshotStore(src_ws, src_store)
+    record = tmp_path / "record.json"
+    with record.open("wb") as out:
+        imported = source.create("to import").id
+        source.export_to(imported, out)
+    ws, store_dir = tmp_path / "ws", tmp_path / "store"
+    ws.mkdir()
+    build_tree(ws, _tree(20, b"K"))
+    kept = SnapshotStore(ws, store_dir).create("kept").id
+    for _round in range(8):
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(ws), str(store_dir), "import", str(record), "-"],
+            stdout=subprocess.PIPE,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0.0, 0.25))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        store = _check_store(ws, store_dir)  # also: tmp/ is empty once reopened
+        ids = {i.id for i in store.list()}
+        assert ids in ({kept}, {kept, imported})  # the import is complete (checked) or absent
+        if imported in ids:
+            store.delete(imported)
 
 
 WRITER = r"""

@@ -15,8 +15,9 @@ from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import TypedDict
 
 from datavalidate import CsvColumn, CsvError, CsvReport, JsonError
+from wsnapshot import Diff
 
-__all__ = ["csv_report", "json_report"]
+__all__ = ["csv_report", "diff", "json_report"]
 
 _STRICT = ConfigDict(strict=True, extra="forbid")
 
@@ -69,7 +70,18 @@ class _CsvReportShape(TypedDict):
     warnings: list[str]
 
 
+@with_config(_STRICT)
+class _DiffShape(TypedDict):
+    a: str
+    b: str | None
+    added: list[str]
+    removed: list[str]
+    modified: list[str]
+    metadata_changed: list[str]
+
+
 _JSON_REPORT = TypeAdapter(_JsonReportShape)
+_DIFF = TypeAdapter(_DiffShape)
 _CSV_REPORT = TypeAdapter(_CsvReportShape)
 
 
@@ -102,4 +114,22 @@ def csv_report(result: Any) -> CsvReport:
         truncated=found["truncated"],
         delimiter=found["delimiter"],
         warnings=tuple(found["warnings"]),
+    )
+
+
+def diff(result: Any) -> Diff:
+    """A worker's snapshot diff, checked, as a :class:`wsnapshot.Diff`.
+
+    Raises:
+        ValueError: Not exactly the shape of ``Diff.to_dict()`` (pydantic's
+            ``ValidationError``).
+    """
+    found = _DIFF.validate_python(result)
+    return Diff(
+        found["a"],
+        found["b"],
+        tuple(found["added"]),
+        tuple(found["removed"]),
+        tuple(found["modified"]),
+        tuple(found["metadata_changed"]),
     )

@@ -1,16 +1,18 @@
-"""A confined worker: validation of caller-supplied input, outside the server's process.
+"""A confined worker: validation of caller-supplied input and snapshot diffs, outside the server.
 
 Started by :class:`mcp_secure_sandbox.workers.WorkerPool` as ``python -I -m
 mcp_secure_sandbox._worker`` with an empty environment, no inherited descriptors but its
 pipes, in its own session. The protocol is JSON lines, never pickle: the first line on stdin is
 the configuration (``memory_bytes``, ``cpu_time_s`` (CPU seconds allowed beyond what start-up
-used), ``workspace``, ``require_kernel_layers``);
+used), ``workspace``, ``store`` (the snapshot store, opened read-only), ``require_kernel_layers``);
 the worker imports and warms what its jobs use, confines itself for good
 (:func:`pysandbox.confine_worker`: rlimits, no_new_privs, read-only Landlock, seccomp without
 exec or sockets), answers ``{"ready": {...}}``, then reads one job per line and writes one
 answer per line: ``{"ok": result}`` or ``{"error": {"kind", "message"}}`` where ``kind`` is
 ``input`` (a bad argument, the message names it), ``schema`` (datavalidate refused the schema),
-``memory`` (the budget ran out: the worker exits after answering) or ``failed``.
+``snapshot_id`` (a malformed or unknown snapshot id), ``snapshot`` (the store refused: a
+corrupt manifest, a workspace past its caps), ``memory`` (the budget ran out: the worker exits
+after answering) or ``failed``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,15 @@ from typing import Any, BinaryIO
 from datavalidate import DataValidateError, default_registry, validate_csv, validate_json
 from mcp_secure_sandbox.jsontext import JsonTextError, loads_strict
 from pysandbox import confine_worker
-from wsnapshot import NotARegularFile, SafeWorkspace, WorkspaceError
+from wsnapshot import (
+    InvalidSnapshotId,
+    NotARegularFile,
+    SafeWorkspace,
+    SnapshotError,
+    SnapshotNotFound,
+    SnapshotStore,
+    WorkspaceError,
+)
 from wsnapshot.workspace import KIND_DIR
 
 __all__ = ["MAX_CSV_FILE_BYTES", "handle", "main", "reason"]
@@ -83,15 +93,40 @@ def _validate_csv(job: dict[str, Any], workspace: SafeWorkspace | None) -> dict[
         return validate_csv(stream, **kwargs).to_dict()
 
 
-def handle(job: dict[str, Any], registry: Any, workspace: SafeWorkspace | None) -> dict[str, Any]:
+def _diff(job: dict[str, Any], store: SnapshotStore | None) -> dict[str, Any]:
+    if store is None:
+        raise _Input("this worker has no snapshot store")
+    diff = store.diff(job["a"], job.get("b")).to_dict()
+    size = len(json.dumps(diff, separators=(",", ":"), ensure_ascii=False))
+    if size > int(job["max_answer_bytes"]):
+        counts = ", ".join(
+            f"{len(diff[key]):,} {key.replace('_', ' ')}"
+            for key in ("added", "removed", "modified", "metadata_changed")
+        )
+        raise _Input(
+            f"the diff lists {counts} paths ({size:,} bytes), more than one answer holds "
+            f"({int(job['max_answer_bytes']):,} bytes); run `wsnapshot --workspace W --store S "
+            "diff A [B]` on the host for a diff this large"
+        )
+    return diff
+
+
+def handle(
+    job: dict[str, Any],
+    registry: Any,
+    workspace: SafeWorkspace | None,
+    store: SnapshotStore | None = None,
+) -> dict[str, Any]:
     """Do one job; return the answer line's object (``ok`` or ``error``).
 
     Args:
-        job: ``{"op": "validate_json", "schema", "instance" | "instance_text", "argument"}``
-            or ``{"op": "validate_csv", "kwargs", "text" | "path"}``; ``"op": "ping"``
-            answers ``{"ok": "pong"}``.
+        job: ``{"op": "validate_json", "schema", "instance" | "instance_text", "argument"}``,
+            ``{"op": "validate_csv", "kwargs", "text" | "path"}`` or ``{"op": "diff", "a",
+            "b" (``None``: the workspace), "max_answer_bytes"}`` (a diff whose compact JSON is
+            longer is refused with its counts); ``"op": "ping"`` answers ``{"ok": "pong"}``.
         registry: The schema registry names resolve in.
         workspace: The workspace ``path`` jobs read, or ``None``.
+        store: The snapshot store opened read-only, for ``diff`` jobs, or ``None``.
     """
     try:
         op = job.get("op")
@@ -99,11 +134,17 @@ def handle(job: dict[str, Any], registry: Any, workspace: SafeWorkspace | None) 
             return {"ok": _validate_json(job, registry)}
         if op == "validate_csv":
             return {"ok": _validate_csv(job, workspace)}
+        if op == "diff":
+            return {"ok": _diff(job, store)}
         if op == "ping":
             return {"ok": "pong"}
         return {"error": {"kind": "failed", "message": f"unknown job {op!r}"}}
     except _Input as exc:
         return {"error": {"kind": "input", "message": str(exc)}}
+    except (InvalidSnapshotId, SnapshotNotFound) as exc:
+        return {"error": {"kind": "snapshot_id", "message": str(exc)[:4000]}}
+    except SnapshotError as exc:
+        return {"error": {"kind": "snapshot", "message": str(exc)[:4000]}}
     except DataValidateError as exc:
         return {"error": {"kind": "schema", "message": str(exc)}}
     except ValueError as exc:
@@ -144,12 +185,14 @@ def main() -> int:
     _warm(registry)
     root = config.get("workspace")
     workspace = SafeWorkspace(root) if root else None
+    store_dir = config.get("store")
+    store = SnapshotStore.open_read_only(root, store_dir) if root and store_dir else None
     applied = confine_worker(
         memory_bytes=int(config["memory_bytes"]),
         # RLIMIT_CPU counts start-up too: the jobs get the configured seconds beyond it (the
         # pool retires a worker before its remaining CPU is less than one job's budget).
         cpu_time_s=math.ceil(_cpu_used()) + int(config["cpu_time_s"]),
-        read_only=(root,) if root else (),
+        read_only=tuple(p for p in (root, store_dir) if p),
         require_kernel_layers=bool(config.get("require_kernel_layers", True)),
     )
     _write(out, {"ready": {"landlock_abi": applied.landlock_abi, "seccomp": applied.seccomp}})
@@ -158,7 +201,7 @@ def main() -> int:
         if not line:
             return 0
         try:
-            answer = handle(json.loads(line), registry, workspace)
+            answer = handle(json.loads(line), registry, workspace, store)
         except MemoryError:
             answer = {"error": {"kind": "memory", "message": "out of memory"}}
         try:

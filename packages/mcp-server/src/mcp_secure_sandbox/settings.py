@@ -100,6 +100,9 @@ class Settings:
         worker_deadline_s: Wall-clock time one validation may take in a worker, in seconds;
             past it the worker is killed and replaced.
         worker_memory_bytes: Address-space budget (``RLIMIT_AS``) of each worker, in bytes.
+        diff_deadline_s: Wall-clock time one snapshot diff may take in its confined worker (a
+            pool of one), in seconds.
+        diff_memory_bytes: Address-space budget (``RLIMIT_AS``) of the diff worker, in bytes.
         admission_wait_s: Longest time a call waits for its turn (a worker, a run slot, the
             workspace, an export slot) before it is answered "busy, retry", in seconds.
         export_max_bytes: Largest export served over MCP (in chunks), in bytes; a larger one is
@@ -142,6 +145,8 @@ class Settings:
     worker_pool_size: int = 2
     worker_deadline_s: float = 10.0
     worker_memory_bytes: int = 256 * 1024 * 1024
+    diff_deadline_s: float = 30.0
+    diff_memory_bytes: int = 512 * 1024 * 1024
     admission_wait_s: float = 1.5
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
@@ -441,6 +446,23 @@ _OPTIONS: tuple[_Option, ...] = (
         "address-space budget of each validation worker in bytes (RLIMIT_AS); K, M, G suffixes",
         _size,
         field="worker_memory_bytes",
+    ),
+    _Option(
+        "--diff-deadline",
+        "DIFF_DEADLINE",
+        "30",
+        "seconds one snapshot diff may take in its confined worker (read-only on the store and "
+        "workspace); past it the worker is killed and replaced",
+        _positive(float),
+        field="diff_deadline_s",
+    ),
+    _Option(
+        "--diff-memory",
+        "DIFF_MEMORY",
+        "512M",
+        "address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G suffixes",
+        _size,
+        field="diff_memory_bytes",
     ),
     _Option(
         "--admission-wait",

@@ -9,6 +9,7 @@ import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
@@ -99,6 +100,18 @@ class ServerState:
             workspace=settings.workspace,
             require_kernel_layers=bool(settings.require_layers),
         )
+        # Diffs load two manifests of up to 100,000 entries, or scan and hash the workspace:
+        # a worker of their own, read-only on the store and the workspace (one diff at a time,
+        # the "snapshot" admission).
+        self.diff_workers = WorkerPool(
+            size=1,
+            deadline_s=settings.diff_deadline_s,
+            memory_bytes=settings.diff_memory_bytes,
+            workspace=settings.workspace,
+            store=Path(self.store.store_dir),
+            require_kernel_layers=bool(settings.require_layers),
+            too_expensive="the snapshots are too large to compare",
+        )
         self.metrics = Metrics()
         self.traces = TraceLog()
         self.timer = CallTimer.from_environment()
@@ -138,11 +151,13 @@ class ServerState:
     def close(self) -> None:
         """Stop every run still in progress, kill the workers, release the sandbox's resources."""
         self.workers.close()
+        self.diff_workers.close()
         self.sandbox.close()
 
     async def aclose(self) -> None:
         """Like :meth:`close`, waiting for the workers to end."""
         await self.workers.aclose()
+        await self.diff_workers.aclose()
         self.close()
 
     def patience(self, started: float) -> float:

@@ -61,7 +61,7 @@ plus one job's budget (the deadline and 2 s) plus this reserve, and a worker who
 (read by the server from ``/proc``, never from the worker) leaves less than one job's budget
 is retired between jobs, so a legitimate job is never killed for CPU earlier jobs spent.
 """
-ERROR_KINDS = frozenset({"input", "schema", "memory", "failed"})
+ERROR_KINDS = frozenset({"input", "schema", "snapshot_id", "snapshot", "memory", "failed"})
 """The error kinds a worker may answer; anything else is a malformed answer."""
 _MAX_MESSAGE_CHARS = 4000
 _PARSE_INLINE_BYTES = 64 * 1024
@@ -92,7 +92,9 @@ class WorkerError(Exception):
     """A job's own error, as the worker reported it.
 
     Attributes:
-        kind: ``"input"`` (a bad argument, named in the message), ``"schema"`` or ``"failed"``.
+        kind: ``"input"`` (a bad argument, named in the message), ``"schema"``,
+            ``"snapshot_id"`` (malformed or unknown), ``"snapshot"`` (the store refused: a
+            corrupt snapshot, a workspace past its caps) or ``"failed"``.
     """
 
     def __init__(self, kind: str, message: str) -> None:
@@ -167,9 +169,12 @@ class WorkerPool:
         size: Largest number of worker processes.
         deadline_s: Wall-clock time a job may take, in seconds.
         memory_bytes: Address-space budget of each worker (``RLIMIT_AS``), in bytes.
-        workspace: Directory ``csv_path`` jobs read (read-only), or ``None``.
+        workspace: Directory ``csv_path`` and ``diff`` jobs read (read-only), or ``None``.
         require_kernel_layers: A worker that cannot apply Landlock and seccomp refuses to start
             (the server's ``require_layers`` decides).
+        store: Snapshot store ``diff`` jobs read (read-only: the worker opens it with
+            ``SnapshotStore.open_read_only`` and Landlock lets it read only), or ``None``.
+        too_expensive: The end of the sentence a caller reads when a job was stopped.
         max_jobs: Jobs a worker does before it is retired (:data:`MAX_JOBS_PER_WORKER`).
         cpu_reserve_s: CPU seconds beyond one job's that a worker's jobs share before it is
             retired (:data:`CPU_RESERVE_S`).
@@ -187,6 +192,8 @@ class WorkerPool:
         memory_bytes: int,
         workspace: Path | None,
         require_kernel_layers: bool,
+        store: Path | None = None,
+        too_expensive: str = "the schema or data is too expensive",
         max_jobs: int = MAX_JOBS_PER_WORKER,
         cpu_reserve_s: int = CPU_RESERVE_S,
         job_cpu_s: float | None = None,
@@ -196,6 +203,7 @@ class WorkerPool:
         self.deadline_s = deadline_s
         self.memory_bytes = memory_bytes
         self.max_jobs = max_jobs
+        self.too_expensive = too_expensive
         self.job_cpu_s = deadline_s if job_cpu_s is None else job_cpu_s
         self._command = list(command or (sys.executable, "-I", "-m", "mcp_secure_sandbox._worker"))
         self._config = {
@@ -204,6 +212,7 @@ class WorkerPool:
             # and the reserve later jobs share (see CPU_RESERVE_S).
             "cpu_time_s": math.ceil(self.job_cpu_s) + 2 + cpu_reserve_s,
             "workspace": str(workspace) if workspace is not None else None,
+            "store": str(store) if store is not None else None,
             "require_kernel_layers": require_kernel_layers,
         }
         self._idle: list[_Worker] = []
@@ -222,7 +231,7 @@ class WorkerPool:
         """The sentence a caller reads when a job of ``what`` was stopped."""
         return (
             f"{what} stopped after {self.deadline_s:g} s / {self.memory_bytes // (1 << 20)} MiB: "
-            "the schema or data is too expensive"
+            f"{self.too_expensive}"
         )
 
     async def _start(self) -> _Worker:
@@ -250,7 +259,7 @@ class WorkerPool:
             await self._discard(worker)
             if isinstance(exc, Exception):
                 raise RuntimeError(
-                    f"a validation worker failed to start (exit status {process.returncode}): "
+                    f"a worker failed to start (exit status {process.returncode}): "
                     f"{type(exc).__name__}"
                 ) from None
             raise

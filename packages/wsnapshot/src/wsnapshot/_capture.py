@@ -164,9 +164,20 @@ class Capture:
         if self._cache is not None and self._cache[0] == sid:
             self._cache = None
 
-    def known_hashes(self, m: Manifest) -> dict[str, tuple[Key, str]]:
-        """Path -> (stat key, SHA-256) from the newest snapshot, overlaid with ``m``'s keys."""
-        cache = {p: (k, r.sha256 or "") for p, (k, r) in self.hash_cache().items()}
+    def known_hashes(self, m: Manifest, *, load_newest: bool = True) -> dict[str, tuple[Key, str]]:
+        """Path -> (stat key, SHA-256) from the newest snapshot, overlaid with ``m``'s keys.
+
+        With ``load_newest`` false the newest snapshot's keys are used only when already in
+        memory: finding the newest reads every manifest of the store (up to 100,000 entries
+        each), which ``diff`` must not pay for; a file whose stat key ``m`` lacks is hashed.
+        """
+        if load_newest:
+            newest = self.hash_cache()
+        elif self._cache is not None and os.path.lexists(self._files.manifest_path(self._cache[0])):
+            newest = self._cache[1]
+        else:
+            newest = {}
+        cache = {p: (k, r.sha256 or "") for p, (k, r) in newest.items()}
         for p, k in m.keys.items():
             cache[p] = (k, m.entries[p].sha256 or "")
         return cache
@@ -542,7 +553,7 @@ class Capture:
         root_fd = self._ws.open_root()
         try:
             entries, _skipped = self.scan(root_fd)
-            cache = self.known_hashes(ma)
+            cache = self.known_hashes(ma, load_newest=False)
             out: dict[str, FileRecord] = {}
             for e in entries:
                 st = e.st

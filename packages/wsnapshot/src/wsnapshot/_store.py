@@ -116,13 +116,58 @@ class SnapshotStore:
             workers = min(4, os.cpu_count() or 1)
         if type(workers) is not int or workers <= 0:
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
-        self._limits = Limits(max_bytes, max_files, store_max_bytes, workers)
+        self._open(workspace, store_dir, Limits(max_bytes, max_files, store_max_bytes, workers))
+
+    @classmethod
+    def open_read_only(
+        cls, workspace: str | os.PathLike[str], store_dir: str | os.PathLike[str]
+    ) -> SnapshotStore:
+        """Open an existing store for reading only (``list``, ``get``, ``diff``, ``export``).
+
+        Nothing is created, locked or completed at open (a crashed writer's pending work is
+        left to the next writer), and every writer (``create``, ``restore``, ``delete``,
+        ``import_``) raises :class:`~wsnapshot.exceptions.StoreConfigError`. For a confined
+        process whose filesystem access is read-only (the MCP server's diff worker). The
+        limits are the defaults (a manifest is read up to ``max(max_files, 100,000)`` entries).
+
+        Args:
+            workspace: The workspace directory (must exist).
+            store_dir: The store directory (must be a wsnapshot store already).
+
+        Returns:
+            The read-only store.
+
+        Raises:
+            StoreConfigError: A directory is missing, overlapping or not a wsnapshot store.
+        """
+        store = cls.__new__(cls)
+        store._open(
+            workspace,
+            store_dir,
+            Limits(DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, DEFAULT_STORE_MAX_BYTES, 1),
+            read_only=True,
+        )
+        return store
+
+    def _open(
+        self,
+        workspace: str | os.PathLike[str],
+        store_dir: str | os.PathLike[str],
+        limits: Limits,
+        *,
+        read_only: bool = False,
+    ) -> None:
+        self._limits = limits
         self._ws = SafeWorkspace(workspace)
-        self._files = StoreDir(self._ws.root, os.fspath(store_dir), get_ops(), self._limits)
+        self._files = StoreDir(
+            self._ws.root, os.fspath(store_dir), get_ops(), self._limits, read_only=read_only
+        )
         self._blobs = BlobStore(self._files)
         self._capture = Capture(self._files, self._blobs, self._ws)
         self._restorer = Restorer(self._files, self._blobs, self._capture, self._ws)
         self._records = Records(self._files, self._blobs)
+        if read_only:
+            return
         with self._files.locked(blocking=False) as got:
             if got:
                 try:

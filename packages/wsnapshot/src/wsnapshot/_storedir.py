@@ -139,9 +139,18 @@ class StoreDir:
             neither empty nor a wsnapshot store.
     """
 
-    def __init__(self, workspace_root: str, store_dir: str, ops: Ops, limits: Limits) -> None:
+    def __init__(
+        self,
+        workspace_root: str,
+        store_dir: str,
+        ops: Ops,
+        limits: Limits,
+        *,
+        read_only: bool = False,
+    ) -> None:
         self.ops = ops
         self.limits = limits
+        self.read_only = read_only
         self.path = self._prepare(workspace_root, store_dir)
         self.snapdir = os.path.join(self.path, "snapshots")
         self.blobdir = os.path.join(self.path, "blobs")
@@ -149,7 +158,10 @@ class StoreDir:
 
     def _prepare(self, ws: str, store_dir: str) -> str:
         absolute = os.path.abspath(store_dir)
-        if not os.path.lexists(absolute):
+        if self.read_only:  # nothing is created: the store must exist already
+            if not os.path.exists(os.path.join(absolute, _STORE_MARK)):
+                raise StoreConfigError(store_dir, "not a wsnapshot store (opened read-only)")
+        elif not os.path.lexists(absolute):
             os.makedirs(absolute, mode=0o700, exist_ok=True)
         real = os.path.realpath(absolute)
         if not os.path.isdir(real):
@@ -160,6 +172,8 @@ class StoreDir:
                 f"store and workspace {ws!r} overlap (code in the workspace could edit it)",
             )
         mark = os.path.join(real, _STORE_MARK)
+        if self.read_only:
+            return real
         if not os.path.exists(mark):
             foreign = sorted(
                 name
@@ -185,7 +199,12 @@ class StoreDir:
         Yields:
             ``True`` when the lock is held; ``False`` when ``blocking`` is false and another
             writer holds it.
+
+        Raises:
+            StoreConfigError: The store was opened read-only (every writer takes this lock).
         """
+        if self.read_only:
+            raise StoreConfigError(self.path, "opened read-only: it cannot be changed")
         fd = os.open(os.path.join(self.path, "lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             try:

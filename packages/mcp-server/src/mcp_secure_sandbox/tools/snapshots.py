@@ -11,7 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_secure_sandbox import budget
+from mcp_secure_sandbox import _answers, budget
 from mcp_secure_sandbox._schemas import (
     DeleteOutput,
     ExportOutput,
@@ -21,6 +21,7 @@ from mcp_secure_sandbox._schemas import (
 )
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
+from mcp_secure_sandbox.workers import WorkerError, WorkerLimit, WorkerProtocolError
 from wsnapshot import (
     Diff,
     InvalidSnapshotId,
@@ -71,6 +72,27 @@ async def _call(
         raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
     except SnapshotError as exc:
         raise ToolError(str(exc)) from None
+
+
+async def _in_diff_worker(state: ServerState, job: dict[str, Any], argument: str) -> Diff:
+    """Run a diff job in the confined diff worker; map its failures to tool errors.
+
+    Raises:
+        ToolError: Stopped past the diff deadline or memory budget ("diff stopped after 30 s /
+            512 MiB: ..."), a malformed answer (the worker was replaced), an unknown or
+            malformed id (with :data:`LIST_HINT`), a store error, a diff too large to answer.
+    """
+    try:
+        found: Diff = await state.diff_workers.call(job, what="diff", check=_answers.diff)
+        return found
+    except (WorkerLimit, WorkerProtocolError) as exc:
+        raise ToolError(str(exc)) from None
+    except WorkerError as exc:
+        if exc.kind == "snapshot_id":
+            raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
+        raise ToolError(str(exc)) from None
+    except RuntimeError as exc:
+        raise ToolError(f"diff is unavailable: {exc}") from None
 
 
 _PATH_LISTS = (
@@ -272,20 +294,25 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """Compare a snapshot (the older side) with another one, or with the current workspace.
 
         Returns the paths added, removed, modified (content, link target or kind) and
-        metadata_changed (same content, different mtime or mode).
+        metadata_changed (same content, different mtime or mode). The comparison runs in a
+        confined worker with a deadline and a memory budget (--diff-deadline, --diff-memory); a
+        diff too large for one answer is refused with its counts and the host command.
         """
         async with state.instrument("diff_state_snapshots"):
             started = anyio.current_time()
+            argument = "snapshot_id" if not other_id else "snapshot_id/other_id"
+            job = {
+                "op": "diff",
+                "a": snapshot_id,
+                "b": other_id or None,
+                "max_answer_bytes": budget.RESPONSE_BUDGET_BYTES,
+            }
             async with state.admission.admit("snapshot", "diff_state_snapshots"):
-                if not other_id:
+                if not other_id:  # the workspace is read: no run may change it meanwhile
                     patience = state.patience(started)
                     async with state.gate.exclusive(patience, "diff_state_snapshots"):
-                        diff = await _call("snapshot_id", lambda: store.diff(snapshot_id), heavy)
-                else:
-                    diff = await _call(
-                        "snapshot_id/other_id", lambda: store.diff(snapshot_id, other_id), heavy
-                    )
-            return diff
+                        return await _in_diff_worker(state, job, argument)
+                return await _in_diff_worker(state, job, argument)
 
     @tool(
         app,

@@ -228,6 +228,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: More server flags (``--server-flag=--admission-wait=1``), for comparisons.
+SERVER_FLAGS: list[str] = []
+
+
 def _server_args(ws: Path, snaps: Path) -> list[str]:
     return [
         "-m",
@@ -238,6 +242,7 @@ def _server_args(ws: Path, snaps: Path) -> list[str]:
         str(snaps),
         "--log-level",
         "WARNING",
+        *SERVER_FLAGS,
     ]
 
 
@@ -380,6 +385,11 @@ async def main(seconds: float, callers: int, transport: str) -> int:
     lag_s = stats.server_lag
     worst = ", ".join(f"{k} {lag_s.get(k, '?')} ms" for k in ("p50", "p99", "max"))
     print(f"  the server's loop lag (50 ms ticks, worst of the polled windows): {worst}")
+    times = os.times()
+    print(
+        f"  this client's CPU: {100 * (times.user + times.system) / total_s:.0f} % of one core "
+        "(it shares the machine with the server)"
+    )
     cpu = stats.server_cpu[1:]
     print(
         f"  the server process's CPU (all its threads, % of one core): mean "
@@ -409,5 +419,9 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--transport", choices=("http", "stdio"), default="http")
+    parser.add_argument(
+        "--server-flag", action="append", default=[], help="a server flag, e.g. --admission-wait=1"
+    )
     ns = parser.parse_args()
+    SERVER_FLAGS.extend(ns.server_flag)
     sys.exit(anyio.run(main, ns.seconds, ns.callers, ns.transport))

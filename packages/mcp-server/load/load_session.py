@@ -1,14 +1,21 @@
 """Load session (issue 15): 50 concurrent callers against one real server for 60 s.
 
 Callers mix schema bombs (F06), large exports read in chunks (F07), restores over hostile trees
-(F08, F08b) and ordinary runs, while a poller reads get_sandbox_metrics every 100 ms. Prints,
+(F08, F08b) and ordinary runs, while a poller reads get_sandbox_metrics every 100 ms. The server
+speaks streamable HTTP with a bearer token, and the poller has its own client session and HTTP
+connection: each answer is its own HTTP response, so the poll does not queue behind megabytes of
+export chunks on one pipe (as it does over stdio, where it measures the pipe). Prints,
 per kind of call, how many answered within their deadline + 2 s, how many were told "busy"
 within 2 s, and how many did neither; the metrics latency p50/p99; the peak RSS of the server
 with its workers and zygote (and with the runs' processes); and whether any process was left.
+To tell the server's stalls from this client's, it also prints both event loops' lag (how late
+a short sleep wakes; the server's from ``get_sandbox_metrics``) and the server's CPU.
 Exits 1 when a target is missed (each call answered in time or busy in time, metrics p99 under
 250 ms, server + workers + zygote RSS under 900 MiB, no process left).
 
-    python load/load_session.py [--seconds 60] [--callers 50]
+    python load/load_session.py [--seconds 60] [--callers 50] [--transport stdio]
+
+``--transport stdio`` puts every caller and the poller on one stdio session, for comparison.
 """
 
 from __future__ import annotations
@@ -16,18 +23,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import psutil
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve()
 REDTEAM = HERE.parents[3] / "redteam" / "findings-2026-12-01"
@@ -58,6 +72,9 @@ class Stats:
         self.latency: dict[str, list[float]] = defaultdict(list)
         self.late: list[str] = []
         self.metrics_ms: list[float] = []
+        self.client_lag_ms: list[float] = []
+        self.server_lag: dict[str, float] = {}
+        self.server_cpu: list[float] = []
         self.server_view: dict[str, Any] = {}
         self.peak_rss = 0
         self.peak_rss_with_runs = 0
@@ -162,6 +179,9 @@ async def poller(s: ClientSession, stats: Stats, stop: float, server_pid: list[i
                 server_pid.append(int(result.structured_content["process"]["pid"]))
             tools = result.structured_content.get("tools") or {}
             stats.server_view = dict(tools.get("get_sandbox_metrics") or {})
+            stats.server_cpu.append(float(result.structured_content["process"]["cpu_percent"]))
+            lag = result.structured_content["process"].get("event_loop_lag_ms") or {}
+            stats.server_lag = {k: max(v, stats.server_lag.get(k, 0.0)) for k, v in lag.items()}
         await anyio.sleep(0.1)
 
 
@@ -202,31 +222,114 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def main(seconds: float, callers: int) -> int:
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+#: More server flags (``--server-flag=--admission-wait=1``), for comparisons.
+SERVER_FLAGS: list[str] = []
+
+
+def _server_args(ws: Path, snaps: Path) -> list[str]:
+    return [
+        "-m",
+        "mcp_secure_sandbox",
+        "--workspace",
+        str(ws),
+        "--snapshots",
+        str(snaps),
+        "--log-level",
+        "WARNING",
+        *SERVER_FLAGS,
+    ]
+
+
+@asynccontextmanager
+async def stdio_sessions(
+    base: Path, ws: Path, snaps: Path
+) -> AsyncIterator[tuple[ClientSession, ClientSession]]:
+    """One server over stdio; the callers and the poller share its only session."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=_server_args(ws, snaps),
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base)},
+    )
+    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        yield s, s
+
+
+@asynccontextmanager
+async def http_sessions(
+    base: Path, ws: Path, snaps: Path
+) -> AsyncIterator[tuple[ClientSession, ClientSession]]:
+    """One server over streamable HTTP with a token; the callers' session and the poller's."""
+    token = secrets.token_hex(24)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(base),
+        "SANDBOX_HTTP_TOKEN": token,
+    }
+    cmd = [sys.executable, *_server_args(ws, snaps), "--transport", "streamable-http"]
+    proc = subprocess.Popen([*cmd, "--port", str(port)], env=env, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        async with httpx2.AsyncClient(timeout=1) as probe:
+            while True:
+                try:
+                    if (await probe.get(f"{url}/healthz")).status_code == 200:
+                        break
+                except httpx2.HTTPError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the HTTP server did not come up")
+                await anyio.sleep(0.2)
+        headers = {"authorization": f"Bearer {token}"}
+        timeout = httpx2.Timeout(30, read=300)
+        limits = httpx2.Limits(max_connections=200, max_keepalive_connections=200)
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=timeout, limits=limits) as calls_http,
+            httpx2.AsyncClient(headers=headers, timeout=timeout) as poll_http,
+            streamable_http_client(f"{url}/mcp", http_client=calls_http) as (r1, w1),
+            ClientSession(r1, w1) as calls,
+            streamable_http_client(f"{url}/mcp", http_client=poll_http) as (r2, w2),
+            ClientSession(r2, w2) as poll,
+        ):
+            await calls.initialize()
+            await poll.initialize()
+            yield calls, poll
+    finally:
+        proc.terminate()
+        try:
+            await anyio.to_thread.run_sync(proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+async def loop_lag(stats: Stats, stop: float) -> None:
+    """How late this client's own event loop wakes from a 50 ms sleep (its own stalls)."""
+    while time.monotonic() < stop:
+        started = time.monotonic()
+        await anyio.sleep(0.05)
+        stats.client_lag_ms.append((time.monotonic() - started - 0.05) * 1000)
+
+
+async def main(seconds: float, callers: int, transport: str) -> int:
     """Run the session; return the exit status (1 when a target is missed)."""
     base = Path(tempfile.mkdtemp(prefix="ssb-load-"))
     ws, snaps = base / "workspace", base / "snapshots"
     ws.mkdir()
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(ws),
-            "--snapshots",
-            str(snaps),
-            "--log-level",
-            "WARNING",
-        ],
-        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base)},
-    )
     bomb = json.loads((REDTEAM / "F06_json_schema_exponential.json").read_text())
     stats = Stats()
     server_pid: list[int] = []
     began = time.monotonic()
-    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
-        await s.initialize()
+    sessions = http_sessions if transport == "http" else stdio_sessions
+    async with sessions(base, ws, snaps) as (s, poll):
         await s.call_tool("run_sandbox_code", {"code": BIG, "timeout_sec": 60})
         big = await s.call_tool("create_state_snapshot", {"description": "big"})
         if big.structured_content is None:
@@ -234,8 +337,9 @@ async def main(seconds: float, callers: int) -> int:
         ids = {"big": str(big.structured_content["id"])}
         stop = time.monotonic() + seconds
         async with anyio.create_task_group() as tg:
-            tg.start_soon(poller, s, stats, stop, server_pid)
+            tg.start_soon(poller, poll, stats, stop, server_pid)
             tg.start_soon(sampler, stats, stop, server_pid)
+            tg.start_soon(loop_lag, stats, stop)
             for i in range(callers):
                 tg.start_soon(caller, s, stats, i, stop, ids, bomb)
     await anyio.sleep(2)
@@ -257,7 +361,10 @@ async def main(seconds: float, callers: int) -> int:
     total_s = time.monotonic() - began
 
     failed = False
-    print(f"load session: {callers} callers for {seconds:g} s (whole session {total_s:.0f} s)")
+    print(
+        f"load session: {callers} callers for {seconds:g} s over {transport} (whole session "
+        f"{total_s:.0f} s); load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}"
+    )
     for kind in sorted(stats.outcomes):
         counts = stats.outcomes[kind]
         lat = stats.latency[kind]
@@ -269,6 +376,24 @@ async def main(seconds: float, callers: int) -> int:
     print(
         f"  get_sandbox_metrics: {len(stats.metrics_ms)} polls, p50 {p50:.0f} ms, "
         f"p99 {p99:.0f} ms, max {max(stats.metrics_ms, default=0):.0f} ms (target p99 < 250)"
+    )
+    lag = stats.client_lag_ms
+    print(
+        f"  this client's own loop lag (50 ms ticks): p50 {_pct(lag, 0.5):.0f} ms, p99 "
+        f"{_pct(lag, 0.99):.0f} ms, max {max(lag, default=0):.0f} ms"
+    )
+    lag_s = stats.server_lag
+    worst = ", ".join(f"{k} {lag_s.get(k, '?')} ms" for k in ("p50", "p99", "max"))
+    print(f"  the server's loop lag (50 ms ticks, worst of the polled windows): {worst}")
+    times = os.times()
+    print(
+        f"  this client's CPU: {100 * (times.user + times.system) / total_s:.0f} % of one core "
+        "(it shares the machine with the server)"
+    )
+    cpu = stats.server_cpu[1:]
+    print(
+        f"  the server process's CPU (all its threads, % of one core): mean "
+        f"{statistics.fmean(cpu) if cpu else 0:.0f}, max {max(cpu, default=0):.0f}"
     )
     view = stats.server_view
     print(
@@ -293,5 +418,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--callers", type=int, default=50)
+    parser.add_argument("--transport", choices=("http", "stdio"), default="http")
+    parser.add_argument(
+        "--server-flag", action="append", default=[], help="a server flag, e.g. --admission-wait=1"
+    )
     ns = parser.parse_args()
-    sys.exit(anyio.run(main, ns.seconds, ns.callers))
+    SERVER_FLAGS.extend(ns.server_flag)
+    sys.exit(anyio.run(main, ns.seconds, ns.callers, ns.transport))

@@ -97,6 +97,21 @@ def test_help_documents_settings_with_defaults() -> None:
     assert "./sandbox_workspace" in proc.stdout
 
 
+def test_flag_defaults_are_the_settings_defaults() -> None:
+    from mcp_secure_sandbox.settings import Settings, build_parser, settings_from_args
+
+    parsed = settings_from_args([], environ={})
+    assert parsed == Settings(workspace=parsed.workspace, snapshots=parsed.snapshots)
+    text = " ".join(build_parser({}).format_help().split())
+    for shown in (
+        "(default: 512M)",
+        "(default: 1.5)",
+        "(default: 10)",
+        "(default: landlock,seccomp)",
+    ):
+        assert shown in text
+
+
 def test_defaults_are_created_in_the_current_directory(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "mcp_secure_sandbox"],

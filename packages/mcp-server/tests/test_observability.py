@@ -11,6 +11,7 @@ from mcp_secure_sandbox.observability import (
     TIMING_ENV,
     TRACE_CAPACITY,
     CallTimer,
+    LoopLag,
     Metrics,
     TraceLog,
     percentile,
@@ -63,6 +64,40 @@ def test_process_metrics_reports_this_process() -> None:
     assert data["process"]["threads"] >= 1
     assert data["host"]["memory_total_bytes"] >= data["host"]["memory_available_bytes"] > 0
     assert len(data["host"]["load_average"]) == 3
+
+
+def test_process_metrics_cpu_percent_measures_since_the_previous_call() -> None:
+    import time
+
+    process_metrics()
+    began = time.process_time()
+    while time.process_time() - began < 0.2:  # 200 ms of this process's CPU, however long
+        sum(range(1000))
+    assert process_metrics()["process"]["cpu_percent"] > 0
+
+
+def test_loop_lag_sees_a_blocked_loop() -> None:
+    import time
+
+    lag = LoopLag(tick_s=0.001, window=3)
+    assert lag.summary() == {"p50": 0.0, "p99": 0.0, "max": 0.0}
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lag.run)
+            while lag.ticks < 3:
+                await anyio.sleep(0.001)
+            before = lag.ticks  # the ticker is sleeping now
+            time.sleep(0.04)  # blocks the loop: the tick in progress wakes >= 39 ms late
+            while lag.ticks == before:
+                await anyio.sleep(0.001)
+            tg.cancel_scope.cancel()
+
+    anyio.run(scenario)
+    summary = lag.summary()
+    assert summary["max"] >= 39.0
+    assert 0 <= summary["p50"] <= summary["p99"] <= summary["max"]
+    assert lag.ticks > 3
 
 
 def test_call_timer_is_off_unless_asked(monkeypatch: pytest.MonkeyPatch) -> None:

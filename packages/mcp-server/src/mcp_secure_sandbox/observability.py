@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import psutil
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
@@ -33,6 +34,7 @@ __all__ = [
     "TIMING_ENV",
     "TRACE_CAPACITY",
     "CallTimer",
+    "LoopLag",
     "Metrics",
     "ToolStats",
     "TraceLog",
@@ -152,23 +154,78 @@ class Metrics:
         return time.monotonic() - self.started
 
 
+class LoopLag:
+    """How late the server's event loop wakes from a short sleep: its stalls, measured.
+
+    Work that blocks the loop (a synchronous encoding of a large answer, a lock held across
+    an await, threads holding the GIL) delays every request, metrics included; this makes
+    such stalls visible in ``get_sandbox_metrics`` (``process.event_loop_lag_ms``). Only
+    :meth:`run` touches the window, on the loop's thread.
+
+    Args:
+        tick_s: The sleep measured, in seconds.
+        window: How many of the last ticks the percentiles cover.
+    """
+
+    def __init__(self, tick_s: float = 0.05, window: int = 200) -> None:
+        self.tick_s = tick_s
+        #: Ticks measured since the start.
+        self.ticks = 0
+        self._lags_ms: deque[float] = deque(maxlen=window)
+
+    async def run(self) -> None:
+        """Measure until cancelled (a task of the server's lifespan)."""
+        while True:
+            started = time.perf_counter()
+            await anyio.sleep(self.tick_s)
+            self._lags_ms.append(max(0.0, (time.perf_counter() - started - self.tick_s) * 1000))
+            self.ticks += 1
+
+    def summary(self) -> dict[str, float]:
+        """``{p50, p99, max}`` of the lag over the window, in ms (zeros before the first tick)."""
+        lags = list(self._lags_ms)
+        return {
+            "p50": round(percentile(lags, 50), 3),
+            "p99": round(percentile(lags, 99), 3),
+            "max": round(max(lags, default=0.0), 3),
+        }
+
+
+_process: psutil.Process | None = None
+_process_lock = threading.Lock()
+
+
+def _this_process() -> psutil.Process:
+    """This process's :class:`psutil.Process`, one object per pid.
+
+    ``cpu_percent(interval=None)`` compares with the previous call on the same object: a new
+    object each time would always report 0.0. A fork (a new pid) gets its own.
+    """
+    global _process  # noqa: PLW0603 - one cached handle per process
+    if _process is None or _process.pid != os.getpid():
+        _process = psutil.Process(os.getpid())
+    return _process
+
+
 def process_metrics() -> dict[str, Any]:
     """Return server-process and host figures from psutil.
 
     Returns:
         ``{"process": {rss_bytes, cpu_percent, threads, open_files, pid},
         "host": {memory_total_bytes, memory_available_bytes, memory_percent, load_average,
-        cpu_count}}``. ``cpu_percent`` is measured since the previous call (0.0 on the first).
+        cpu_count}}``. ``cpu_percent`` is measured since the previous call (0.0 on the first),
+        over all the process's threads, in percent of one CPU.
     """
-    proc = psutil.Process(os.getpid())
-    with proc.oneshot():
-        rss = proc.memory_info().rss
-        cpu = proc.cpu_percent(interval=None)
-        threads = proc.num_threads()
-        try:
-            open_files = len(proc.open_files())
-        except psutil.Error:
-            open_files = -1
+    with _process_lock:  # the cached object's oneshot cache and CPU baseline are not shared
+        proc = _this_process()
+        with proc.oneshot():
+            rss = proc.memory_info().rss
+            cpu = proc.cpu_percent(interval=None)
+            threads = proc.num_threads()
+            try:
+                open_files = len(proc.open_files())
+            except psutil.Error:
+                open_files = -1
     memory = psutil.virtual_memory()
     try:
         load = [round(x, 2) for x in os.getloadavg()]

@@ -117,7 +117,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def status() -> str:
         document = await anyio.to_thread.run_sync(
-            lambda: status_document(state), limiter=state.admission.limiter("light")
+            lambda: status_document(state), limiter=state.admission.limiter("status")
         )
         return budget.resource_text(_dump(document), "sandbox://status", _NARROW)
 
@@ -181,17 +181,18 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def export(snapshot_id: str) -> str:
         uri = f"sandbox://exports/{snapshot_id}"
         async with _admitted("export", uri):
+
+            def encoded() -> str:  # up to the response budget of JSON: off the event loop
+                record = state.store.export(snapshot_id, max_size=budget.RESPONSE_BUDGET_BYTES)
+                return json.dumps(record, separators=(",", ":"))
+
             try:
-                record = await _from_store(
-                    lambda: state.store.export(snapshot_id, max_size=budget.RESPONSE_BUDGET_BYTES),
-                    state.admission.limiter("export"),
-                )
+                text = await _from_store(encoded, state.admission.limiter("export"))
             except ResourceError as exc:
                 raise ResourceError(
                     f"{exc} (over MCP: read it in chunks, {CHUNK_TEMPLATE}, export_state_snapshot "
                     "gives their count)"
                 ) from None
-        text = json.dumps(record, separators=(",", ":"))
         return budget.resource_text(text, uri, f"read it in chunks ({CHUNK_TEMPLATE})")
 
     @app.resource(

@@ -77,7 +77,10 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
         try:
-            yield
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(state.loop_lag.run)
+                yield
+                tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
                 await state.aclose()

@@ -188,6 +188,14 @@ def _size(text: str) -> int:
     return value
 
 
+def _size_text(value: int) -> str:
+    """``value`` bytes as :func:`_size` reads it: ``512M`` rather than ``536870912``."""
+    for unit in ("G", "M", "K"):
+        if value % _SUFFIXES[unit] == 0:
+            return f"{value // _SUFFIXES[unit]}{unit}"
+    return str(value)
+
+
 def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse type: ``kind`` of the text, refused unless positive and finite."""
 
@@ -207,13 +215,22 @@ def _csv_list(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
+#: The :class:`Settings` fields' defaults, which the options' defaults are (the directories are
+#: the options' own).
+_FIELD_DEFAULTS = Settings(workspace=Path(DEFAULT_WORKSPACE), snapshots=Path(DEFAULT_SNAPSHOTS))
+
+
 @dataclass(frozen=True)
 class _Option:
-    """One setting: its flag, its ``SANDBOX_*`` variable, its default (as text) and its help."""
+    """One setting: its flag, its ``SANDBOX_*`` variable, its default (as text) and its help.
+
+    ``default`` ``None`` takes the :class:`Settings` field's default (one home for each default);
+    text is for options without one (the directories, ``--token-file``).
+    """
 
     flag: str
     env: str
-    default: str
+    default: str | None
     help: str
     type: Callable[[str], Any] = str
     choices: tuple[str, ...] | None = None
@@ -230,6 +247,20 @@ class _Option:
     def settings_field(self) -> str | None:
         """The :class:`Settings` field this option fills, or ``None``."""
         return self.dest if self.field == "" else self.field
+
+    def default_text(self) -> str:
+        """The default as the flag would spell it: ``default``, else the field's, formatted."""
+        if self.default is not None:
+            return self.default
+        value = getattr(_FIELD_DEFAULTS, str(self.settings_field))
+        if isinstance(value, tuple):
+            return ",".join(value)
+        if self.type is _size:
+            return _size_text(int(value))
+        if isinstance(value, float):
+            short = f"{value:g}"  # 10 rather than 10.0, unless that loses digits
+            return short if float(short) == value else repr(value)
+        return str(value)
 
 
 _OPTIONS: tuple[_Option, ...] = (
@@ -248,7 +279,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--default-timeout",
         "DEFAULT_TIMEOUT",
-        "10",
+        None,
         "time-out of a run in seconds when the call gives none",
         float,
         field="default_timeout_s",
@@ -256,7 +287,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--max-timeout",
         "MAX_TIMEOUT",
-        "60",
+        None,
         "largest time-out in seconds a call may ask for",
         float,
         field="max_timeout_s",
@@ -264,7 +295,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--memory-limit",
         "MEMORY_LIMIT",
-        "512M",
+        None,
         "memory limit of one run in bytes; K, M, G suffixes",
         _size,
         field="memory_bytes",
@@ -272,7 +303,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--output-limit",
         "OUTPUT_LIMIT",
-        "8M",
+        None,
         "cap on each of stdout and stderr of a run in bytes; passing it stops the run (status "
         "output_limit); an answer keeps 64 KiB of each stream (head and tail)",
         _size,
@@ -281,7 +312,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--file-size-limit",
         "FILE_SIZE_LIMIT",
-        "64M",
+        None,
         "largest file a run may write, in bytes (RLIMIT_FSIZE; a larger write fails with EFBIG)",
         _size,
         field="file_size_bytes",
@@ -289,7 +320,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--workspace-quota",
         "WORKSPACE_QUOTA",
-        "1G",
+        None,
         "largest total size of the workspace in bytes",
         _size,
         field="workspace_bytes",
@@ -297,7 +328,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--workspace-max-files",
         "WORKSPACE_MAX_FILES",
-        "10000",
+        None,
         "largest number of files in the workspace",
         int,
         field="workspace_files",
@@ -305,14 +336,14 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--max-concurrent-runs",
         "MAX_CONCURRENT_RUNS",
-        str(os.cpu_count() or 1),
+        None,
         "runs executing at once; further runs queue",
         int,
     ),
     _Option(
         "--ready-children",
         "READY_CHILDREN",
-        str(READY_CHILDREN),
+        None,
         "children the warm zygote keeps forked and confined for the next runs (0: off; at "
         f"most {MAX_READY_CHILDREN}); each idle one is 1 pid and about 2.3 MiB",
         int,
@@ -320,7 +351,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--ready-max-idle",
         "READY_MAX_IDLE",
-        str(READY_MAX_IDLE_S),
+        None,
         f"seconds a ready child waits before it is replaced (at least {READY_MIN_IDLE_S})",
         float,
         field="ready_max_idle_s",
@@ -328,14 +359,14 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--extra-modules",
         "EXTRA_MODULES",
-        "",
+        None,
         "comma-separated extra modules the policy allows",
         _csv_list,
     ),
     _Option(
         "--profile",
         "PROFILE",
-        "none",
+        None,
         "'datascience' allows and preloads numpy, pandas and matplotlib (install "
         "mcp-secure-sandbox[datascience]) and raises the default memory limit to 1G; it needs "
         "both kernel layers required",
@@ -345,7 +376,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--execution",
         "EXECUTION",
-        "warm",
+        None,
         "how runs start: 'warm' forks each run from a prepared zygote process (every layer "
         "applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
         str,
@@ -354,7 +385,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--require-layers",
         "REQUIRE_LAYERS",
-        "landlock,seccomp",
+        None,
         "comma-separated kernel layers a run requires, refusing to run without them; 'none' "
         "accepts Python-level isolation only, which is unsafe",
         _csv_list,
@@ -362,20 +393,18 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--log-level",
         "LOG_LEVEL",
-        "INFO",
+        None,
         "level of the log written to stderr",
         str.upper,
         ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
     ),
-    _Option(
-        "--transport", "TRANSPORT", "stdio", "MCP transport", str, ("stdio", "streamable-http")
-    ),
-    _Option("--host", "HOST", "127.0.0.1", "address the HTTP transport binds"),
-    _Option("--port", "PORT", "8000", "port of the HTTP transport", int),
+    _Option("--transport", "TRANSPORT", None, "MCP transport", str, ("stdio", "streamable-http")),
+    _Option("--host", "HOST", None, "address the HTTP transport binds"),
+    _Option("--port", "PORT", None, "port of the HTTP transport", int),
     _Option(
         "--allowed-hosts",
         "ALLOWED_HOSTS",
-        "",
+        None,
         "comma-separated Host header values HTTP accepts (DNS-rebinding protection); empty "
         "means the bound host and port",
         _csv_list,
@@ -383,7 +412,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--allowed-origins",
         "ALLOWED_ORIGINS",
-        "",
+        None,
         "comma-separated Origin values HTTP accepts",
         _csv_list,
     ),
@@ -398,7 +427,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--max-body",
         "MAX_BODY",
-        "4M",
+        None,
         "largest HTTP request body in bytes",
         _size,
         field="max_body_bytes",
@@ -406,7 +435,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--http-request-timeout",
         "HTTP_REQUEST_TIMEOUT",
-        "30",
+        None,
         "seconds a client has to send a whole HTTP request (request line, headers and body) "
         "from its connection or first byte; slower connections are closed. Responses, "
         "including long event streams, are never cut",
@@ -416,7 +445,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--http-max-connections",
         "HTTP_MAX_CONNECTIONS",
-        "512",
+        None,
         "open HTTP connections at most (also kept below the soft RLIMIT_NOFILE); over it, the "
         "oldest connection not being served is closed, or the new one refused",
         _positive(int),
@@ -424,7 +453,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--worker-pool-size",
         "WORKER_POOL_SIZE",
-        "2",
+        None,
         "confined worker processes that validate JSON and CSV input (each a fresh interpreter "
         "with rlimits, read-only Landlock and seccomp); also the validations running at once. "
         "With compose's 1 GiB / 128 pids, 2 workers of 256 MiB leave room for runs",
@@ -433,7 +462,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--worker-deadline",
         "WORKER_DEADLINE",
-        "10",
+        None,
         "seconds one validation may take in a worker; past it the worker is killed and "
         "replaced and the call gets a tool error",
         _positive(float),
@@ -442,7 +471,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--worker-memory",
         "WORKER_MEMORY",
-        "256M",
+        None,
         "address-space budget of each validation worker in bytes (RLIMIT_AS); K, M, G suffixes",
         _size,
         field="worker_memory_bytes",
@@ -450,7 +479,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--diff-deadline",
         "DIFF_DEADLINE",
-        "30",
+        None,
         "seconds one snapshot diff may take in its confined worker (read-only on the store and "
         "workspace); past it the worker is killed and replaced",
         _positive(float),
@@ -459,7 +488,7 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--diff-memory",
         "DIFF_MEMORY",
-        "512M",
+        None,
         "address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G suffixes",
         _size,
         field="diff_memory_bytes",
@@ -467,17 +496,17 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--admission-wait",
         "ADMISSION_WAIT",
-        "1.5",
+        None,
         "seconds a call waits for its turn (a worker, a run slot, the workspace, an export "
-        "slot) before it is answered 'busy, retry' (1.5 s: the answer reaches the client "
-        "within 2 s)",
+        "slot) before it is answered 'busy, retry' (the default leaves the transport half a "
+        "second to bring the answer within 2 s)",
         _positive(float),
         field="admission_wait_s",
     ),
     _Option(
         "--export-max",
         "EXPORT_MAX",
-        "256M",
+        None,
         "largest snapshot export served over MCP (in chunks) in bytes; larger ones are refused "
         "with the host command (wsnapshot export)",
         _size,
@@ -486,14 +515,14 @@ _OPTIONS: tuple[_Option, ...] = (
     _Option(
         "--max-concurrent-exports",
         "MAX_CONCURRENT_EXPORTS",
-        "2",
+        None,
         "export calls and export chunk reads served at once",
         _positive(int),
     ),
     _Option(
         "--max-images",
         "MAX_IMAGES",
-        "4",
+        None,
         "most images (files the run wrote, figures it showed) one run result carries as "
         "image content, within the response budget; the rest are named",
         _positive(int),
@@ -527,7 +556,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
             option.flag,
             type=option.type,
             choices=option.choices,
-            default=env.get(f"SANDBOX_{option.env}", option.default),
+            default=env.get(f"SANDBOX_{option.env}", option.default_text()),
             help=f"{option.help} (env SANDBOX_{option.env})",
         )
     parser.add_argument(

@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 import astguard
 from datavalidate import SchemaRegistry, default_registry
 from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
-from mcp_secure_sandbox.observability import CallTimer, Metrics, TraceLog
+from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
 from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
@@ -90,7 +90,9 @@ class ServerState:
                 "snapshot": 1,
                 "export": settings.max_concurrent_exports,
                 "light": 4,
+                # Observability has threads of its own: never behind a workspace read.
                 "metrics": 2,
+                "status": 1,
             },
         )
         self.workers = WorkerPool(
@@ -113,6 +115,7 @@ class ServerState:
             too_expensive="the snapshots are too large to compare",
         )
         self.metrics = Metrics()
+        self.loop_lag = LoopLag()
         self.traces = TraceLog()
         self.timer = CallTimer.from_environment()
 

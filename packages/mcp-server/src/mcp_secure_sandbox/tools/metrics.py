@@ -28,7 +28,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def get_sandbox_metrics() -> MetricsOutput:
         """Report resource usage of the server and host, and statistics of every tool.
 
-        Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid), the host
+        Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid,
+        event_loop_lag_ms: how late its event loop wakes, p50/p99/max in ms), the host
         (memory totals, load average, CPU count), uptime in seconds, per tool the calls, errors
         and p50/p95/max latency in ms, sandbox runs counted by status, the largest peak memory
         of a sandbox child in bytes, the runs in progress now (executing or waiting for a slot) and
@@ -40,7 +41,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             )
             counters = state.metrics.snapshot()
             return {
-                "process": figures["process"],
+                "process": {**figures["process"], "event_loop_lag_ms": state.loop_lag.summary()},
                 "host": figures["host"],
                 "uptime_s": round(state.metrics.uptime_s(), 3),
                 "tools": counters["tools"],

@@ -225,7 +225,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     # The next run measures the workspace again (pysandbox's manifest).
                     state.sandbox.invalidate_workspace_manifest()
             outcome["message"] = f"restored {snapshot_id}"
-            return fit_report(report)
+            # A hostile tree's report is megabytes of paths, encoded once per halving: off the
+            # event loop, which metrics and every other call share.
+            return await anyio.to_thread.run_sync(fit_report, report, limiter=light)
 
     @tool(
         app,

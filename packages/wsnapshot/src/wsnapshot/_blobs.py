@@ -333,9 +333,11 @@ class BlobStore:
         files = self._files
         for name in files.ops.listdir(files.tmpdir):
             files.unlink(os.path.join(files.tmpdir, name))
-        manifests, bad = files.manifests()
+        bad: list[str] = []
+        used: set[str | None] = set()
+        for m in files.iter_manifests(bad):  # one manifest in memory at a time
+            used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
         if not bad:
-            used = {e.sha256 for m in manifests for e in m.entries.values() if e.kind == "file"}
             if drop is not None:
                 victims = [s for s in drop if s not in used]
             else:

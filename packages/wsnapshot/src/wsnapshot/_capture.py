@@ -151,10 +151,9 @@ class Capture:
         """
         if self._cache is not None and os.path.lexists(self._files.manifest_path(self._cache[0])):
             return self._cache[1]
-        manifests, _ = self._files.manifests()
-        if not manifests:
+        m = self._files.newest_manifest()
+        if m is None:
             return {}
-        m = manifests[-1]
         cache = {p: (k, m.entries[p]) for p, k in m.keys.items()}
         self._cache = (m.id, cache)
         return cache

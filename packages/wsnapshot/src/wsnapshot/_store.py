@@ -33,6 +33,7 @@ from wsnapshot._storedir import (
     DEFAULT_STORE_MAX_BYTES,
     Limits,
     StoreDir,
+    order,
 )
 from wsnapshot.exceptions import CorruptSnapshot, SnapshotNotFound, WorkspaceInconsistent
 from wsnapshot.snapshot import (
@@ -277,7 +278,10 @@ class SnapshotStore:
         Returns:
             One :class:`SnapshotInfo` per snapshot.
         """
-        return [m.info() for m in self._files.manifests()[0]]
+        # One manifest in memory at a time: a store may hold many of 100,000 entries each.
+        infos = [(order(m), m.info()) for m in self._files.iter_manifests([])]
+        infos.sort(key=lambda pair: pair[0])
+        return [info for _, info in infos]
 
     def get(self, snapshot_id: str) -> Snapshot:
         """Read one snapshot's manifest.

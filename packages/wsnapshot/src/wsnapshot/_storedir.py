@@ -25,6 +25,7 @@ import stat
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from wsnapshot._fsio import O_DIRFLAGS, Ops
 from wsnapshot._manifest import (
@@ -54,12 +55,19 @@ __all__ = [
     "Key",
     "Limits",
     "StoreDir",
+    "order",
     "parts",
     "shown",
     "stat_key",
 ]
 
 log = logging.getLogger("wsnapshot")
+
+
+def order(m: Manifest) -> tuple[datetime, str]:
+    """A manifest's place in the store's history: its creation time, then its id (a tie)."""
+    return (parse_time(m.created_at), m.id)
+
 
 #: Default cap of one snapshot's content (1 GiB).
 DEFAULT_MAX_BYTES = 1 << 30
@@ -367,20 +375,48 @@ class StoreDir:
                     continue
         return out
 
-    def manifests(self) -> tuple[list[Manifest], list[str]]:
-        """Every readable manifest, oldest first, and the ids of those that fail validation."""
-        good: list[Manifest] = []
-        bad: list[str] = []
+    def iter_manifests(self, bad: list[str]) -> Iterator[Manifest]:
+        """Every readable manifest, one at a time, in no particular order.
+
+        A store may hold any number of snapshots of up to 100,000 entries each: a caller that
+        needs something of every manifest (a listing, the blobs in use, the newest) keeps that
+        and drops the manifest, so at most one is in memory at a time.
+
+        Args:
+            bad: The ids of manifests that fail validation are appended to it (each logged).
+
+        Yields:
+            Each manifest that loads and validates.
+        """
         for sid in self.snapshot_ids():
             try:
-                good.append(self.load(sid))
+                m = self.load(sid)
             except SnapshotNotFound:
                 continue  # deleted while we listed
             except CorruptSnapshot as exc:
                 log.warning("skipping %s", exc)
                 bad.append(sid)
-        good.sort(key=lambda m: (parse_time(m.created_at), m.id))
+                continue
+            yield m
+
+    def manifests(self) -> tuple[list[Manifest], list[str]]:
+        """Every readable manifest, oldest first, and the ids of those that fail validation.
+
+        All of them in memory at once: for tests and small stores; the library's own callers
+        use :meth:`iter_manifests`.
+        """
+        bad: list[str] = []
+        good = list(self.iter_manifests(bad))
+        good.sort(key=order)
         return good, bad
+
+    def newest_manifest(self) -> Manifest | None:
+        """The newest readable manifest (:func:`order`), or ``None``; at most two in memory."""
+        newest: Manifest | None = None
+        for m in self.iter_manifests([]):
+            if newest is None or order(m) > order(newest):
+                newest = m
+        return newest
 
     def save_manifest(self, m: Manifest) -> None:
         """Write manifest ``m`` atomically (this makes its snapshot listed)."""

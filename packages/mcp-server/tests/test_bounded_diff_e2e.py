@@ -149,3 +149,38 @@ def test_diff_errors_still_name_the_argument(dirs: tuple[Path, Path]) -> None:
     assert first.startswith("snapshot_id: ") and "list_state_snapshots gives the ids" in first
     assert second.startswith("snapshot_id/other_id: ")
     assert dirs[1].is_dir()
+
+
+@pytest.mark.parametrize(
+    ("depth", "leaf"),
+    [(70, "file"), (127, "dir"), (127, "file"), (200, "dir")],
+    ids=["70-file", "127-dir", "127-file", "200-dir"],
+)
+def test_a_diff_with_a_deep_workspace_tree_answers(
+    dirs: tuple[Path, Path], depth: int, leaf: str
+) -> None:
+    """Red team 2026-12-01 (F1): a run's 70-level tree killed every diff with the workspace
+    (the worker had 64 descriptors, a walk holds one per level) and the caller read "diff
+    stopped after 30 s / 512 MiB". The worker has room for wsnapshot's MAX_DEPTH levels; deeper
+    is skipped with a reason, as snapshots do."""
+    workspace, snapshots = dirs
+    (workspace / "before.txt").write_text("x")
+
+    async def scenario(s: ClientSession) -> tuple[dict[str, Any], dict[str, Any]]:
+        sid = (await call(s, "create_state_snapshot"))["id"]
+        deep = workspace.joinpath(*(["d"] * depth))
+        deep.mkdir(parents=True)
+        if leaf == "file":
+            (deep / "bottom.txt").write_text("y")
+        first = await call(s, "diff_state_snapshots", snapshot_id=sid)
+        again = await call(s, "diff_state_snapshots", snapshot_id=sid)
+        return first, again
+
+    first, again = with_session(workspace, snapshots, scenario)
+    assert first == again
+    added = first["added"]
+    assert "d" in added and "before.txt" not in added
+    shown = min(depth, 128)
+    assert "/".join(["d"] * min(shown, 100)) in added  # the deep levels are listed
+    if leaf == "file" and depth < 128:
+        assert "/".join(["d"] * depth) + "/bottom.txt" in added

@@ -12,6 +12,7 @@ import pytest
 import astguard
 from mcp_secure_sandbox.profiles import PROFILES, profile_offer
 from mcp_secure_sandbox.settings import ConfigError, settings_from_args
+from mcp_secure_sandbox.tools import sandbox as sandbox_tools
 from mcp_secure_sandbox.tools.sandbox import offer_profiles
 
 DS = PROFILES["datascience"]
@@ -119,3 +120,33 @@ def test_a_refused_import_the_profile_allows_says_how_to_get_it() -> None:
     scipy = _violations("import scipy\n", policy)
     assert offer_profiles("import scipy\n", policy, "none", scipy) == scipy
     assert offer_profiles(code, policy, "datascience", before) == before
+
+
+@pytest.mark.parametrize(
+    "padding",
+    [
+        "x = 1\n" * 3000,  # many small statements
+        "s = '" + "a" * 20_000 + "'\n",  # one long constant
+        "# " + "z" * 20_000 + "\n",  # a comment
+    ],
+    ids=["statements", "constant", "comment"],
+)
+def test_a_large_source_gets_no_offer_and_no_second_check(
+    padding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 2026-12-01 (F2): the second check ran after admission on any source (a 200 KB
+    hostile one cost up to 3 s): over OFFER_MAX_SOURCE_BYTES, or with no refused import, the
+    violations come back as they were and astguard is not called again."""
+    policy = astguard.Policy()
+    code = "import pandas\n" + padding
+    assert len(code.encode()) > sandbox_tools.OFFER_MAX_SOURCE_BYTES
+    small = "import pandas\n" + "x = 1\n" * 100
+    before, no_import, small_before = (_violations(c, policy) for c in (code, "eval('1')\n", small))
+    calls: list[str] = []
+    real = astguard.check
+    monkeypatch.setattr(astguard, "check", lambda c, p: calls.append(c) or real(c, p))
+    assert offer_profiles(code, policy, "none", before) == before
+    assert offer_profiles("eval('1')\n", policy, "none", no_import) == no_import
+    assert calls == []
+    assert offer_profiles(small, policy, "none", small_before) != small_before  # offered
+    assert calls == [small]

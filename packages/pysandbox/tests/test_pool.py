@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import time
 from collections.abc import Iterator
 
@@ -375,6 +376,48 @@ def test_code_over_the_ready_limit_runs_in_a_fresh_child(pooled: Sandbox) -> Non
     after = pooled._ready_pids()
     taken = set(before) - set(after)
     assert len(taken) == 1 and _gone(taken.pop())  # discarded, not run
+
+
+def _folding_bomb(lines: int, prefix: str = "") -> str:
+    """Source whose compiled form is about 4 KiB per ~20-byte line (constant folding, up to
+    4096 items per constant; each constant distinct, as equal ones are stored once)."""
+    body = "".join(f"x{i} = {prefix}'{i:05d}' * 819\n" for i in range(lines))
+    return body + "print(len(x7))\n"
+
+
+@pytest.mark.parametrize(
+    ("lines", "prefix"), [(600, ""), (3000, ""), (600, "b")], ids=["2-MiB", "12-MiB", "bytes"]
+)
+def test_code_that_compiles_over_its_limit_is_refused_before_it_runs(
+    pooled: Sandbox, lines: int, prefix: str
+) -> None:
+    """Red team 2026-12-01 (F3): ~60 KB of source compiled to a 12 MB code object, which the
+    server held and sent to the zygote with no limit once the ready child refused it. A run
+    whose compiled form is over :func:`pysandbox._pool.max_compiled_bytes` is refused (PS001)
+    before any child is used; the pool is untouched."""
+    code = _folding_bomb(lines, prefix)
+    pooled._max_compiled_bytes = 1 << 21
+    before = pooled._ready_pids()
+    result = pooled.run(code)
+    assert result.status is RunStatus.REJECTED, result
+    (violation,) = result.violations
+    assert violation["rule_id"] == "PS001"
+    assert re.fullmatch(
+        r"the code compiles to \d+ bytes; the limit is 2097152 \(constant expressions such as "
+        r"'ab' \* 2000 are stored expanded: build large values at run time, from a variable or "
+        r"in a loop\)",
+        violation["message"],
+    ), violation["message"]
+    assert pooled._ready_pids() == before
+
+
+def test_code_under_the_compiled_limit_runs_in_a_ready_child(pooled: Sandbox) -> None:
+    pooled._max_compiled_bytes = 1 << 21
+    stdout, claimed = _claimed(pooled, _folding_bomb(300))  # about 1.2 MB compiled
+    assert (stdout, claimed is not None) == ("4095\n", True)
+    n = 50_000  # the same values built at run time are not limited
+    stdout, claimed = _claimed(pooled, f"n = {n}\nx = 'ab' * n\nprint(len(x))\n")
+    assert (stdout, claimed is not None) == (f"{2 * n}\n", True)
 
 
 def test_pool_off_forks_per_run_as_before(tmp_path: pathlib.Path) -> None:

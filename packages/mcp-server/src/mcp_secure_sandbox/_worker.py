@@ -35,7 +35,7 @@ from wsnapshot import (
     SnapshotStore,
     WorkspaceError,
 )
-from wsnapshot.workspace import KIND_DIR
+from wsnapshot.workspace import KIND_DIR, MAX_DEPTH
 
 __all__ = ["MAX_CSV_FILE_BYTES", "handle", "main", "reason"]
 
@@ -153,6 +153,10 @@ def handle(
         return {"error": {"kind": "memory", "message": "out of memory"}}
     except RecursionError:
         return {"error": {"kind": "schema", "message": "nested too deeply"}}
+    except OSError as exc:
+        # Not a limit of the job: say what failed and let a fresh worker take the next job.
+        reason = exc.strerror or type(exc).__name__
+        return {"error": {"kind": "failed", "message": f"{op} failed: {reason}"}}
 
 
 def _cpu_used() -> float:
@@ -193,6 +197,9 @@ def main() -> int:
         # pool retires a worker before its remaining CPU is less than one job's budget).
         cpu_time_s=math.ceil(_cpu_used()) + int(config["cpu_time_s"]),
         read_only=tuple(p for p in (root, store_dir) if p),
+        # A walk of the workspace holds a descriptor per level, up to wsnapshot's MAX_DEPTH
+        # (a run can leave a tree that deep): 64 made a 60-level tree kill every diff.
+        open_files=MAX_DEPTH + 64,
         require_kernel_layers=bool(config.get("require_kernel_layers", True)),
     )
     _write(out, {"ready": {"landlock_abi": applied.landlock_abi, "seccomp": applied.seccomp}})

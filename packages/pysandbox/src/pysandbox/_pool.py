@@ -44,6 +44,7 @@ __all__ = [
     "ReadyPool",
     "ZygoteUnresponsive",
     "max_code_bytes",
+    "max_compiled_bytes",
 ]
 
 #: Ready children a warm sandbox keeps by default (``Sandbox(ready_children=...)``).
@@ -71,6 +72,17 @@ class ZygoteUnresponsive(_zygote.ZygoteError):
 def max_code_bytes(max_source_bytes: int) -> int:
     """The largest code message a ready child accepts, bytes, for a source limit in bytes."""
     return _CODE_BYTES_PER_SOURCE_BYTE * max_source_bytes + _CODE_BYTES_FIXED
+
+
+def max_compiled_bytes(max_source_bytes: int) -> int:
+    """The largest marshalled code object a run may compile to, bytes.
+
+    Half of :func:`max_code_bytes`: the source (at most the source limit, in UTF-8 bytes) fits
+    in the other half, so a code message never exceeds a ready child's limit. Constant folding
+    makes ``'ab' * 2000`` a 4 KB constant: 192 KB of source compiled to 65 MB, which the parent
+    held and sent to the zygote; such a run is refused before it starts.
+    """
+    return max_code_bytes(max_source_bytes) // 2
 
 
 @dataclass

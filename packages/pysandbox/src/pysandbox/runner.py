@@ -12,6 +12,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import marshal
 import math
 import os
 import pathlib
@@ -22,7 +23,7 @@ import sysconfig
 import threading
 import weakref
 from collections.abc import Iterable
-from types import MappingProxyType
+from types import CodeType, MappingProxyType
 from typing import Any
 
 import astguard
@@ -322,6 +323,7 @@ class Sandbox:
             float(ready_max_idle_s),
             _pool.max_code_bytes(self._policy.max_source_bytes),
         )
+        self._max_compiled_bytes = _pool.max_compiled_bytes(self._policy.max_source_bytes)
         self._rules = _gate.module_rules(self._policy)
         if isinstance(preload, str):
             raise TypeError("preload must be an iterable of module names, not a string")
@@ -625,8 +627,39 @@ class Sandbox:
         checked = self._check(code, timeout)
         if isinstance(checked, RunResult):
             return checked
+        compiled = self._compile(code)
+        if isinstance(compiled, RunResult):
+            return compiled
         config = self._child_config()
-        return self._execute(config, code, checked, cancel)
+        return self._execute(config, code, checked, cancel, compiled=(compiled,))
+
+    def _compile(self, code: str) -> CodeType | RunResult | None:
+        """Compile the checked source as the child would run it.
+
+        Returns:
+            The code object; ``None`` when it does not compile (the child reports the error);
+            or the result of a refused run (nothing ran): a compiled form over
+            :func:`pysandbox._pool.max_compiled_bytes` (constant folding).
+        """
+        compiled = _config.compile_user_code(code)
+        if compiled is None:
+            return None
+        size = len(marshal.dumps(compiled))
+        if size > self._max_compiled_bytes:
+            violation = {
+                "rule_id": SOURCE_RULE_ID,
+                "message": (
+                    f"the code compiles to {size} bytes; the limit is {self._max_compiled_bytes} "
+                    "(constant expressions such as 'ab' * 2000 are stored expanded: build large "
+                    "values at run time, from a variable or in a loop)"
+                ),
+                "line": 1,
+                "col": 0,
+                "end_line": 1,
+                "end_col": 0,
+            }
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+        return compiled
 
     def _check(self, code: str, timeout: float | None) -> float | RunResult:
         """The run's deadline in seconds, or the result of a rejected run (nothing ran)."""
@@ -693,10 +726,13 @@ class Sandbox:
         deadline: float,
         cancel: _Cancel | None = None,
         launcher: Launcher | None = None,
+        *,
+        compiled: tuple[CodeType | None] | None = None,
     ) -> RunResult:
         """Launch ``code`` under ``config`` once it holds a run slot; supervise; decide.
 
-        ``launcher`` (tests only) replaces the sandbox's own (zygote or spawn).
+        ``launcher`` (tests only) replaces the sandbox's own (zygote or spawn); ``compiled``
+        holds :meth:`_compile`'s code object (compiled here when not given).
         """
         lim = self._limits
         marker = secrets.token_hex(16)
@@ -739,7 +775,8 @@ class Sandbox:
                 if ready is not None:
                     marker = ready.marker  # the child carries it already
                     supervisor.use_marker(f"{MARKER_NAME}={marker}")
-                spec = RunSpec(config, code, _config.compile_user_code(code), marker)
+                code_object = compiled[0] if compiled else _config.compile_user_code(code)
+                spec = RunSpec(config, code, code_object, marker)
                 try:
                     if ready is not None:
                         try:

@@ -161,6 +161,10 @@ def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout
 
 #: astguard's rules for an import off the allow-list (``import m``, ``from m import sub``).
 _IMPORT_RULES = frozenset({"AG101", "AG103"})
+#: Largest source checked again for :func:`offer_profiles`, in UTF-8 bytes: the second check
+#: runs after the run's admission, so its cost is kept to milliseconds (a 200 KB hostile
+#: source cost up to 3 s, red team 2026-12-01); a larger source gets no offer.
+OFFER_MAX_SOURCE_BYTES = 16 * 1024
 
 
 def offer_profiles(
@@ -170,7 +174,8 @@ def offer_profiles(
 
     The code is checked again under the policy plus each other profile's modules: an import
     violation that check no longer reports (same rule, same place) is one the profile allows.
-    astguard knows nothing of the server's profiles; this is where the two meet.
+    astguard knows nothing of the server's profiles; this is where the two meet. Only when an
+    import was refused and the source is at most :data:`OFFER_MAX_SOURCE_BYTES`.
 
     Args:
         code: The rejected source.
@@ -184,6 +189,10 @@ def offer_profiles(
         appended to the message (new dicts; the others as given).
     """
     offers: dict[tuple[str, int, int], str] = {}
+    if not any(v["rule_id"] in _IMPORT_RULES for v in violations):
+        return violations
+    if len(code.encode("utf-8", "surrogatepass")) > OFFER_MAX_SOURCE_BYTES:
+        return violations
     for profile in PROFILES.values():
         if profile.name == active:
             continue

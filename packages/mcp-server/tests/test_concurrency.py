@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import anyio
+import pytest
 
 from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
 
@@ -142,3 +143,25 @@ def test_admission_refuses_busy_after_the_wait() -> None:
 
     message = anyio.run(main)
     assert message.startswith("busy, retry: the second run did not get its turn within 0.05 s")
+
+
+@pytest.mark.parametrize("patience", [0.05, 0.049998, 0.1])
+def test_an_exclusive_call_behind_a_run_is_told_why_it_is_busy(patience: float) -> None:
+    """New-user trial 2026-12-01: a snapshot during a run read "within 1.49998 s (the server is
+    at capacity for this kind of work)"; it is one run holding the workspace."""
+    gate = WorkspaceGate()
+
+    async def main() -> str:
+        async with gate.run():
+            try:
+                async with gate.exclusive(patience, "create_state_snapshot"):
+                    return "admitted"
+            except Busy as exc:
+                return str(exc)
+
+    shown = f"{patience:.3g}"
+    assert anyio.run(main) == (
+        f"busy, retry: create_state_snapshot did not get its turn within {shown} s (runs in "
+        "progress or another snapshot operation hold the workspace; the server's "
+        "--admission-wait is how long a call waits for them); call again in a few seconds"
+    )

@@ -210,3 +210,45 @@ def test_shrink_only_runs_say_so() -> None:
     assert result.detail.startswith("the workspace was over its limit of ")
     timed_out = decide(observe(killed(9), stop=Stop.TIMEOUT), LIMITS, LAYERS, shrink_only=True)
     assert timed_out.detail.startswith("wall-clock deadline reached; the workspace was over")
+
+
+@pytest.mark.parametrize(
+    ("usage", "detail"),
+    [
+        (
+            (LIMITS.workspace_bytes + 1, 3),
+            f"workspace passed its {LIMITS.workspace_bytes} bytes: it holds "
+            f"{LIMITS.workspace_bytes + 1}",
+        ),
+        (
+            (5, LIMITS.workspace_files + 7),
+            f"workspace passed its {LIMITS.workspace_files} entries: it holds "
+            f"{LIMITS.workspace_files + 7}",
+        ),
+    ],
+    ids=["bytes", "entries"],
+)
+def test_disk_limit_at_the_end_says_which_limit(usage: tuple[int, int], detail: str) -> None:
+    """New-user trial 2026-12-01: "passed 1048576 bytes or 10000 entries" did not say which."""
+    result = decide(observe(exited(0), end_usage=usage), LIMITS, LAYERS)
+    assert (result.status, result.detail) == (RunStatus.DISK_LIMIT, detail)
+
+
+@pytest.mark.parametrize(
+    "stderr",
+    [
+        b"OSError: [Errno 27] File too large\n",
+        b"Traceback (most recent call last):\n  ...\nOSError: [Errno 27] File too large: 'big'\n",
+    ],
+)
+def test_a_file_over_the_size_limit_is_explained_not_decided(stderr: bytes) -> None:
+    """New-user trial 2026-12-01: a write past RLIMIT_FSIZE was `error` with no detail. The
+    status stays `error` (the output is the code's, it never decides); the detail explains."""
+    result = decide(observe(exited(1), stderr=stderr), LIMITS, LAYERS)
+    assert result.status is RunStatus.ERROR
+    assert result.detail == (
+        f"the output names EFBIG (File too large): a file reached the file-size limit "
+        f"({LIMITS.file_size_bytes} bytes, RLIMIT_FSIZE); what was written before it stays in "
+        "the workspace"
+    )
+    assert decide(observe(exited(0), stderr=stderr), LIMITS, LAYERS).detail == ""

@@ -32,10 +32,13 @@ class Busy(Exception):
     """
 
 
-def _busy(what: str, waited: float) -> Busy:
+def _busy(
+    what: str, waited: float, why: str = "the server is at capacity for this kind of work"
+) -> Busy:
+    """``Busy`` for ``what`` after ``waited`` seconds (three significant digits), saying ``why``."""
     return Busy(
-        f"busy, retry: {what} did not get its turn within {waited:g} s (the server is at "
-        "capacity for this kind of work); call again in a few seconds"
+        f"busy, retry: {what} did not get its turn within {waited:.3g} s ({why}); "
+        "call again in a few seconds"
     )
 
 
@@ -122,8 +125,12 @@ class WorkspaceGate:
             self._waiting_exclusive -= 1
             if not admitted:
                 self._condition.notify_all()
-                reason = "runs or another snapshot operation hold the workspace"
-                raise _busy(f"{what} ({reason})", patience)
+                raise _busy(
+                    what,
+                    patience,
+                    "runs in progress or another snapshot operation hold the workspace; the "
+                    "server's --admission-wait is how long a call waits for them",
+                )
             self._exclusive = True
         try:
             yield

@@ -117,6 +117,18 @@ def _signal_name(sig: int) -> str:
         return str(sig)
 
 
+def _disk_detail(o: Observation, limits: Limits) -> str:
+    """Which of the workspace's limits the run passed, when the end usage says so."""
+    if o.end_usage is not None:
+        size, count = o.end_usage
+        max_bytes, max_files = o.workspace_allowance
+        if size > max_bytes:
+            return f"workspace passed its {max_bytes} bytes: it holds {size}"
+        if count > max_files:
+            return f"workspace passed its {max_files} entries: it holds {count}"
+    return f"workspace passed {limits.workspace_bytes} bytes or {limits.workspace_files} entries"
+
+
 def decide(
     o: Observation, limits: Limits, layers: tuple[str, ...], *, shrink_only: bool = False
 ) -> RunResult:
@@ -145,7 +157,7 @@ def decide(
     exit_code = os.WEXITSTATUS(status_raw) if os.WIFEXITED(status_raw) else None
     sig = os.WTERMSIG(status_raw) if os.WIFSIGNALED(status_raw) else None
     stderr = o.stderr.decode("utf-8", "backslashreplace")
-    disk = f"workspace passed {limits.workspace_bytes} bytes or {limits.workspace_files} entries"
+    disk = _disk_detail(o, limits)
     details = {
         Stop.OUTPUT_LIMIT: f"output passed {limits.output_bytes} bytes",
         Stop.DISK_LIMIT: disk,
@@ -197,6 +209,13 @@ def decide(
                     f"the output names a MemoryError; the memory limit is {limits.memory_bytes} "
                     f"bytes of data ({2 * limits.memory_bytes} of address space), but the "
                     "parent did not measure a peak near it"
+                )
+            elif exit_code != 0 and "[Errno 27]" in stderr[-2000:]:
+                # The output is the code's: it explains, never decides (the status stands).
+                detail = (
+                    f"the output names EFBIG (File too large): a file reached the file-size "
+                    f"limit ({limits.file_size_bytes} bytes, RLIMIT_FSIZE); what was written "
+                    "before it stays in the workspace"
                 )
     if o.stop is Stop.LEFTOVER:
         detail = (detail + "; " if detail else "") + "stray processes killed after exit"

@@ -144,7 +144,12 @@ def test_a_large_source_gets_no_offer_and_no_second_check(
     before, no_import, small_before = (_violations(c, policy) for c in (code, "eval('1')\n", small))
     calls: list[str] = []
     real = astguard.check
-    monkeypatch.setattr(astguard, "check", lambda c, p: calls.append(c) or real(c, p))
+
+    def spy(c: str, p: astguard.Policy) -> astguard.CheckResult:
+        calls.append(c)
+        return real(c, p)
+
+    monkeypatch.setattr(astguard, "check", spy)
     assert offer_profiles(code, policy, "none", before) == before
     assert offer_profiles("eval('1')\n", policy, "none", no_import) == no_import
     assert calls == []

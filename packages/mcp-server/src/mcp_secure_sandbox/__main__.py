@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from mcp_secure_sandbox.exclusive import DirectoryClaim, claim_directories
 from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
 
 __all__ = ["main"]
@@ -26,11 +27,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Returns:
         The process exit status: 0 after a clean shutdown, 2 for a configuration error (one
-        line on stderr, no traceback).
+        line on stderr, no traceback), another server on the workspace or snapshot directory
+        included (:mod:`mcp_secure_sandbox.exclusive`).
     """
     created: list[Path] = []
+    claim: DirectoryClaim | None = None
     try:
         settings = prepare_directories(settings_from_args(argv), created=created)
+        # Before any library opens them: one server per workspace and per store.
+        claim = claim_directories(settings.workspace, settings.snapshots)
         logging.basicConfig(
             stream=sys.stderr,
             level=settings.log_level,
@@ -40,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         app, state = create_server(settings)
     except ConfigError as exc:
+        if claim is not None:
+            claim.release()
         # Refused (by the settings or by a library): leave no directory this start created.
         for path in reversed(created):
             with contextlib.suppress(OSError):
@@ -84,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 app.run("stdio")
     finally:
         state.close()
+        if claim is not None:
+            claim.release()
     return 0
 
 

@@ -213,8 +213,13 @@ def test_csv_delimiter_option_and_warnings(tmp_path: pathlib.Path) -> None:
     # The JSON output is the library's report, worded for its ``delimiter`` argument.
     code, text = run("csv", path, "--required", "age", "--output", "json")
     report = json.loads(text)["files"][0]["report"]
-    assert report["warnings"][0].endswith('give the delimiter ";" (or sniff it)')
-    assert report["errors"][0]["message"].endswith(report["warnings"][0])
+    assert report["warnings"] == [
+        "the header was read as the single column 'id;age' with the default delimiter \",\"; "
+        'if the file is semicolon-separated, give the delimiter ";" (or sniff it)'
+    ]
+    assert report["errors"][0]["message"] == (
+        "required column 'age' is missing (the header has: id;age)"
+    )
     # The hint in the error of a typed column, then the fix.
     code, text = run("csv", path, "--type", "age=integer")
     assert code == 1
@@ -250,3 +255,39 @@ def test_unknown_schema_name_lists_the_built_in_names(
         "datavalidate: error: schema 'users' is neither a file nor a built-in schema name "
         "(config, dataset, user)"
     )
+
+
+def test_csv_encoding_error_names_the_encoding_and_the_flag(tmp_path: pathlib.Path) -> None:
+    path = tmp_path / "latin.csv"
+    path.write_bytes("city,n\nZürich,1\nMálaga,2\n".encode("latin-1"))
+    code, text = run("csv", path, "--type", "n=integer")
+    assert code == 1
+    assert text.splitlines()[1:] == [
+        "  row 2, column 'city': the bytes are not valid utf-8 (the value shows them as \\xNN) "
+        "[encoding-error]",
+        "  row 3, column 'city': the bytes are not valid utf-8 (the value shows them as \\xNN) "
+        "[encoding-error]",
+        "  warning: the file was read as utf-8 and some bytes are not valid utf-8; if it is in "
+        'another encoding, give --encoding (for example "latin-1" or "cp1252")',
+    ]
+    assert run("csv", path, "--type", "n=integer", "--encoding", "latin-1") == (
+        0,
+        f"{path}: valid\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nope", "--encoding 'nope': unknown encoding; give one Python knows"),
+        ("rot13", "--encoding 'rot13': rot-13 is not a text encoding"),
+        ("zlib_codec", "--encoding 'zlib_codec': zlib is not a text encoding"),
+        ("x" * 10_000, "--encoding: a name of 10,000 characters is not an encoding"),
+    ],
+)
+def test_csv_bad_encoding_exits_2(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], name: str, message: str
+) -> None:
+    (tmp_path / "x.csv").write_text("a\n1\n")
+    assert run("csv", tmp_path / "x.csv", "--encoding", name) == (2, "")
+    assert capsys.readouterr().err.startswith(f"datavalidate: error: {message}")

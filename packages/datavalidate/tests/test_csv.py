@@ -4,6 +4,7 @@ import gc
 import io
 import json
 import pathlib
+import re
 import threading
 import tracemalloc
 from typing import Any
@@ -18,6 +19,7 @@ from datavalidate import (
     CsvError,
     CsvReport,
     UnsupportedPatternError,
+    text_encoding,
     validate_csv,
 )
 
@@ -96,6 +98,68 @@ def test_encoding_error_in_a_path_and_header(tmp_path: pathlib.Path) -> None:
     path.write_bytes(b"a,\xc3\n1,2\n")
     report = validate_csv(path)
     assert codes(report) == [("encoding-error", 1, "\\xc3")]
+
+
+UTF8_HINT = (
+    "the file was read as utf-8 and some bytes are not valid utf-8; if it is in another "
+    'encoding, give the encoding (for example "latin-1" or "cp1252")'
+)
+
+
+def test_encoding_errors_name_the_encoding_and_the_hint_is_said_once() -> None:
+    latin = "city,n\nZürich,1\nMálaga,2\nOslo,3\n".encode("latin-1")
+    report = validate_csv(latin, constraints={"n": "integer"})
+    assert codes(report) == [("encoding-error", 2, "city"), ("encoding-error", 3, "city")]
+    assert [e.message for e in report.errors] == [
+        "the bytes are not valid utf-8 (the value shows them as \\xNN)"
+    ] * 2
+    assert [e.value for e in report.errors] == ["Z\\xfcrich", "M\\xe1laga"]
+    assert report.warnings == (UTF8_HINT,)
+    # Another encoding goes by its canonical name; read with the right one, the file is valid.
+    cp = validate_csv(b"a\n\x81\n", encoding="CP1252")
+    assert cp.errors[0].message == "the bytes are not valid cp1252 (the value shows them as \\xNN)"
+    assert cp.warnings[-1].startswith("the file was read as cp1252 and some bytes are not valid")
+    fixed = validate_csv(latin, constraints={"n": "integer"}, encoding="latin-1")
+    assert (fixed.valid, fixed.warnings) == (True, ())
+    # Text given as str was not decoded here: no advice about encodings.
+    lone = validate_csv("a\n\x00\ud800\n")
+    assert "read as" not in " ".join(lone.warnings)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nope", "encoding 'nope': unknown encoding; give one Python knows, such as"),
+        ("zlib_codec", "encoding 'zlib_codec': zlib is not a text encoding"),
+        ("rot13", "encoding 'rot13': rot-13 is not a text encoding"),
+        ("base64", "encoding 'base64': base64 is not a text encoding"),
+        ("hex", "encoding 'hex': hex is not a text encoding"),
+        ("undefined", "encoding 'undefined': undefined is not a text encoding"),
+        ("../os", "encoding '../os': unknown encoding (a name has ASCII letters"),
+        ("utf\x008", "encoding 'utf\\x008': unknown encoding (a name has ASCII letters"),
+        ("x" * 10_000, "encoding: a name of 10,000 characters is not an encoding (at most 64)"),
+    ],
+)
+def test_text_encoding_refuses_hostile_names(name: str, message: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(message)) as info:
+        text_encoding(name)
+    assert str(info.value).endswith('such as "utf-8", "latin-1" or "cp1252"')
+    with pytest.raises(ValueError, match=re.escape(message)):
+        validate_csv(b"a\n", encoding=name)
+    with pytest.raises(ValueError, match=r"^--encoding"):
+        text_encoding(name, option="--encoding")
+
+
+def test_text_encoding_gives_canonical_names() -> None:
+    assert [text_encoding(n) for n in ("UTF8", "latin-1", "cp1252", "utf_16", "Shift JIS")] == [
+        "utf-8",
+        "iso8859-1",
+        "cp1252",
+        "utf-16",
+        "shift_jis",
+    ]
+    with pytest.raises(TypeError, match="encoding must be a string, not int"):
+        text_encoding(8)
 
 
 def test_bom_crlf_and_quoted_fields() -> None:
@@ -513,13 +577,17 @@ def test_one_column_header_betrays_its_delimiter(text: str, name: str, spelled: 
     assert report.warnings[0].startswith("no rules were given")
     assert report.warnings[1].endswith(hint)
     assert report.to_dict()["warnings"] == list(report.warnings)
-    # A required column: the error names the header and carries the hint.
-    report = validate_csv(text, required_headers=["b"])
-    assert [e.code for e in report.errors] == ["missing-header"]
-    message = report.errors[0].message
-    assert message.startswith("required column 'b' is missing (the header has: a")
-    assert message.endswith(hint)
-    assert report.warnings == (report.warnings[0],) and report.warnings[0].endswith(hint)
+    # Missing columns: each error names the header it saw; the hint is said once, as a warning.
+    report = validate_csv(text, required_headers=["b", "c"], constraints={"d": "integer"})
+    assert [e.code for e in report.errors] == ["missing-header"] * 3
+    header = text.partition("\n")[0]
+    assert [e.message for e in report.errors] == [
+        f"required column 'b' is missing (the header has: {header})",
+        f"required column 'c' is missing (the header has: {header})",
+        f"column 'd' has constraints but is not in the header (the header has: {header})",
+    ]
+    assert len(report.warnings) == 1 and report.warnings[0].endswith(hint)
+    assert str(report.to_dict()).count("-separated") == 1
     # Given or sniffed, the delimiter is the user's choice: no hint.
     assert validate_csv(text, required_headers=["b"], dialect="sniff").valid is True
     assert validate_csv(text, dialect={"delimiter": ","}).warnings == (

@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 from _client import call, call_error, server_params
 
 MISSING_ID = "00000000-0000-4000-8000-000000000000"
+utf8_error = "the bytes are not valid utf-8 (the value shows them as \\xNN)"
 
 
 def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path: Path) -> None:
@@ -55,15 +56,68 @@ def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path:
         report = await call(
             s, "validate_csv_data", csv_content="a;b\n1;2\n", required_headers=["a", "b"]
         )
-        assert len(report["errors"]) == 2
-        for error in report["errors"]:
-            assert error["message"].startswith("required column")
-            assert 'semicolon-separated, give the delimiter ";" (or sniff it)' in error["message"]
-        assert report["warnings"] == [report["errors"][0]["message"].partition("; ")[2]]
+        # Each error says what is missing and the header seen; the hint is said once.
+        assert [e["message"] for e in report["errors"]] == [
+            "required column 'a' is missing (the header has: a;b)",
+            "required column 'b' is missing (the header has: a;b)",
+        ]
+        assert report["warnings"] == [
+            "the header was read as the single column 'a;b' with the default delimiter \",\"; "
+            'if the file is semicolon-separated, give the delimiter ";" (or sniff it)'
+        ]
         report = await call(
             s, "validate_csv_data", csv_content="a\tb\n1\t2\n", required_headers=["b"]
         )
-        assert 'give the delimiter "\\t"' in report["errors"][0]["message"]
+        assert report["errors"][0]["message"] == (
+            "required column 'b' is missing (the header has: a\tb)"
+        )
+        assert report["warnings"][0].endswith('give the delimiter "\\t" (or sniff it)')
+        # A Latin-1 file read as UTF-8: the errors name the encoding, the warning the argument.
+        (dirs[0] / "latin.csv").write_bytes("city,n\nZürich,1\nMálaga,x\n".encode("latin-1"))
+        report = await call(
+            s, "validate_csv_data", csv_path="latin.csv", type_constraints={"n": "integer"}
+        )
+        assert [(e["code"], e["row"], e["value"], e["message"]) for e in report["errors"]] == [
+            ("encoding-error", 2, "Z\\xfcrich", utf8_error),
+            ("encoding-error", 3, "M\\xe1laga", utf8_error),
+        ]
+        assert report["warnings"] == [
+            "the file was read as utf-8 and some bytes are not valid utf-8; if it is in another "
+            'encoding, give the encoding (for example "latin-1" or "cp1252")'
+        ]
+        for name in ("latin-1", "ISO-8859-1", "cp1252"):
+            report = await call(
+                s,
+                "validate_csv_data",
+                csv_path="latin.csv",
+                encoding=name,
+                type_constraints={"n": "integer"},
+            )
+            assert [(e["code"], e["row"]) for e in report["errors"]] == [("type-error", 3)]
+            assert report["warnings"] == [], name
+        # A bad encoding is an argument error naming it and what to give.
+        for name, expected in (
+            ("nope", "encoding 'nope': unknown encoding; give one Python knows, such as"),
+            ("zlib_codec", "encoding 'zlib_codec': zlib is not a text encoding"),
+            ("rot13", "encoding 'rot13': rot-13 is not a text encoding"),
+            ("base64", "encoding 'base64': base64 is not a text encoding"),
+            ("../../os", "encoding '../../os': unknown encoding (a name has ASCII letters"),
+        ):
+            text = await call_error(s, "validate_csv_data", csv_path="latin.csv", encoding=name)
+            assert text.startswith(f"Error executing tool validate_csv_data: {expected}"), text
+            assert text.endswith('such as "utf-8", "latin-1" or "cp1252"'), text
+        text = await call_error(s, "validate_csv_data", csv_path="latin.csv", encoding="x" * 10_240)
+        assert text.startswith(
+            "Error executing tool validate_csv_data: argument encoding: expected string (at most "
+            '64 characters), got string "xxxx'
+        ), text
+        assert len(text) < 300, text
+        text = await call_error(s, "validate_csv_data", csv_content="a\n", encoding="latin-1")
+        assert text == (
+            "Error executing tool validate_csv_data: encoding applies to csv_path only: "
+            "csv_content is text already (drop encoding, or write the bytes to a file and give "
+            "csv_path)"
+        )
         # Valid, but nothing was checked: the report says so instead of a silent "valid".
         report = await call(s, "validate_csv_data", csv_content="a;b\n1;2\n")
         assert report["valid"] is True

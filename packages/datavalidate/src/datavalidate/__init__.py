@@ -10,7 +10,15 @@ The ``datavalidate`` command (``python -m datavalidate``) validates files.
 """
 
 from datavalidate.__about__ import __version__
-from datavalidate._csv import ERROR_CODES, CsvColumn, CsvError, CsvReport, validate_csv
+from datavalidate._csv import (
+    ERROR_CODES,
+    MAX_ENCODING_CHARS,
+    CsvColumn,
+    CsvError,
+    CsvReport,
+    text_encoding,
+    validate_csv,
+)
 from datavalidate._csv_fields import CONSTRAINTS as CSV_CONSTRAINTS
 from datavalidate._csv_fields import TYPES as CSV_TYPES
 from datavalidate._json import (
@@ -43,6 +51,7 @@ __all__ = [
     "DEFAULT_DRAFT",
     "DRAFTS",
     "ERROR_CODES",
+    "MAX_ENCODING_CHARS",
     "NUMBER_MODES",
     "CompiledSchema",
     "CsvColumn",
@@ -64,6 +73,7 @@ __all__ = [
     "default_registry",
     "is_valid",
     "parse_json",
+    "text_encoding",
     "validate_csv",
     "validate_json",
 ]

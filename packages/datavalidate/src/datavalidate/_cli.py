@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from datavalidate._csv import delimiter_hint, validate_csv
+from datavalidate._csv import delimiter_hint, encoding_hint, text_encoding, validate_csv
 from datavalidate._csv_fields import TYPES
 from datavalidate._json import compile as compile_schema
 from datavalidate._json import default_registry
@@ -68,7 +68,12 @@ def _parser() -> argparse.ArgumentParser:
         help='the delimiter, one character (default ","; "\\t" or "tab" for a tab)',
     )
     delimiter.add_argument("--dialect", choices=("sniff",), help="sniff the delimiter")
-    cs.add_argument("--encoding", default="utf-8")
+    cs.add_argument(
+        "--encoding",
+        default="utf-8",
+        metavar="NAME",
+        help='the files\' text encoding (default "utf-8"; for example "latin-1", "cp1252")',
+    )
     for sub in (js, cs):
         sub.add_argument("--output", choices=("text", "json"), default="text")
         sub.add_argument("--max-errors", type=int, default=100, metavar="N")
@@ -134,6 +139,10 @@ def _csv_command(args: argparse.Namespace) -> list[dict[str, Any]]:
                 'line break ("\\t" or "tab" for a tab)'
             )
         dialect = {"delimiter": char}
+    try:
+        encoding = text_encoding(args.encoding, option="--encoding")
+    except ValueError as exc:
+        raise _Usage(str(exc)) from None
     results = []
     for path in args.files:
         try:
@@ -143,7 +152,7 @@ def _csv_command(args: argparse.Namespace) -> list[dict[str, Any]]:
                 constraints=constraints,
                 required_headers=args.required,
                 dialect=dialect,
-                encoding=args.encoding,
+                encoding=encoding,
                 max_errors=args.max_errors,
             )
         except OSError as exc:
@@ -165,37 +174,43 @@ def _describe(exc: BaseException) -> str:
     return str(exc)
 
 
-def _flag_hint(report: dict[str, Any]) -> dict[str, Any]:
-    """A CSV report whose delimiter hint names the flags and is printed once, as a warning.
+def _flag_hint(report: dict[str, Any], encoding: str | None) -> dict[str, Any]:
+    """A CSV report whose hints (delimiter, encoding) name the command line's flags.
 
-    The library's report carries the hint in its warnings and at the end of each
-    missing-header error, worded for the MCP tool's ``delimiter`` argument; on the command
-    line it names ``--delimiter``/``--dialect sniff`` and the errors drop their copy.
+    The library's report carries each hint once, in its warnings, worded for the MCP tool's
+    ``delimiter`` and ``encoding`` arguments; on the command line they name
+    ``--delimiter``/``--dialect sniff`` and ``--encoding``.
+
+    Args:
+        report: The library's report as data.
+        encoding: The canonical name of the encoding the file was read with, or ``None``.
 
     Returns:
-        The report to print: a copy when it carried the hint, else ``report`` itself.
+        The report to print: a copy when it carried a hint, else ``report`` itself.
     """
+    replace: dict[str, str] = {}
     columns: list[dict[str, Any]] = report.get("columns") or []
-    if len(columns) != 1:
+    if len(columns) == 1:
+        library = delimiter_hint(columns[0]["name"])
+        if library:
+            ours = delimiter_hint(columns[0]["name"], give="--delimiter", sniff="--dialect sniff")
+            replace[library] = ours
+    if encoding is not None:
+        replace[encoding_hint(encoding)] = encoding_hint(encoding, give="--encoding")
+    warnings: list[str] = report.get("warnings") or []
+    if not any(w in replace for w in warnings):
         return report
-    library = delimiter_hint(columns[0]["name"])
-    if not library or library not in report.get("warnings", ()):
-        return report
-    ours = delimiter_hint(columns[0]["name"], give="--delimiter", sniff="--dialect sniff")
-    suffix = f"; {library}"
-    errors = [{**e, "message": e["message"].removesuffix(suffix)} for e in report.get("errors", ())]
-    warnings = [ours if w == library else w for w in report["warnings"]]
-    return {**report, "errors": errors, "warnings": warnings}
+    return {**report, "warnings": [replace.get(w, w) for w in warnings]}
 
 
-def _print_text(results: list[dict[str, Any]], out: TextIO) -> None:
+def _print_text(results: list[dict[str, Any]], out: TextIO, encoding: str | None) -> None:
     for result in results:
         path = result["path"]
         if "error" in result:
             print(f"{path}: error: {result['error']}", file=out)
             continue
         report = result["report"]
-        report = _flag_hint(report)
+        report = _flag_hint(report, encoding)
         warnings = [f"  warning: {text}" for text in report.get("warnings", ())]
         if result["valid"]:
             print(f"{path}: valid", file=out)
@@ -249,7 +264,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         json.dump({"valid": valid, "files": results}, stream, indent=2, ensure_ascii=False)
         stream.write("\n")
     else:
-        _print_text(results, stream)
+        # The CSV files were read with --encoding, checked by then (a JSON file is UTF-8).
+        encoding = text_encoding(args.encoding) if args.command == "csv" else None
+        _print_text(results, stream, encoding)
     if any("error" in r for r in results):
         return EXIT_ERROR
     return EXIT_VALID if all(r["valid"] for r in results) else EXIT_INVALID

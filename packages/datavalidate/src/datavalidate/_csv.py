@@ -23,7 +23,17 @@ from datavalidate._csv_fields import (
 )
 from datavalidate._unique import DigestSet, UniqueBudget
 
-__all__ = ["ERROR_CODES", "CsvColumn", "CsvError", "CsvReport", "validate_csv"]
+__all__ = [
+    "ERROR_CODES",
+    "MAX_ENCODING_CHARS",
+    "CsvColumn",
+    "CsvError",
+    "CsvReport",
+    "delimiter_hint",
+    "encoding_hint",
+    "text_encoding",
+    "validate_csv",
+]
 
 #: Every error code a :class:`CsvError` can carry (stable; see the README table).
 ERROR_CODES = (
@@ -201,6 +211,79 @@ def delimiter_hint(column: str, *, give: str = "the delimiter", sniff: str = "sn
                 f"{spelled} (or {sniff})"
             )
     return ""
+
+
+#: The longest encoding name accepted (Python's codec names and aliases are far shorter).
+MAX_ENCODING_CHARS = 64
+_ENCODING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._ -]*")
+_ENCODING_EXAMPLES = '"utf-8", "latin-1" or "cp1252"'
+
+
+def text_encoding(name: object, *, option: str = "encoding") -> str:
+    """Check an encoding name given by a user; return the codec's canonical name.
+
+    The one home of the rule for every caller (the library's ``encoding``, the command line's
+    ``--encoding``, the MCP tool's ``encoding`` argument): at most
+    :data:`MAX_ENCODING_CHARS` characters of ASCII letters, digits, ``.``, ``_``, ``-`` and
+    spaces, a codec Python knows, and a *text* encoding (bytes to text): codecs such as
+    ``rot13``, ``zlib``, ``base64``, ``hex`` and ``undefined`` are refused.
+
+    Args:
+        name: The name as given (``"latin-1"``, ``"UTF8"``).
+        option: How the caller names the option, for the messages (``"--encoding"``).
+
+    Returns:
+        The canonical name (``"utf-8"``, ``"iso8859-1"``).
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: Too long, odd characters, unknown, or not a text encoding; the message
+            names the option, the name (shortened) and examples of names to give.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"{option} must be a string, not {type(name).__name__}")
+    if len(name) > MAX_ENCODING_CHARS:
+        raise ValueError(
+            f"{option}: a name of {len(name):,} characters is not an encoding (at most "
+            f"{MAX_ENCODING_CHARS}); give one such as {_ENCODING_EXAMPLES}"
+        )
+    if _ENCODING_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"{option} {_show(name)!r}: unknown encoding (a name has ASCII letters, digits, "
+            f"'.', '_', '-' and spaces); give one such as {_ENCODING_EXAMPLES}"
+        )
+    try:
+        info = codecs.lookup(name)
+    except LookupError:
+        raise ValueError(
+            f"{option} {name!r}: unknown encoding; give one Python knows, such as "
+            f"{_ENCODING_EXAMPLES}"
+        ) from None
+    if not getattr(info, "_is_text_encoding", True) or info.name == "undefined":
+        raise ValueError(
+            f"{option} {name!r}: {info.name} is not a text encoding (it does not decode bytes "
+            f"to text); give one such as {_ENCODING_EXAMPLES}"
+        )
+    return info.name
+
+
+def encoding_hint(encoding: str, *, give: str = "the encoding") -> str:
+    """The hint for bytes that are not valid in the encoding a CSV file was read with.
+
+    The one home of the sentence: the report's warning uses the default spelling (the MCP
+    tool's argument is named ``encoding``), the command line its flag.
+
+    Args:
+        encoding: The canonical name of the encoding used (:func:`text_encoding`).
+        give: How to name the encoding option (``"--encoding"``).
+
+    Returns:
+        The sentence.
+    """
+    return (
+        f"the file was read as {encoding} and some bytes are not valid {encoding}; if it is in "
+        f'another encoding, give {give} (for example "latin-1" or "cp1252")'
+    )
 
 
 def _clean(text: str) -> str:
@@ -450,24 +533,29 @@ def _guarded(lines: Iterator[str]) -> Iterator[str]:
             yield line
 
 
-def _open_text(source: object, encoding: str) -> tuple[Iterator[str], Callable[[], None]]:
-    """Return an iterator over text lines (line ends kept) and a function that cleans up."""
-    decoding = "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+def _open_text(source: object, encoding: str) -> tuple[Iterator[str], Callable[[], None], bool]:
+    """Open the source as text lines (line ends kept).
+
+    Returns:
+        The lines, a function that cleans up, and whether the lines are decoded here (with
+        ``encoding``, a canonical codec name) rather than given as text.
+    """
+    decoding = "utf-8-sig" if encoding == "utf-8" else encoding
     if isinstance(source, str):
-        return iter(io.StringIO(source, newline="")), lambda: None
+        return iter(io.StringIO(source, newline="")), lambda: None, False
     if isinstance(source, (bytes, bytearray, memoryview)):
         wrapper = io.TextIOWrapper(
             io.BytesIO(bytes(source)), encoding=decoding, errors=_ERROR_HANDLER, newline=""
         )
-        return iter(wrapper), lambda: None
+        return iter(wrapper), lambda: None, True
     if isinstance(source, os.PathLike):
         path = os.fspath(source)
         if not isinstance(path, str):
             path = os.fsdecode(path)
         handle = open(path, encoding=decoding, errors=_ERROR_HANDLER, newline="")  # noqa: SIM115, PTH123
-        return iter(handle), handle.close
+        return iter(handle), handle.close, True
     if isinstance(source, io.TextIOBase):
-        return iter(source), lambda: None
+        return iter(source), lambda: None, False
     read = getattr(source, "read", None)
     if callable(read):
         if isinstance(source, (io.RawIOBase, io.BufferedIOBase)) or _reads_bytes(source):
@@ -477,8 +565,8 @@ def _open_text(source: object, encoding: str) -> tuple[Iterator[str], Callable[[
             def release() -> None:
                 text.detach()
 
-            return iter(text), release
-        return iter(_TextChunks(source)), lambda: None
+            return iter(text), release, True
+        return iter(_TextChunks(source)), lambda: None, False
     raise TypeError(
         "source must be CSV content (str, bytes, a text or binary stream) or a path given as "
         f"an os.PathLike, not {type(source).__name__}"
@@ -602,12 +690,7 @@ def _validate_args(
     headers = tuple(required_headers)
     if not all(isinstance(h, str) for h in headers):
         raise TypeError("required_headers must contain strings")
-    if not isinstance(encoding, str):
-        raise TypeError("encoding must be a string")
-    try:
-        name = codecs.lookup(encoding).name
-    except LookupError:
-        raise ValueError(f"unknown encoding {encoding!r}") from None
+    name = text_encoding(encoding)
     if not _is_count(max_errors) or max_errors < 0:
         raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
     return headers, name
@@ -659,8 +742,10 @@ def validate_csv(
             ``|`` from the first 64 KiB), or a Frictionless CSV Dialect mapping
             (``delimiter``, ``quoteChar``, ``doubleQuote``, ``escapeChar``,
             ``skipInitialSpace``).
-        encoding: Text encoding of bytes, binary streams and paths. With UTF-8 a leading
-            byte-order mark is dropped. Undecodable bytes are ``encoding-error`` findings.
+        encoding: Text encoding of bytes, binary streams and paths, checked by
+            :func:`text_encoding` (a text codec Python knows). With UTF-8 a leading byte-order
+            mark is dropped. Undecodable bytes are ``encoding-error`` findings naming the
+            encoding, and the report warns once how to give another (:func:`encoding_hint`).
         max_errors: Most errors kept in the report (``error_count`` counts them all).
         max_unique_values: Most distinct values remembered for ``unique`` columns and the
             ``primaryKey`` together; past it a ``unique-limit`` error says from which row
@@ -671,18 +756,18 @@ def validate_csv(
         counts lines in the file, the header being row 1.
 
     Raises:
-        ValueError: An unknown type, format, constraint, dialect key or encoding (the message
-            names the allowed ones), an ill-formed constraint value, negative ``max_errors``
-            or a ``max_unique_values`` below 1.
+        ValueError: An unknown type, format, constraint, dialect key or encoding, or a codec
+            that is not a text encoding (the message names the allowed ones), an ill-formed
+            constraint value, negative ``max_errors`` or a ``max_unique_values`` below 1.
         UnsupportedPatternError: A ``pattern`` constraint that RE2 refuses.
         TypeError: ``source`` is none of the accepted kinds, or an argument has a wrong type.
         OSError: The path cannot be opened or read.
     """
-    headers_required, _ = _validate_args(required_headers, encoding, max_errors)
+    headers_required, encoding = _validate_args(required_headers, encoding, max_errors)
     if not _is_count(max_unique_values) or max_unique_values < 1:
         raise ValueError(f"max_unique_values must be a positive integer, not {max_unique_values!r}")
     specs, missing, primary = compile_fields(constraints, table_schema)
-    raw_lines, cleanup = _open_text(source, encoding)
+    raw_lines, cleanup, decoded = _open_text(source, encoding)
     lines = _guarded(raw_lines)
     previous_errors = getattr(_local, "decode_errors", 0)
     _local.decode_errors = 0
@@ -696,6 +781,7 @@ def validate_csv(
             primary=primary,
             max_errors=max_errors,
             budget=UniqueBudget(max_unique_values),
+            encoding=encoding if decoded else None,
         )
         return run.run()
     finally:
@@ -715,8 +801,11 @@ class _Run:
         primary: tuple[str, ...],
         max_errors: int,
         budget: UniqueBudget,
+        encoding: str | None,
     ) -> None:
         self.budget = budget
+        self.encoding = encoding
+        self.encoding_warned = False
         self.options, self.lines = _dialect(dialect, lines)
         self.required = required
         self.specs = specs
@@ -729,7 +818,6 @@ class _Run:
         self.warnings: list[str] = []
         if not (required or specs or primary):
             self.warnings.append(_NO_RULES_WARNING)
-        self.hint = ""
 
     def _report(self, columns: tuple[CsvColumn, ...]) -> CsvReport:
         sink = self.sink
@@ -798,9 +886,9 @@ class _Run:
         """Warn when a one-column header read with the default comma holds ``;``/tab/``|``."""
         if self.dialect_given or len(header) != 1:
             return
-        self.hint = delimiter_hint(header[0])
-        if self.hint:
-            self.warnings.append(self.hint)
+        hint = delimiter_hint(header[0])
+        if hint:
+            self.warnings.append(hint)
 
     def _missing_header(self, name: str, header: list[str]) -> str:
         """The message for a required or constrained column absent from the header."""
@@ -808,13 +896,11 @@ class _Run:
         if len(header) > 20:
             shown += f", ... ({len(header)} columns)"
         if name in self.required:
-            message = f"required column {_clean(name)!r} is missing (the header has: {shown})"
-        else:
-            message = (
-                f"column {_clean(name)!r} has constraints but is not in the header "
-                f"(the header has: {shown})"
-            )
-        return f"{message}; {self.hint}" if self.hint else message
+            return f"required column {_clean(name)!r} is missing (the header has: {shown})"
+        return (
+            f"column {_clean(name)!r} has constraints but is not in the header "
+            f"(the header has: {shown})"
+        )
 
     def _check_header(self, header: list[str], row: int) -> list[_Column | _Inferred | None]:
         sink = self.sink
@@ -870,12 +956,23 @@ class _Run:
             if _SURROGATE.search(cell):
                 name = _clean(self.header[i]) if i < len(self.header) else None
                 nul = _NUL_MARK in cell
+                if nul:
+                    message = (
+                        "the cell holds a NUL character (U+0000), which CSV text must not hold"
+                    )
+                elif self.encoding is None:
+                    message = "the cell holds text that is not valid Unicode (lone surrogates)"
+                else:
+                    message = (
+                        f"the bytes are not valid {self.encoding} (the value shows them as \\xNN)"
+                    )
+                    if not self.encoding_warned:
+                        self.encoding_warned = True
+                        self.warnings.append(encoding_hint(self.encoding))
                 self.sink.add(
                     CsvError(
                         "nul-byte" if nul else "encoding-error",
-                        "the cell holds a NUL character (U+0000), which CSV text must not hold"
-                        if nul
-                        else "the bytes are not valid text in the declared encoding",
+                        message,
                         row,
                         name,
                         i + 1,

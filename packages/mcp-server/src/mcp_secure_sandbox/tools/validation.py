@@ -13,7 +13,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from datavalidate import CsvReport, JsonError
+from datavalidate import MAX_ENCODING_CHARS, CsvReport, JsonError, text_encoding
 from mcp_secure_sandbox._answers import csv_report, json_report
 from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox._worker import reason
@@ -223,6 +223,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         csv_path: Annotated[
             str, Field(description="A CSV file in the workspace (streamed, at most 1 GiB).")
         ] = "",
+        encoding: Annotated[
+            str,
+            Field(
+                description='The text encoding of csv_path, such as "latin-1" or "cp1252"; '
+                'default "utf-8".',
+                max_length=MAX_ENCODING_CHARS,
+            ),
+        ] = "",
     ) -> CsvReport:
         r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
@@ -233,15 +241,18 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         `table_schema` ({"fields": [...], "missingValues": [...], "primaryKey": ...}). Types:
         string, integer, number, boolean, date, time, datetime, year. Constraints: required,
         unique, minimum, maximum, minLength, maxLength, pattern, enum. `delimiter` is a single
-        character, or "sniff" to detect , ; tab or |.
+        character, or "sniff" to detect , ; tab or |. `encoding` is the text encoding of
+        `csv_path` (default UTF-8; a text codec Python knows, such as "latin-1" or "cp1252");
+        `csv_content` is text already.
 
         Example: csv_content="id,age\\n1,x\\n", type_constraints={"age": "integer"} gives a
         type-error at row 2, column age.
 
         Returns valid, row_count, columns (name, number, type), error_count, truncated, the
-        delimiter used, warnings (for example: no rules were given, or a one-column header
-        that looks ;-separated), and errors (row as a person counts lines with the header as row 1,
-        column, value, a stable code such as missing-header or type-error, and a message).
+        delimiter used, warnings (each hint once: no rules were given, a one-column header that
+        looks ;-separated, bytes that are not valid in the encoding), and errors (row as a
+        person counts lines with the header as row 1, column, value, a stable code such as
+        missing-header or type-error, and a message).
         """
         async with state.instrument("validate_csv_data") as outcome:
             source = _one_source(ctx, "csv_content", "csv_path")
@@ -261,6 +272,16 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "table_schema": table_schema,
                 "dialect": dialect,
             }
+            if encoding:
+                if source == "csv_content":
+                    raise ToolError(
+                        "encoding applies to csv_path only: csv_content is text already "
+                        "(drop encoding, or write the bytes to a file and give csv_path)"
+                    )
+                try:
+                    kwargs["encoding"] = text_encoding(encoding)
+                except ValueError as exc:
+                    raise ToolError(str(exc)) from None
             job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
             if source == "csv_content":
                 job["text"] = csv_content

@@ -291,3 +291,26 @@ def test_csv_bad_encoding_exits_2(
     (tmp_path / "x.csv").write_text("a\n1\n")
     assert run("csv", tmp_path / "x.csv", "--encoding", name) == (2, "")
     assert capsys.readouterr().err.startswith(f"datavalidate: error: {message}")
+
+
+@pytest.mark.parametrize("output", ["json", "text"])
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    files: pathlib.Path, tmp_path: pathlib.Path, output: str
+) -> None:
+    """New-user trial 2026-12-01: ``datavalidate json ... --output json | head`` ended in a
+    BrokenPipeError traceback. The reader here closes the pipe after the first line."""
+    many = [str(files / "bad.json")] * 2000  # far more than a pipe's buffer of output
+    command = [sys.executable, "-m", "datavalidate", "json", "--output", output]
+    with subprocess.Popen(
+        [*command, str(files / "schema.json"), *many],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        first = process.stdout.readline()
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        status = process.wait(timeout=60)
+    assert first.strip()
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert status == 141

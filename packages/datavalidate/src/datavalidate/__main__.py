@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
-from datavalidate._cli import main
+from datavalidate._cli import console
 
 __all__: list[str] = []
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 from collections.abc import Sequence
@@ -272,6 +273,23 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     return EXIT_VALID if all(r["valid"] for r in results) else EXIT_INVALID
 
 
+#: Exit status when the reader of standard output went away (``datavalidate ... | head``):
+#: what a shell reports for a process ended by ``SIGPIPE`` (128 + 13).
+EXIT_BROKEN_PIPE = 141
+
+
 def console() -> None:
-    """The ``datavalidate`` console script: :func:`main`, then exit with its status."""
-    sys.exit(main())
+    """The ``datavalidate`` console script: :func:`main`, then exit with its status.
+
+    When the reader of standard output goes away it exits with :data:`EXIT_BROKEN_PIPE` and
+    no traceback, pointing standard output at ``/dev/null`` so the interpreter's last flush
+    does not fail again (the recipe of Python's ``signal`` documentation).
+    """
+    try:
+        status = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        status = EXIT_BROKEN_PIPE
+    sys.exit(status)

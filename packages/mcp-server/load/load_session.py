@@ -2,9 +2,10 @@
 
 Callers mix schema bombs (F06), large exports read in chunks (F07), restores over hostile trees
 (F08, F08b) and ordinary runs, while a poller reads get_sandbox_metrics every 100 ms. The server
-speaks streamable HTTP with a bearer token, and the poller has its own client session and HTTP
-connection: each answer is its own HTTP response, so the poll does not queue behind megabytes of
-export chunks on one pipe (as it does over stdio, where it measures the pipe). Prints,
+speaks streamable HTTP with a bearer token, and the poller is a process of its own with its own
+client session and HTTP connection: each answer is its own HTTP response, so the poll does not
+queue behind megabytes of export chunks on one pipe (as it does over stdio, where it measures
+the pipe), nor behind the 50 callers' work on this process's event loop. Prints,
 per kind of call, how many answered within their deadline + 2 s, how many were told "busy"
 within 2 s, and how many did neither; the metrics latency p50/p99; the peak RSS of the server
 with its workers and zygote (and with the runs' processes); and whether any process was left.
@@ -34,6 +35,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +187,53 @@ async def poller(s: ClientSession, stats: Stats, stop: float, server_pid: list[i
         await anyio.sleep(0.1)
 
 
+@dataclass(frozen=True)
+class PollTarget:
+    """Where the poller process connects: the server's URL and bearer token; its pid."""
+
+    url: str
+    token: str
+    server_pid: int
+
+
+async def poll_main(url: str, token: str, seconds: float) -> int:
+    """The poller process: poll for ``seconds``, then print what it saw as one JSON line."""
+    stats = Stats()
+    server_pid: list[int] = []
+    headers = {"authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(f"{url}/mcp", http_client=http) as (r, w),
+        ClientSession(r, w) as session,
+    ):
+        await session.initialize()
+        await poller(session, stats, time.monotonic() + seconds, server_pid)
+    seen = {
+        "metrics_ms": stats.metrics_ms,
+        "server_pid": server_pid,
+        "server_view": stats.server_view,
+        "server_cpu": stats.server_cpu,
+        "server_lag": stats.server_lag,
+    }
+    print(json.dumps(seen), flush=True)
+    return 0
+
+
+async def poll_in_process(
+    target: PollTarget, stats: Stats, seconds: float, server_pid: list[int]
+) -> None:
+    """Run :func:`poll_main` in a process of its own; merge what it saw into ``stats``."""
+    argv = [sys.executable, __file__, "--poll", target.url, "--seconds", str(seconds)]
+    done = await anyio.run_process(argv, input=target.token.encode(), check=True)
+    seen = json.loads(done.stdout.decode().strip().splitlines()[-1])
+    stats.metrics_ms.extend(seen["metrics_ms"])
+    if seen["server_pid"] and not server_pid:
+        server_pid.extend(seen["server_pid"])
+    stats.server_view = seen["server_view"]
+    stats.server_cpu.extend(seen["server_cpu"])
+    stats.server_lag = seen["server_lag"]
+
+
 def _tree_rss(pid: int) -> tuple[int, int]:
     """(RSS of server + workers + zygote, RSS with the runs' processes too), in bytes."""
     try:
@@ -264,8 +313,11 @@ async def stdio_sessions(
 @asynccontextmanager
 async def http_sessions(
     base: Path, ws: Path, snaps: Path
-) -> AsyncIterator[tuple[ClientSession, ClientSession]]:
-    """One server over streamable HTTP with a token; the callers' session and the poller's."""
+) -> AsyncIterator[tuple[ClientSession, PollTarget]]:
+    """One server over streamable HTTP with a token.
+
+    Yields the callers' session and the poller's target (the poller is a process of its own).
+    """
     token = secrets.token_hex(24)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -293,15 +345,11 @@ async def http_sessions(
         limits = httpx2.Limits(max_connections=200, max_keepalive_connections=200)
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout, limits=limits) as calls_http,
-            httpx2.AsyncClient(headers=headers, timeout=timeout) as poll_http,
             streamable_http_client(f"{url}/mcp", http_client=calls_http) as (r1, w1),
             ClientSession(r1, w1) as calls,
-            streamable_http_client(f"{url}/mcp", http_client=poll_http) as (r2, w2),
-            ClientSession(r2, w2) as poll,
         ):
             await calls.initialize()
-            await poll.initialize()
-            yield calls, poll
+            yield calls, PollTarget(url, token, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -328,7 +376,7 @@ async def main(seconds: float, callers: int, transport: str) -> int:
     stats = Stats()
     server_pid: list[int] = []
     began = time.monotonic()
-    sessions = http_sessions if transport == "http" else stdio_sessions
+    sessions: Any = http_sessions if transport == "http" else stdio_sessions
     async with sessions(base, ws, snaps) as (s, poll):
         await s.call_tool("run_sandbox_code", {"code": BIG, "timeout_sec": 60})
         big = await s.call_tool("create_state_snapshot", {"description": "big"})
@@ -337,7 +385,11 @@ async def main(seconds: float, callers: int, transport: str) -> int:
         ids = {"big": str(big.structured_content["id"])}
         stop = time.monotonic() + seconds
         async with anyio.create_task_group() as tg:
-            tg.start_soon(poller, poll, stats, stop, server_pid)
+            if isinstance(poll, PollTarget):
+                server_pid.append(poll.server_pid)  # the sampler reads it from the start
+                tg.start_soon(poll_in_process, poll, stats, seconds, server_pid)
+            else:
+                tg.start_soon(poller, poll, stats, stop, server_pid)
             tg.start_soon(sampler, stats, stop, server_pid)
             tg.start_soon(loop_lag, stats, stop)
             for i in range(callers):
@@ -422,6 +474,9 @@ if __name__ == "__main__":
     parser.add_argument(
         "--server-flag", action="append", default=[], help="a server flag, e.g. --admission-wait=1"
     )
+    parser.add_argument("--poll", metavar="URL", help=argparse.SUPPRESS)  # the poller process
     ns = parser.parse_args()
+    if ns.poll:  # the bearer token comes on standard input, never in the argument list
+        sys.exit(anyio.run(poll_main, ns.poll, sys.stdin.read().strip(), ns.seconds))
     SERVER_FLAGS.extend(ns.server_flag)
     sys.exit(anyio.run(main, ns.seconds, ns.callers, ns.transport))

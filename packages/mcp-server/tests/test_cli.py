@@ -105,7 +105,7 @@ def test_flag_defaults_are_the_settings_defaults() -> None:
     text = " ".join(build_parser({}).format_help().split())
     for shown in (
         "(default: 512M)",
-        "(default: 1.5)",
+        "(default: 1)",
         "(default: 10)",
         "(default: landlock,seccomp)",
     ):

@@ -146,12 +146,14 @@ def test_admission_refuses_busy_after_the_wait() -> None:
 
 
 @pytest.mark.parametrize("patience", [0.05, 0.049998, 0.1])
-def test_an_exclusive_call_behind_a_run_is_told_why_it_is_busy(patience: float) -> None:
-    """New-user trial 2026-12-01: a snapshot during a run read "within 1.49998 s (the server is
-    at capacity for this kind of work)"; it is one run holding the workspace."""
+def test_the_gates_busy_answers_say_what_holds_the_workspace(patience: float) -> None:
+    """New-user trial and load session 2026-12-01: a snapshot during a run read "within
+    1.49998 s (the server is at capacity for this kind of work)", and a run behind a restore
+    "within 0.0667 s" (what was left of its wait after its token). It is the workspace that is
+    held, and the number is left out."""
     gate = WorkspaceGate()
 
-    async def main() -> str:
+    async def exclusive_behind_a_run() -> str:
         async with gate.run():
             try:
                 async with gate.exclusive(patience, "create_state_snapshot"):
@@ -159,9 +161,23 @@ def test_an_exclusive_call_behind_a_run_is_told_why_it_is_busy(patience: float) 
             except Busy as exc:
                 return str(exc)
 
-    shown = f"{patience:.3g}"
-    assert anyio.run(main) == (
-        f"busy, retry: create_state_snapshot did not get its turn within {shown} s (runs in "
-        "progress or another snapshot operation hold the workspace; the server's "
-        "--admission-wait is how long a call waits for them); call again in a few seconds"
+    async def run_behind_a_restore() -> str:
+        async with gate.exclusive():
+            try:
+                async with gate.run(patience):
+                    return "admitted"
+            except Busy as exc:
+                return str(exc)
+
+    tail = (
+        "the server's --admission-wait is how long a call waits for them); call again in a "
+        "few seconds"
+    )
+    assert anyio.run(exclusive_behind_a_run) == (
+        "busy, retry: create_state_snapshot did not get its turn (runs in progress or another "
+        f"snapshot operation hold the workspace; {tail}"
+    )
+    assert anyio.run(run_behind_a_restore) == (
+        "busy, retry: the run did not get its turn (a snapshot operation holds the workspace or "
+        f"waits for it; {tail}"
     )

@@ -33,13 +33,23 @@ class Busy(Exception):
 
 
 def _busy(
-    what: str, waited: float, why: str = "the server is at capacity for this kind of work"
+    what: str,
+    waited: float | None,
+    why: str = "the server is at capacity for this kind of work",
 ) -> Busy:
-    """``Busy`` for ``what`` after ``waited`` seconds (three significant digits), saying ``why``."""
+    """``Busy`` for ``what``, saying ``why``.
+
+    ``waited`` is shown to three significant digits; ``None`` leaves it out, for a call that
+    waited for other things first (the number would be only what was left of its wait).
+    """
+    within = "" if waited is None else f" within {waited:.3g} s"
     return Busy(
-        f"busy, retry: {what} did not get its turn within {waited:.3g} s ({why}); "
-        "call again in a few seconds"
+        f"busy, retry: {what} did not get its turn{within} ({why}); call again in a few seconds"
     )
+
+
+#: The end of the workspace gate's busy answers: what bounds the wait.
+_GATE_WHY = "the server's --admission-wait is how long a call waits for them"
 
 
 class WorkspaceGate:
@@ -82,7 +92,9 @@ class WorkspaceGate:
                     admitted = True
                 if not admitted:
                     raise _busy(
-                        "the run (the workspace is being snapshotted or restored)", patience
+                        "the run",
+                        None,
+                        f"a snapshot operation holds the workspace or waits for it; {_GATE_WHY}",
                     )
         else:
             # No writer holds or awaits the workspace: admitted at once. The state is only
@@ -127,9 +139,9 @@ class WorkspaceGate:
                 self._condition.notify_all()
                 raise _busy(
                     what,
-                    patience,
-                    "runs in progress or another snapshot operation hold the workspace; the "
-                    "server's --admission-wait is how long a call waits for them",
+                    None,
+                    "runs in progress or another snapshot operation hold the workspace; "
+                    + _GATE_WHY,
                 )
             self._exclusive = True
         try:

@@ -54,6 +54,17 @@ def _check_store(ws: Path, store_dir: Path) -> SnapshotStore:
     return store
 
 
+def _kill_at_random(rng: random.Random, *args: str) -> None:
+    """Start :data:`CHILD` with ``args``, wait for its ``ready``, SIGKILL it 0-250 ms later."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, *args], stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"ready\n"
+    time.sleep(rng.uniform(0.0, 0.25))
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    child.stdout.close()
+
+
 @pytest.mark.parametrize("mode", ["create", "restore"])
 def test_sigkill_at_random_points(tmp_path: Path, mode: str) -> None:
     rng = random.Random(1234 + len(mode))
@@ -71,16 +82,7 @@ def test_sigkill_at_random_points(tmp_path: Path, mode: str) -> None:
     b = store.create("B")
     state_b = tree_state(ws)
     for _round in range(8):
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(ws), str(store_dir), mode, a.id, b.id],
-            stdout=subprocess.PIPE,
-        )
-        assert child.stdout is not None
-        assert child.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.25))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
+        _kill_at_random(rng, str(ws), str(store_dir), mode, a.id, b.id)
         store = _check_store(ws, store_dir)
         state = tree_state(ws)
         if mode == "restore":
@@ -107,16 +109,7 @@ def test_sigkill_at_random_points_of_an_import(tmp_path: Path) -> None:
     build_tree(ws, _tree(20, b"K"))
     kept = SnapshotStore(ws, store_dir).create("kept").id
     for _round in range(8):
-        child = subprocess.Popen(
-            [sys.executable, "-c", CHILD, str(ws), str(store_dir), "import", str(record), "-"],
-            stdout=subprocess.PIPE,
-        )
-        assert child.stdout is not None
-        assert child.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0.0, 0.25))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
+        _kill_at_random(rng, str(ws), str(store_dir), "import", str(record), "-")
         store = _check_store(ws, store_dir)  # also: tmp/ is empty once reopened
         ids = {i.id for i in store.list()}
         assert ids in ({kept}, {kept, imported})  # the import is complete (checked) or absent

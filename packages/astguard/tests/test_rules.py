@@ -396,7 +396,8 @@ def test_ordinary_code_accepted(source: str) -> None:
 
 def test_every_rule_has_a_refusing_example_here() -> None:
     tested = {rule_id for rule_id, _ in REFUSED}
-    untested = set(astguard.RULES) - tested - {"AG900", "AG902", "AG903", "AG904", "AG905", "AG906"}
+    # AG9xx: the limits, each tested where it is defined (AG907: tests/test_folding.py).
+    untested = set(astguard.RULES) - tested - {f"AG90{i}" for i in (0, 2, 3, 4, 5, 6, 7)}
     assert untested == set()
 
 

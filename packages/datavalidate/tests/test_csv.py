@@ -611,3 +611,26 @@ def test_missing_header_messages_say_required_or_constrained() -> None:
     wide = ",".join(f"h{i}" for i in range(30))
     message = validate_csv(wide + "\n", required_headers=["z"]).errors[0].message
     assert message.endswith("h18, h19, ... (30 columns))")
+
+
+@pytest.mark.parametrize("name", ["punycode", "idna", "PunyCode"])
+def test_codecs_that_cannot_report_bad_bytes_are_refused(name: str) -> None:
+    """Red team 2026-12-01: accepted, then every file failed with "Unsupported error handling
+    datavalidate.csv-decode" (their decoders take no error handler)."""
+    with pytest.raises(ValueError, match=r"cannot report undecodable bytes by position"):
+        text_encoding(name)
+
+
+def test_unknown_encoding_names_are_not_looked_up() -> None:
+    """Red team 2026-12-01: the codec registry caches every name it fails to find, for good
+    (500,000 distinct names grew the server by 85 MB); unknown names never reach it."""
+    import encodings
+
+    cache = getattr(encodings, "_cache", None)
+    before = len(cache) if cache is not None else 0
+    for i in range(2000):
+        with pytest.raises(ValueError, match="unknown encoding"):
+            text_encoding(f"no-such-codec-{i}")
+    if cache is not None:
+        assert len(cache) == before
+    assert text_encoding("Latin1") == "iso8859-1"  # aliases still resolve

@@ -68,8 +68,9 @@ def _refused(proc: subprocess.CompletedProcess[str], first_pid: int, what: str, 
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert lines == [
-        f"mcp-secure-sandbox: error: another mcp-secure-sandbox server (pid {first_pid}) is "
-        f"using {what} {path}; stop it, or give this one its own --workspace and --snapshots"
+        f"mcp-secure-sandbox: error: another process (pid {first_pid}) holds {what} {path} "
+        "(another mcp-secure-sandbox server using it, or anything that locked it with flock); "
+        "stop it, or give this one its own --workspace and --snapshots"
     ]
 
 
@@ -119,7 +120,7 @@ def test_another_spelling_of_the_workspace_is_refused(
     with _first_server(ws, snaps) as first:
         proc = _second(alias, other_snaps)
     assert proc.returncode == 2, proc.stderr
-    assert f"another mcp-secure-sandbox server (pid {first.pid}) is using workspace" in proc.stderr
+    assert f"another process (pid {first.pid}) holds workspace" in proc.stderr
     assert not other_snaps.exists()
 
 
@@ -142,7 +143,7 @@ def test_the_lock_is_per_directory_not_per_path(tmp_path: Path) -> None:
         d.mkdir()
     claim = claim_directories(ws, snaps)
     try:
-        with pytest.raises(ConfigError, match=rf"\(pid {os.getpid()}\) is using workspace"):
+        with pytest.raises(ConfigError, match=rf"\(pid {os.getpid()}\) holds workspace"):
             claim_directories(tmp_path / "." / "ws", other)
         # A refused claim holds nothing: the other store is free.
         (tmp_path / "ws2").mkdir()

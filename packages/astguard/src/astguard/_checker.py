@@ -11,6 +11,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from astguard._folding import folded_bytes
 from astguard._format import template_problems
 from astguard._policy import (
     ALLOWED_DUNDER_NAMES,
@@ -1630,6 +1631,16 @@ def check(
     try:
         checker.visit(tree, 0)
         checker.finish()
+        folded = folded_bytes(tree)
+        if folded > policy.max_folded_bytes:
+            checker.report(
+                tree,
+                "AG907",
+                f"the constant expressions of this code would expand to about {folded} bytes while "
+                f"it is compiled, over the limit of {policy.max_folded_bytes}; build large "
+                "strings, bytes and tuples when the code runs (from a variable, a loop or "
+                "str.join)",
+            )
     except _Abort:
         pass
     except (RecursionError, MemoryError):

@@ -838,6 +838,11 @@ class Policy:
             same number to the code it is asked to run.
         max_nodes: Largest accepted number of AST nodes (AG903).
         max_depth: Deepest accepted AST nesting, in nodes from the module (AG904).
+        max_folded_bytes: Most bytes of constants the interpreter's constant folding may
+            create while compiling the module, intermediates included (AG907); an upper bound
+            from the syntax tree (:mod:`astguard._folding`). Default 1 MiB: ``"=" * 80`` is 80
+            bytes, and 13 KB of ``'a' * 4096 + 'b' * 4096 + ...`` made a compiling process
+            allocate 1 GB.
     """
 
     allowed_modules: frozenset[str] = DEFAULT_ALLOWED_MODULES
@@ -850,6 +855,7 @@ class Policy:
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_nodes: int = 100_000
     max_depth: int = 120
+    max_folded_bytes: int = 1 << 20
     _cache: dict[str, bool] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
@@ -870,7 +876,7 @@ class Policy:
             if bad:
                 raise ValueError(f"Policy.{name} holds invalid names: {', '.join(bad[:5])}")
             object.__setattr__(self, name, names)
-        for name in ("max_source_bytes", "max_nodes", "max_depth"):
+        for name in ("max_source_bytes", "max_nodes", "max_depth", "max_folded_bytes"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive int, not {value!r}")
@@ -949,6 +955,7 @@ class Policy:
         max_source_bytes: int | None = None,
         max_nodes: int | None = None,
         max_depth: int | None = None,
+        max_folded_bytes: int | None = None,
     ) -> Policy:
         """Return a copy with other size limits.
 
@@ -956,6 +963,7 @@ class Policy:
             max_source_bytes: Largest source in bytes of UTF-8, or None to keep.
             max_nodes: Largest number of AST nodes, or None to keep.
             max_depth: Deepest AST nesting, or None to keep.
+            max_folded_bytes: Most bytes constant folding may create, or None to keep.
 
         Returns:
             A new policy.
@@ -970,6 +978,8 @@ class Policy:
             changes["max_nodes"] = max_nodes
         if max_depth is not None:
             changes["max_depth"] = max_depth
+        if max_folded_bytes is not None:
+            changes["max_folded_bytes"] = max_folded_bytes
         return dataclasses.replace(self, **changes)
 
     def is_dunder_allowed(self, name: str, *, write: bool = False) -> bool:
@@ -1071,6 +1081,7 @@ class Policy:
             "max_source_bytes": self.max_source_bytes,
             "max_nodes": self.max_nodes,
             "max_depth": self.max_depth,
+            "max_folded_bytes": self.max_folded_bytes,
         }
 
 

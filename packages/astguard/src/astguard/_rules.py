@@ -253,6 +253,13 @@ _RULE_LIST = (
         "into different code than the text that was checked.",
         "# -*- coding: utf-7 -*-",
     ),
+    Rule(
+        "AG907",
+        "syntax",
+        "Constant expressions that the interpreter's constant folding would expand to more "
+        "bytes than the policy's limit while compiling (intermediates included).",
+        "x = 'a' * 4096 + 'b' * 4096 + ...  # 110 terms: 100 MB at compile time",
+    ),
 )
 
 RULES: dict[str, Rule] = {rule.rule_id: rule for rule in _RULE_LIST}

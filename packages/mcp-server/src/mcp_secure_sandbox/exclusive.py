@@ -65,8 +65,9 @@ class DirectoryClaim:
             os.close(fd)
             pid = f" (pid {holder})" if holder else ""
             raise ConfigError(
-                f"another mcp-secure-sandbox server{pid} is using {what} {path}; stop it, or give "
-                "this one its own --workspace and --snapshots"
+                f"another process{pid} holds {what} {path} (another mcp-secure-sandbox server "
+                "using it, or anything that locked it with flock); stop it, or give this one its "
+                "own --workspace and --snapshots"
             ) from None
         except OSError as exc:
             os.close(fd)

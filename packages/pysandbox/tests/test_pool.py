@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+import astguard
 from pysandbox import Limits, RunStatus, Sandbox, _pool
 from pysandbox._child import EXIT_CODE_REFUSED
 from sandbox_helpers import KERNEL
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.skipif(
 
 def _sandbox(tmp: pathlib.Path, **kwargs: object) -> Sandbox:
     ws = tmp / "ws"
-    ws.mkdir()
+    ws.mkdir(parents=True)
     options: dict[str, object] = {"limits": LIMITS, "require": REQUIRE, "execution": "warm"}
     options.update(kwargs)
     return Sandbox(ws, **options)  # type: ignore[arg-type]
@@ -385,20 +386,39 @@ def _folding_bomb(lines: int, prefix: str = "") -> str:
     return body + "print(len(x7))\n"
 
 
+@pytest.fixture
+def folding_allowed(tmp_path: pathlib.Path) -> Iterator[Sandbox]:
+    """A pooled sandbox whose policy lets constant folding through (AG907 off in effect), so
+    that the compiled-size bound behind it is what answers."""
+    policy = astguard.Policy().with_limits(max_folded_bytes=1 << 30)
+    with _sandbox(tmp_path / "folding", ready_children=2, policy=policy) as sb:
+        assert sb.run("print(1)").stdout == "1\n"
+        yield sb
+
+
 @pytest.mark.parametrize(
     ("lines", "prefix"), [(600, ""), (3000, ""), (600, "b")], ids=["2-MiB", "12-MiB", "bytes"]
 )
 def test_code_that_compiles_over_its_limit_is_refused_before_it_runs(
-    pooled: Sandbox, lines: int, prefix: str
+    pooled: Sandbox, folding_allowed: Sandbox, lines: int, prefix: str
 ) -> None:
     """Red team 2026-12-01 (F3): ~60 KB of source compiled to a 12 MB code object, which the
-    server held and sent to the zygote with no limit once the ready child refused it. A run
-    whose compiled form is over :func:`pysandbox._pool.max_compiled_bytes` is refused (PS001)
-    before any child is used; the pool is untouched."""
+    server held and sent to the zygote with no limit once the ready child refused it. astguard
+    refuses such code before anything compiles it (AG907); behind it, a run whose compiled
+    form is over :func:`pysandbox._pool.max_compiled_bytes` is refused (PS001) before any
+    child is used. The pool is untouched either way."""
     code = _folding_bomb(lines, prefix)
-    pooled._max_compiled_bytes = 1 << 21
     before = pooled._ready_pids()
     result = pooled.run(code)
+    assert (result.status, [v.rule_id for v in result.violations]) == (
+        RunStatus.REJECTED,
+        ["AG907"],
+    )
+    assert pooled._ready_pids() == before
+
+    folding_allowed._max_compiled_bytes = 1 << 21
+    before = folding_allowed._ready_pids()
+    result = folding_allowed.run(code)
     assert result.status is RunStatus.REJECTED, result
     (violation,) = result.violations
     assert violation["rule_id"] == "PS001"
@@ -408,12 +428,12 @@ def test_code_that_compiles_over_its_limit_is_refused_before_it_runs(
         r"in a loop\)",
         violation["message"],
     ), violation["message"]
-    assert pooled._ready_pids() == before
+    assert folding_allowed._ready_pids() == before
 
 
 def test_code_under_the_compiled_limit_runs_in_a_ready_child(pooled: Sandbox) -> None:
     pooled._max_compiled_bytes = 1 << 21
-    stdout, claimed = _claimed(pooled, _folding_bomb(300))  # about 1.2 MB compiled
+    stdout, claimed = _claimed(pooled, _folding_bomb(200))  # about 0.8 MB folded
     assert (stdout, claimed is not None) == ("4095\n", True)
     n = 50_000  # the same values built at run time are not limited
     stdout, claimed = _claimed(pooled, f"n = {n}\nx = 'ab' * n\nprint(len(x))\n")

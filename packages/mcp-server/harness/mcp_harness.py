@@ -84,6 +84,8 @@ class McpSandbox:
     """
 
     protocol_problems: list[str] = []  # noqa: RUF012 - shared by every instance of one run
+    #: The servers open now, by workspace (one server per workspace: the start-up lock).
+    open_servers: dict[str, McpSandbox] = {}  # noqa: RUF012 - shared by every instance
 
     def __init__(self, workspace: pathlib.Path, **_: Any) -> None:
         self.workspace = workspace
@@ -98,6 +100,7 @@ class McpSandbox:
         )
         self.session = self._stack.enter_context(session_cm)
         self._portal.call(self.session.initialize)
+        McpSandbox.open_servers[str(workspace)] = self
         # The first run of a server pays its one-time set-up; keep it out of the case's timing.
         self._call("run_sandbox_code", code="pass")
 
@@ -163,6 +166,8 @@ class McpSandbox:
 
     def close(self) -> None:
         """Stop the server (closing its stdin) and the client's event loop."""
+        if McpSandbox.open_servers.get(str(self.workspace)) is self:
+            del McpSandbox.open_servers[str(self.workspace)]
         self._stack.close()
 
 
@@ -173,11 +178,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def readback_check(fx: Any, report: Any) -> str:
         note = original_readback(fx, report)
-        sb = McpSandbox(fx.workspace)
+        # One server per workspace (the start-up lock): read back through the case's own
+        # server when it is still open, else through a fresh one.
+        open_one = McpSandbox.open_servers.get(str(fx.workspace))
+        sb = open_one or McpSandbox(fx.workspace)
         try:
             report.problems.extend(sb.read_back(fx.token))
         finally:
-            sb.close()
+            if open_one is None:
+                sb.close()
         return note + "; the server's read-back tools leaked nothing"
 
     harness.readback_check = readback_check

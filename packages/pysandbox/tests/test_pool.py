@@ -306,26 +306,33 @@ def test_each_ready_child_has_its_own_run_marker_and_session(pooled: Sandbox) ->
         assert os.getsid(pid) == pid  # the sweep's session: its own, made before any code
 
 
-def test_oversized_code_is_refused_by_the_child_before_it_runs(pooled: Sandbox) -> None:
-    zygote = pooled._zygote
+def _send_code(sb: Sandbox, limit: int, message: bytes) -> bytes:
+    """Write ``message`` to a fresh ready child's code pipe (code limit ``limit`` bytes); check
+    the child ended with ``EXIT_CODE_REFUSED``; return its stderr."""
+    zygote = sb._zygote
     assert zygote is not None
-    pool = _pool.ReadyPool(1, 60.0, 100)
-    pool.fill(zygote, pooled._child_config())
-    ready = pool.claim(zygote, pooled._child_config())
+    pool = _pool.ReadyPool(1, 60.0, limit)
+    pool.fill(zygote, sb._child_config())
+    ready = pool.claim(zygote, sb._child_config())
     assert ready is not None
     child = ready.resolve()
-    os.write(ready.code_w, (101).to_bytes(8, "little") + b"x" * 101)
+    os.write(ready.code_w, message)
     os.close(ready.code_w)
     ready.code_w = -1
     chunks = []
     while chunk := os.read(ready.err_r, 4096):
         chunks.append(chunk)
-    assert b"the code was refused (101 bytes, over the limit of 100)" in b"".join(chunks)
     reaped = child.reap()
     assert reaped is not None
     assert os.WIFEXITED(reaped[0]) and os.WEXITSTATUS(reaped[0]) == EXIT_CODE_REFUSED
-    for fd in (ready.out_r, ready.err_r, ready.setup_r):
+    for fd in (ready.out_r, ready.err_r, ready.setup_r, ready.figure_r):
         os.close(fd)
+    return b"".join(chunks)
+
+
+def test_oversized_code_is_refused_by_the_child_before_it_runs(pooled: Sandbox) -> None:
+    stderr = _send_code(pooled, 100, (101).to_bytes(8, "little") + b"x" * 101)
+    assert b"the code was refused (101 bytes, over the limit of 100)" in stderr
 
 
 @pytest.mark.parametrize(
@@ -342,32 +349,16 @@ def test_a_bad_code_message_runs_nothing(
 ) -> None:
     import marshal
 
-    zygote = pooled._zygote
-    assert zygote is not None
     marker = pathlib.Path(pooled.workspace) / "ran"
     code = f"open({str(marker)!r}, 'w').close()"
     payload = marshal.dumps({"code": code, "code_object": compile(code, "<run>", "exec")})
     assert 100 < len(payload) < 10_000
-    pool = _pool.ReadyPool(1, 60.0, 100 if announce == 101 else 10_000)
-    pool.fill(zygote, pooled._child_config())
-    ready = pool.claim(zygote, pooled._child_config())
-    assert ready is not None
-    child = ready.resolve()
     size = len(payload) if announce == 101 else (announce or 0)
     message = size.to_bytes(8, "little") + payload
-    os.write(ready.code_w, message[:send] if send is not None else message)
-    os.close(ready.code_w)
-    ready.code_w = -1
-    chunks = []
-    while chunk := os.read(ready.err_r, 4096):
-        chunks.append(chunk)
-    assert b"the code was refused" in b"".join(chunks)
-    reaped = child.reap()
-    assert reaped is not None
-    assert os.WIFEXITED(reaped[0]) and os.WEXITSTATUS(reaped[0]) == EXIT_CODE_REFUSED
+    limit = 100 if announce == 101 else 10_000
+    stderr = _send_code(pooled, limit, message[:send] if send is not None else message)
+    assert b"the code was refused" in stderr
     assert not marker.exists()
-    for fd in (ready.out_r, ready.err_r, ready.setup_r, ready.figure_r):
-        os.close(fd)
 
 
 def test_code_over_the_ready_limit_runs_in_a_fresh_child(pooled: Sandbox) -> None:

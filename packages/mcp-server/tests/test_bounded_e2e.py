@@ -117,7 +117,7 @@ def test_a_call_that_cannot_start_in_time_is_told_busy(dirs: tuple[Path, Path]) 
         "--admission-wait",
         "0.5",
     )
-    busy = [a for a in answers if a.startswith("busy, retry: the validation did not get its turn")]
+    busy = [a for a in answers if a.startswith("busy, retry: the validation waited 0.5 s for a")]
     assert len(busy) == 2, answers
     assert [a for a in answers if a not in busy] == [f"validation {TOO_EXPENSIVE}"]
 

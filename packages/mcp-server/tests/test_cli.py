@@ -105,11 +105,44 @@ def test_flag_defaults_are_the_settings_defaults() -> None:
     text = " ".join(build_parser({}).format_help().split())
     for shown in (
         "(default: 512M)",
-        "(default: 1)",
         "(default: 10)",
         "(default: landlock,seccomp)",
+        # The admission queue and the one body limit: 8 MiB of content as Base64 + 1 MiB.
+        "(env SANDBOX_ADMISSION_WAIT) (default: 30)",
+        "(env SANDBOX_QUEUE_LENGTH) (default: 32)",
+        "(env SANDBOX_MAX_BODY) (default: 12M)",
+        "(env SANDBOX_MAX_BODY_IN_FLIGHT) (default: 64M)",
+        "a run waits at most its timeout_sec + 5 s",
     ):
         assert shown in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "env"),
+    [
+        (["--max-body", "70M"], {}),
+        (["--max-body-in-flight", "8M"], {}),
+        ([], {"SANDBOX_MAX_BODY": "2M", "SANDBOX_MAX_BODY_IN_FLIGHT": "1M"}),
+    ],
+)
+def test_a_body_limit_over_the_in_flight_budget_is_refused(
+    argv: list[str], env: dict[str, str]
+) -> None:
+    from mcp_secure_sandbox.settings import ConfigError, settings_from_args
+
+    with pytest.raises(ConfigError, match=r"exceeds --max-body-in-flight .*: one body could"):
+        settings_from_args(argv, environ=env)
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "x"])
+def test_the_queue_length_must_be_a_positive_whole_number(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mcp_secure_sandbox.settings import settings_from_args
+
+    with pytest.raises(SystemExit):
+        settings_from_args(["--queue-length", value], environ={})
+    assert "--queue-length" in capsys.readouterr().err
 
 
 def test_defaults_are_created_in_the_current_directory(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 __all__ = [
     "ENVELOPE_BYTES",
     "IMAGE_MAX_BYTES",
+    "MAX_WRITE_BYTES",
     "READ_CHUNK_BYTES",
     "RESPONSE_BUDGET_BYTES",
     "STREAM_RETURN_BYTES",
@@ -56,6 +57,9 @@ READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
 EXPORT_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 2
 """Bytes of an export record one chunk read returns (as a Base64 blob: 4/3 of it, within the
 budget)."""
+MAX_WRITE_BYTES = 8 * 1024 * 1024
+"""Largest content one call takes (``write_workspace_file``), decoded, in bytes; the HTTP
+transport's default body limit is derived from it (as Base64, plus an envelope)."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
 _MIN_STREAM_BYTES = 256

@@ -17,7 +17,10 @@ any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned 
   connection is being served the new one gets 503.
 
 :class:`BearerAuth` authenticates ``http`` scopes, refuses ``websocket`` and unknown ones, and lets
-``lifespan`` through.
+``lifespan`` through. :class:`BodyLimit`, behind it, applies the one body limit (``--max-body``:
+413 with a JSON-RPC error the SDK client shows) and the budget of bodies in flight
+(``--max-body-in-flight``: past it a request waits up to ``--admission-wait``, then gets 503 with
+``Retry-After: 1``).
 """
 
 from __future__ import annotations
@@ -29,19 +32,24 @@ import logging
 import math
 import resource
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, ClassVar
 
+import anyio
 import h11
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
+from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
 from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings
 
 __all__ = [
     "BearerAuth",
+    "BodyBudget",
+    "BodyLimit",
     "ConnectionGuard",
     "GuardedH11Protocol",
     "build_http_app",
@@ -66,6 +74,9 @@ FD_HEADROOM_MIN = 64
 SHED_WARNING_INTERVAL_S = 60.0
 #: WebSocket close code "policy violation" (RFC 6455): sent before accept, the client gets 403.
 WS_POLICY_VIOLATION = 1008
+#: JSON-RPC "invalid request": the code of the body limit's refusals (the SDK client shows the
+#: message of a JSON-RPC error in a non-2xx JSON body).
+JSONRPC_INVALID_REQUEST = -32600
 
 _REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -142,6 +153,184 @@ class BearerAuth:
                 if scheme.lower() == b"bearer":
                     return hmac.compare_digest(credential.strip(), self._token)
         return False
+
+
+class BodyBudget:
+    """Bytes of HTTP request bodies the server holds at once, granted first come first served.
+
+    Used from the event loop's thread only.
+
+    Args:
+        capacity: Bytes in flight at most (``--max-body-in-flight``).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("the budget of bodies in flight must be positive")
+        self.capacity = capacity
+        self.in_use = 0
+        self._waiters: deque[tuple[int, anyio.Event]] = deque()
+
+    @property
+    def waiting(self) -> int:
+        """Requests waiting for their share of the budget now."""
+        return len(self._waiters)
+
+    async def take(self, size: int, wait_s: float) -> bool:
+        """Take ``size`` bytes of the budget, waiting at most ``wait_s`` seconds.
+
+        Returns:
+            ``True`` when taken (give it back with :meth:`release`), ``False`` when the wait
+            passed; a cancelled wait takes nothing.
+        """
+        if not self._waiters and self.in_use + size <= self.capacity:
+            self.in_use += size
+            return True
+        waiter = (size, anyio.Event())
+        self._waiters.append(waiter)
+        try:
+            with anyio.move_on_after(wait_s):
+                await waiter[1].wait()
+        except BaseException:
+            self._give_up(waiter)
+            raise
+        if waiter[1].is_set():
+            return True
+        self._give_up(waiter)
+        return False
+
+    def release(self, size: int) -> None:
+        """Give back ``size`` bytes taken with :meth:`take`; waiters that now fit get theirs."""
+        self.in_use -= size
+        self._grant()
+
+    def _give_up(self, waiter: tuple[int, anyio.Event]) -> None:
+        if waiter[1].is_set():
+            self.release(waiter[0])  # granted as the wait ended: pass it on
+        else:
+            self._waiters.remove(waiter)
+            self._grant()  # the next one may fit now
+
+    def _grant(self) -> None:
+        while self._waiters and self.in_use + self._waiters[0][0] <= self.capacity:
+            size, event = self._waiters.popleft()
+            self.in_use += size
+            event.set()
+
+
+async def _jsonrpc_refusal(
+    send: Send, status: int, message: str, extra: list[tuple[bytes, bytes]]
+) -> None:
+    """Answer ``status`` with a JSON-RPC error whose message the SDK client shows."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": JSONRPC_INVALID_REQUEST, "message": message},
+    }
+    await _json_response(send, status, body, [*extra, (b"connection", b"close")])
+
+
+class BodyLimit:
+    """ASGI middleware: the one HTTP body limit and the budget of bodies in flight.
+
+    A request declaring a ``Content-Length`` over ``max_body`` gets 413 at once; a chunked one
+    is read up to ``max_body`` (413 past it). Each request holds its share of ``budget`` (its
+    ``Content-Length``, else ``max_body``) from its headers until the app has answered it; a
+    request that cannot get its share within ``wait_s`` gets 503 with ``Retry-After: 1``.
+    Refusals are JSON-RPC errors (``id`` null) the SDK client shows as the call's error.
+    Requests without a body, and scopes other than ``http``, pass untouched.
+
+    Args:
+        app: The wrapped ASGI application.
+        max_body: Largest request body in bytes (``--max-body``).
+        budget: Bytes of bodies in flight (``--max-body-in-flight``).
+        wait_s: Longest wait for a share of the budget, in seconds (``--admission-wait``).
+    """
+
+    def __init__(self, app: ASGIApp, max_body: int, budget: BodyBudget, wait_s: float) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.budget = budget
+        self.wait_s = wait_s
+
+    def too_large(self, size: str) -> str:
+        """The 413 message for a body of ``size`` (text: a number or "more than N")."""
+        return (
+            f"request body of {size} bytes is larger than this server's HTTP limit of "
+            f"{self.max_body:,} bytes (--max-body); write_workspace_file takes at most "
+            f"{MAX_WRITE_BYTES // 2**20} MiB of content per call: put larger data into the "
+            "workspace in parts, or let a run produce it, and pass its path (csv_path, "
+            "data_path)"
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse an oversized body, wait for a share of the budget, then call the app."""
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        declared: int | None = None
+        chunked = False
+        for name, value in scope.get("headers", []):
+            key = bytes(name).lower()
+            if key == b"content-length" and bytes(value).strip().isdigit():
+                declared = int(bytes(value))
+            elif key == b"transfer-encoding":
+                chunked = True
+        if (declared is None and not chunked) or declared == 0:
+            await self.app(scope, receive, send)
+            return
+        if declared is not None and declared > self.max_body:
+            await _jsonrpc_refusal(send, 413, self.too_large(f"{declared:,}"), [])
+            return
+        share = self.max_body if declared is None else declared
+        if not await self.budget.take(share, self.wait_s):
+            await _jsonrpc_refusal(
+                send,
+                503,
+                f"the server holds as many request bodies as it takes at once "
+                f"({self.budget.capacity:,} bytes, --max-body-in-flight) and this one waited "
+                f"{self.wait_s:g} s (--admission-wait) for its turn; retry in a second",
+                [(b"retry-after", b"1")],
+            )
+            return
+        try:
+            if declared is None:  # h11 holds a declared length to its word; a chunked one not
+                replay = await self._read_chunked(receive, send)
+                if replay is None:
+                    return
+                receive = replay
+            await self.app(scope, receive, send)
+        finally:
+            self.budget.release(share)
+
+    async def _read_chunked(self, receive: Receive, send: Send) -> Receive | None:
+        """Read a body without a length up to ``max_body``; ``None`` once refused with 413."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                parts_done: list[Message] = [message]
+                break
+            body = bytes(message.get("body", b""))
+            size += len(body)
+            if size > self.max_body:
+                await _jsonrpc_refusal(
+                    send, 413, self.too_large(f"more than {self.max_body:,}"), []
+                )
+                return None
+            parts.append(body)
+            if not message.get("more_body", False):
+                parts_done = []
+                break
+        queued: deque[Message] = deque(
+            [{"type": "http.request", "body": b"".join(parts), "more_body": False}, *parts_done]
+        )
+
+        async def replay() -> Message:
+            return queued.popleft() if queued else await receive()
+
+        return replay
 
 
 def http_warnings(settings: Settings) -> list[str]:
@@ -359,13 +548,23 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 
 def build_http_app(app: MCPServer[Any], settings: Settings) -> ASGIApp:
-    """Return the ASGI application serving ``app`` over streamable HTTP with our protections."""
+    """Return the ASGI application serving ``app`` over streamable HTTP with our protections.
+
+    From the outside in: :class:`BearerAuth` (``/healthz``, the token), :class:`BodyLimit`
+    (``--max-body``, ``--max-body-in-flight``), the SDK's app (Host and Origin checks).
+    """
     starlette_app = app.streamable_http_app(
         max_request_body_size=settings.max_body_bytes,
         transport_security=transport_security(settings),
         host=settings.host,
     )
-    return BearerAuth(starlette_app, settings.token)
+    limited = BodyLimit(
+        starlette_app,
+        settings.max_body_bytes,
+        BodyBudget(settings.max_body_in_flight_bytes),
+        settings.admission_wait_s,
+    )
+    return BearerAuth(limited, settings.token)
 
 
 def build_uvicorn_config(

@@ -224,7 +224,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     @asynccontextmanager
     async def _admitted(kind: str, uri: str) -> AsyncIterator[None]:
         try:
-            async with state.admission.admit(kind, f"reading {uri}"):
+            async with state.admission.admit(
+                kind, f"reading {uri}", state.settings.admission_wait_s, bound=state.wait_bound
+            ):
                 yield
         except Busy as exc:
             raise ResourceError(str(exc)) from None

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
+from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
 from mcp_secure_sandbox.profiles import PROFILES
 from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
 
@@ -36,6 +38,10 @@ DEFAULT_WORKSPACE = "./sandbox_workspace"
 DEFAULT_SNAPSHOTS = "./sandbox_snapshots"
 #: Most ready children a server keeps (``--ready-children``): 8 pids of compose's 128, ~20 MiB.
 MAX_READY_CHILDREN = 8
+_MIB = 1024 * 1024
+#: Default ``--max-body``: the largest content a tool takes (8 MiB) as Base64 (x 4/3, rounded up
+#: to a MiB), plus 1 MiB for the JSON-RPC envelope and the other arguments: 12 MiB.
+DEFAULT_MAX_BODY = -(-MAX_WRITE_BYTES * 4 // 3 // _MIB) * _MIB + _MIB
 
 
 class ConfigError(Exception):
@@ -90,7 +96,11 @@ class Settings:
         allowed_hosts: ``Host`` header values HTTP accepts (empty: the bound host and port).
         allowed_origins: ``Origin`` header values HTTP accepts.
         allow_unauthenticated_http: Serve HTTP without a token (loopback binds only).
-        max_body_bytes: Largest HTTP request body, in bytes.
+        max_body_bytes: Largest HTTP request body, in bytes (:data:`DEFAULT_MAX_BODY`: 8 MiB of
+            content as Base64 plus 1 MiB); a larger one gets 413 with a JSON-RPC error.
+        max_body_in_flight_bytes: Request bodies the HTTP transport holds at once, in bytes (each
+            counted by its ``Content-Length``, else ``max_body_bytes``); past it a request waits
+            up to ``admission_wait_s``, then gets 503 with ``Retry-After: 1``.
         http_request_timeout_s: Time a client has to send a whole request (request line,
             headers and body) from its connection or first byte, in seconds.
         http_max_connections: Largest number of open HTTP connections (further bounded by the
@@ -103,11 +113,12 @@ class Settings:
         diff_deadline_s: Wall-clock time one snapshot diff may take in its confined worker (a
             pool of one), in seconds.
         diff_memory_bytes: Address-space budget (``RLIMIT_AS``) of the diff worker, in bytes.
-        admission_wait_s: Longest time a call waits for its turn (a worker, a run slot, the
-            workspace, an export slot) before it is answered "busy, retry", in seconds. 1 s
-            leaves the transport a second of the 2 s in which a caller must hear "busy": with
-            1.5 s, 33 of 1,200 busy answers of the load session reached the client after 2 s
-            (at load 4-5 on 2 cores, 2026-12-01).
+        admission_wait_s: Longest time a call other than a run waits in the admission queue
+            for its turn (a worker, a snapshot or export slot, the workspace) before it is
+            answered "busy, retry", in seconds; a run waits at most its own time-out plus
+            :data:`~mcp_secure_sandbox.concurrency.RUN_WAIT_GRACE_S`.
+        queue_length: Calls that may wait for their turn at once, all kinds together; a call
+            finding the queue full is answered "busy, retry" at once.
         export_max_bytes: Largest export served over MCP (in chunks), in bytes; a larger one is
             refused with the host command that exports it.
         max_concurrent_exports: Export calls and export chunk reads served at once.
@@ -142,7 +153,8 @@ class Settings:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     allow_unauthenticated_http: bool = False
-    max_body_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    max_body_in_flight_bytes: int = 64 * _MIB
     http_request_timeout_s: float = 30.0
     http_max_connections: int = 512
     worker_pool_size: int = 2
@@ -150,7 +162,8 @@ class Settings:
     worker_memory_bytes: int = 256 * 1024 * 1024
     diff_deadline_s: float = 30.0
     diff_memory_bytes: int = 512 * 1024 * 1024
-    admission_wait_s: float = 1.0
+    admission_wait_s: float = 30.0
+    queue_length: int = 32
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
     max_images: int = 4
@@ -431,9 +444,19 @@ _OPTIONS: tuple[_Option, ...] = (
         "--max-body",
         "MAX_BODY",
         None,
-        "largest HTTP request body in bytes",
+        "largest HTTP request body in bytes (the default holds 8 MiB of content as Base64); a "
+        "larger one gets 413 naming the limit",
         _size,
         field="max_body_bytes",
+    ),
+    _Option(
+        "--max-body-in-flight",
+        "MAX_BODY_IN_FLIGHT",
+        None,
+        "HTTP request bodies held at once in bytes (each counted by its Content-Length); past "
+        "it a request waits up to --admission-wait, then gets 503 with Retry-After: 1",
+        _size,
+        field="max_body_in_flight_bytes",
     ),
     _Option(
         "--http-request-timeout",
@@ -500,11 +523,20 @@ _OPTIONS: tuple[_Option, ...] = (
         "--admission-wait",
         "ADMISSION_WAIT",
         None,
-        "seconds a call waits for its turn (a worker, a run slot, the workspace, an export "
-        "slot) before it is answered 'busy, retry' (the default leaves the transport half a "
-        "second to bring the answer within 2 s)",
+        "seconds a call other than a run waits in the queue for its turn (a worker, a "
+        "snapshot or export slot, the workspace) before it is answered 'busy, retry'; a run "
+        f"waits at most its timeout_sec + {RUN_WAIT_GRACE_S:g} s",
         _positive(float),
         field="admission_wait_s",
+    ),
+    _Option(
+        "--queue-length",
+        "QUEUE_LENGTH",
+        None,
+        "calls that may wait for their turn at once (runs, validations, snapshot operations, "
+        "exports, workspace writes together); a call finding it full is answered 'busy, retry' "
+        "at once",
+        _positive(int),
     ),
     _Option(
         "--export-max",
@@ -655,6 +687,12 @@ def settings_from_args(
         raise ConfigError(
             f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
             f"got {args.ready_max_idle}"
+        )
+    if args.max_body > args.max_body_in_flight:
+        raise ConfigError(
+            f"--max-body {_size_text(args.max_body)} exceeds --max-body-in-flight "
+            f"{_size_text(args.max_body_in_flight)}: one body could never be received; raise "
+            "--max-body-in-flight or lower --max-body"
         )
     require = tuple(x for x in args.require_layers if x.lower() != "none")
     unknown = sorted(set(require) - {"landlock", "seccomp"})

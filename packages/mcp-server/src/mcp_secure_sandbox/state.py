@@ -12,11 +12,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 import astguard
 from datavalidate import SchemaRegistry, default_registry
-from mcp_secure_sandbox.concurrency import Admission, Busy, WorkspaceGate
+from mcp_secure_sandbox.concurrency import (
+    ADMISSION_BOUND,
+    RUN_WAIT_GRACE_S,
+    AdmissionQueue,
+    Busy,
+    Progress,
+    WorkspaceGate,
+)
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
 from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import ConfigError, Settings
@@ -82,18 +90,18 @@ class ServerState:
         self.workspace = SafeWorkspace(settings.workspace)
         self.registry: SchemaRegistry = default_registry()
         self.gate = WorkspaceGate()
-        self.admission = Admission(
-            settings.admission_wait_s,
-            {
-                "run": settings.max_concurrent_runs,
-                "validation": settings.worker_pool_size,
-                "snapshot": 1,
-                "export": settings.max_concurrent_exports,
-                "light": 4,
-                # Observability has threads of its own: never behind a workspace read.
-                "metrics": 2,
-                "status": 1,
-            },
+        heavy = {
+            "run": settings.max_concurrent_runs,
+            "validation": settings.worker_pool_size,
+            "snapshot": 1,
+            "export": settings.max_concurrent_exports,
+        }
+        self.admission = AdmissionQueue(
+            heavy,
+            settings.queue_length,
+            self.gate,
+            # Observability has threads of its own: never behind a workspace read.
+            threads={**heavy, "light": 4, "metrics": 2, "status": 1},
         )
         self.workers = WorkerPool(
             size=settings.worker_pool_size,
@@ -163,12 +171,41 @@ class ServerState:
         await self.diff_workers.aclose()
         self.close()
 
-    def patience(self, started: float) -> float:
-        """What is left of the admission wait of a call begun at ``started`` (anyio's clock).
+    def run_wait_s(self, timeout: float) -> float:
+        """The longest wait of a run of ``timeout`` seconds for its turn, in seconds."""
+        return timeout + RUN_WAIT_GRACE_S
 
-        A call waits once in all, for a token and for the workspace gate.
+    @property
+    def run_bound(self) -> str:
+        """A run's wait bound, as its busy answer names it."""
+        return f"its timeout_sec + {RUN_WAIT_GRACE_S:g} s"
+
+    @property
+    def wait_bound(self) -> str:
+        """The wait bound of every other call, as busy answers name it."""
+        return f"{ADMISSION_BOUND}, {self.settings.admission_wait_s:g} s"
+
+    def queue_progress(self, ctx: Context) -> Progress:
+        """A :data:`~mcp_secure_sandbox.concurrency.Progress` sending MCP progress to ``ctx``.
+
+        Without a progress token from the caller nothing is sent (the SDK's no-op). The
+        progress values stay below 1 and increase with each notification, so a run's own
+        progress (elapsed seconds, from 2 s) continues them; the message gives the position.
         """
-        return max(0.0, self.settings.admission_wait_s - (anyio.current_time() - started))
+        sent = 0
+        length = self.settings.queue_length
+
+        async def report(ahead: int) -> None:
+            nonlocal sent
+            calls = "call" if ahead == 1 else "calls"
+            await ctx.report_progress(
+                sent / (sent + 1),
+                None,
+                f"waiting for its turn: {ahead} {calls} queued ahead (queue of {length})",
+            )
+            sent += 1
+
+        return report
 
     def refuse_if_inconsistent(self, what: str) -> None:
         """Refuse ``what`` (a run, a snapshot) while the workspace is marked inconsistent.

@@ -100,11 +100,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
-            started = anyio.current_time()
             refused: IsolationUnavailable | SandboxSetupError | None = None
-            async with (
-                state.admission.admit("run", "run_sandbox_code"),
-                state.gate.run(state.patience(started)),
+            async with state.admission.admit(
+                "run",
+                "run_sandbox_code",
+                state.run_wait_s(timeout),
+                workspace="shared",
+                progress=state.queue_progress(ctx),
+                bound=state.run_bound,
             ):
                 # Checked holding the gate: a restore in progress is not a failed one.
                 state.refuse_if_inconsistent("run_sandbox_code")

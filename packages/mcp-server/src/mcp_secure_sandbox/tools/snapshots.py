@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -157,6 +157,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def create_state_snapshot(
+        ctx: Context,
         description: Annotated[
             str,
             Field(
@@ -175,12 +176,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         dir_count, symlink_count, total_bytes, new_bytes (stored by this snapshot) and skipped.
         """
         async with state.instrument("create_state_snapshot") as outcome:
-            started = anyio.current_time()
             if len(description) > MAX_DESCRIPTION_CHARS:
                 raise ToolError(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
-            async with (
-                state.admission.admit("snapshot", "create_state_snapshot"),
-                state.gate.exclusive(state.patience(started), "create_state_snapshot"),
+            async with state.admission.admit(
+                "snapshot",
+                "create_state_snapshot",
+                state.settings.admission_wait_s,
+                workspace="exclusive",
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
             ):
                 state.refuse_if_inconsistent("create_state_snapshot")
                 info = await _call("description", lambda: store.create(description), heavy)
@@ -199,6 +203,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def restore_state_snapshot(
         snapshot_id: SnapshotId,
+        ctx: Context,
     ) -> Annotated[CallToolResult, RestoreOutput]:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
@@ -213,10 +218,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         (`paths_truncated` true).
         """
         async with state.instrument("restore_state_snapshot") as outcome:
-            started = anyio.current_time()
-            async with (
-                state.admission.admit("snapshot", "restore_state_snapshot"),
-                state.gate.exclusive(state.patience(started), "restore_state_snapshot"),
+            async with state.admission.admit(
+                "snapshot",
+                "restore_state_snapshot",
+                state.settings.admission_wait_s,
+                workspace="exclusive",
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
             ):
                 await state.no_run_alive()  # repairs must not race a run's process
                 try:
@@ -250,14 +258,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             open_world_hint=False,
         ),
     )
-    async def delete_state_snapshot(snapshot_id: SnapshotId) -> DeleteOutput:
+    async def delete_state_snapshot(snapshot_id: SnapshotId, ctx: Context) -> DeleteOutput:
         """Delete a snapshot permanently; content no other snapshot uses is freed.
 
         The workspace itself is not touched. Returns the deleted id, its description and
         creation time, and how many snapshots remain.
         """
         async with state.instrument("delete_state_snapshot") as outcome:
-            started = anyio.current_time()
 
             def delete() -> DeleteOutput:
                 info = store.get(snapshot_id).info
@@ -269,9 +276,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     "remaining": len(store.list()),
                 }
 
-            async with (
-                state.admission.admit("snapshot", "delete_state_snapshot"),
-                state.gate.exclusive(state.patience(started), "delete_state_snapshot"),
+            async with state.admission.admit(
+                "snapshot",
+                "delete_state_snapshot",
+                state.settings.admission_wait_s,
+                workspace="exclusive",
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
             ):
                 result = await _call("snapshot_id", delete, heavy)
             outcome["message"] = f"deleted {snapshot_id}"
@@ -288,6 +299,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def diff_state_snapshots(
         snapshot_id: SnapshotId,
+        ctx: Context,
         other_id: Annotated[
             str,
             Field(description="The newer snapshot's id; omit it to compare with the workspace."),
@@ -301,7 +313,6 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         diff too large for one answer is refused with its counts and the host command.
         """
         async with state.instrument("diff_state_snapshots"):
-            started = anyio.current_time()
             argument = "snapshot_id" if not other_id else "snapshot_id/other_id"
             job = {
                 "op": "diff",
@@ -309,11 +320,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "b": other_id or None,
                 "max_answer_bytes": budget.RESPONSE_BUDGET_BYTES,
             }
-            async with state.admission.admit("snapshot", "diff_state_snapshots"):
-                if not other_id:  # the workspace is read: no run may change it meanwhile
-                    patience = state.patience(started)
-                    async with state.gate.exclusive(patience, "diff_state_snapshots"):
-                        return await _in_diff_worker(state, job, argument)
+            async with state.admission.admit(
+                "snapshot",
+                "diff_state_snapshots",
+                state.settings.admission_wait_s,
+                # the workspace is read: no run may change it meanwhile
+                workspace=None if other_id else "exclusive",
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
+            ):
                 return await _in_diff_worker(state, job, argument)
 
     @tool(
@@ -327,6 +342,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def export_state_snapshot(
         snapshot_id: SnapshotId,
+        ctx: Context,
     ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 
@@ -341,7 +357,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """
         async with (
             state.instrument("export_state_snapshot"),
-            state.admission.admit("export", "export_state_snapshot"),
+            state.admission.admit(
+                "export",
+                "export_state_snapshot",
+                state.settings.admission_wait_s,
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
+            ),
         ):
             exporting = state.admission.limiter("export")
             size = await _call("snapshot_id", lambda: store.export_size(snapshot_id), exporting)

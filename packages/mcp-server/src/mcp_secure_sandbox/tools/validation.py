@@ -17,6 +17,7 @@ from datavalidate import MAX_ENCODING_CHARS, CsvReport, JsonError, text_encoding
 from mcp_secure_sandbox._answers import csv_report, json_report
 from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox._worker import reason
+from mcp_secure_sandbox.concurrency import Progress
 from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
@@ -169,7 +170,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             if source == "data_json":
                 job.update(instance_text=data_json, argument="data_json")
             elif source == "data_path":
-                async with state.gate.exclusive(state.settings.admission_wait_s, "data_path"):
+                async with state.admission.admit(
+                    None,
+                    "validate_json_data (data_path)",
+                    state.settings.admission_wait_s,
+                    workspace="exclusive",
+                    progress=state.queue_progress(ctx),
+                    bound=state.wait_bound,
+                ):
                     raw = await _read_workspace(state, data_path, MAX_INPUT_BYTES, "data_path")
                 try:
                     text = raw.decode("utf-8")
@@ -181,7 +189,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             else:
                 # As sent: the SDK's argument model would have parsed a JSON-looking string.
                 job["instance"] = _given_arguments(ctx)["data"]
-            report = await in_worker(state, job, "schema_name_or_dict: ", json_report)
+            report = await in_worker(
+                state, job, "schema_name_or_dict: ", json_report, state.queue_progress(ctx)
+            )
             outcome["status"] = "valid" if report["valid"] else "invalid"
             errors: list[JsonError] = report["errors"]
             if source == "data" and is_json_text(job["instance"]):
@@ -285,11 +295,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
             if source == "csv_content":
                 job["text"] = csv_content
-                report: CsvReport = await in_worker(state, job, "", csv_report)
+                report: CsvReport = await in_worker(
+                    state, job, "", csv_report, state.queue_progress(ctx)
+                )
             else:
                 job["path"] = csv_path
-                async with state.gate.exclusive(state.settings.admission_wait_s, "csv_path"):
-                    report = await in_worker(state, job, "", csv_report)
+                # The file is read by the worker: no run may change it meanwhile.
+                report = await in_worker(
+                    state, job, "", csv_report, state.queue_progress(ctx), workspace=True
+                )
             outcome["status"] = "valid" if report.valid else "invalid"
             return report
 
@@ -299,6 +313,9 @@ async def in_worker(
     job: dict[str, Any],
     schema_prefix: str,
     check: Callable[[Any], T],
+    progress: Progress | None = None,
+    *,
+    workspace: bool = False,
 ) -> T:
     """Run a validation job in a confined worker, once admitted; map its failures to tool errors.
 
@@ -307,16 +324,27 @@ async def in_worker(
         job: The job (:func:`mcp_secure_sandbox._worker.handle`).
         schema_prefix: Put before a schema error datavalidate reports (the argument's name).
         check: Checks the result's shape and converts it (:mod:`mcp_secure_sandbox._answers`).
+        progress: Reports the call's place while it waits (:meth:`ServerState.queue_progress`).
+        workspace: The job reads a workspace file: it holds the workspace alone (no run
+            changes the file meanwhile) as well as its worker.
 
     Returns:
         The worker's result, through ``check``.
 
     Raises:
-        ToolError: Busy (no worker within the admission wait); stopped past the deadline or the
+        Busy: The queue is full, or no worker (and workspace) within the admission wait.
+        ToolError: Stopped past the deadline or the
             memory budget ("validation stopped after 10 s / 256 MiB: ..."); a malformed answer
             (the worker was replaced); a bad input or schema, as the worker reported it.
     """
-    async with state.admission.admit("validation", "the validation"):
+    async with state.admission.admit(
+        "validation",
+        "the validation",
+        state.settings.admission_wait_s,
+        workspace="exclusive" if workspace else None,
+        progress=progress,
+        bound=state.wait_bound,
+    ):
         try:
             result: T = await state.workers.call(job, what="validation", check=check)
             return result

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -24,6 +24,7 @@ from mcp_secure_sandbox._schemas import (
     WorkspaceWriteOutput,
 )
 from mcp_secure_sandbox._worker import reason
+from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 from wsnapshot import FileEntry, WorkspaceError
@@ -39,7 +40,6 @@ __all__ = [
 
 MAX_RANGE_FILE_BYTES = 1 << 40
 """Largest file read in ranges (a sanity bound: the workspace quota is far smaller)."""
-MAX_WRITE_BYTES = 8 * 1024 * 1024
 MAX_LIST_ENTRIES = 10_000
 
 
@@ -269,6 +269,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def write_workspace_file(
         path: WorkspacePath,
         content: Annotated[str, Field(description="The text, or Base64; at most 8 MiB.")],
+        ctx: Context,
         encoding: Annotated[
             Literal["utf-8", "base64"], Field(description="How content is encoded.")
         ] = "utf-8",
@@ -291,8 +292,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 raise ToolError(
                     f"content is {len(data)} bytes, more than the {MAX_WRITE_BYTES} allowed"
                 )
-            async with state.gate.exclusive(
-                state.settings.admission_wait_s, "write_workspace_file"
+            async with state.admission.admit(
+                None,
+                "write_workspace_file",
+                state.settings.admission_wait_s,
+                workspace="exclusive",
+                progress=state.queue_progress(ctx),
+                bound=state.wait_bound,
             ):
                 state.refuse_if_inconsistent("write_workspace_file")
                 try:

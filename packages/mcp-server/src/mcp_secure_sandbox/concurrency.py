@@ -342,9 +342,11 @@ class AdmissionQueue:
     def _join(self, line: str, what: str) -> _Entry:
         """Put a new waiter at the end of the queue, or refuse it when the queue is full."""
         if len(self._waiting) >= self.length:
+            queued = len(self._waiting)
+            calls = "call is" if queued == 1 else "calls are"
             raise Busy(
-                f"busy, retry: {len(self._waiting)} calls are queued ahead (queue full at "
-                f"{self.length}); {what} was not queued; call again in a few seconds"
+                f"busy, retry: {queued} {calls} queued ahead (queue full at {self.length}); "
+                f"{what} was not queued; call again in a few seconds"
             )
         entry = _Entry(line)
         self._waiting.append(entry)

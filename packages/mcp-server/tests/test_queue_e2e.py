@@ -1,0 +1,176 @@
+"""Calls wait their turn instead of failing (new-user trial: four parallel runs on two slots,
+two failed "busy, retry" after 1 s; a snapshot or a csv_path validation during a run failed the
+same way). In process with the SDK's ``mcp.Client``; each run the test holds is blocked on a
+file the test creates, so the queued calls are provably waiting (no clock decides anything)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+
+from mcp_secure_sandbox.server import create_server
+from mcp_secure_sandbox.settings import Settings, prepare_directories
+
+#: A run that waits for the test's go file, then writes its mark and prints it.
+HELD = (
+    "import pathlib, time\n"
+    "while not pathlib.Path('go').exists():\n"
+    "    time.sleep(0.005)\n"
+    "pathlib.Path('{name}.done').write_text('x')\n"
+    "print('{name}')"
+)
+
+
+def _settings(tmp_path: Path, **overrides: Any) -> Settings:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return prepare_directories(
+        Settings(workspace=workspace, snapshots=tmp_path / "snaps", **overrides)
+    )
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait until the server reaches a state (a guard against a hang, not a measurement)."""
+    with anyio.fail_after(60):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+async def _run(client: Client, name: str, out: dict[str, Any], **kw: Any) -> None:
+    result = await client.call_tool(
+        "run_sandbox_code", {"code": HELD.format(name=name), "timeout_sec": 60}, **kw
+    )
+    out[name] = result
+
+
+def _text(result: Any) -> str:
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def test_four_parallel_runs_on_two_slots_all_complete_and_the_waiters_hear_their_place(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path, max_concurrent_runs=2)
+    app, state = create_server(settings)
+    results: dict[str, Any] = {}
+    messages: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        messages.append(f"{value:.3f} {message}")
+
+    async def main() -> None:
+        async with Client(app) as client, anyio.create_task_group() as tg:
+            for name in ("r0", "r1", "r2", "r3"):
+                tg.start_soon(
+                    functools.partial(_run, progress_callback=progress), client, name, results
+                )
+            await _until(lambda: state.admission.in_use()["run"] == 2)
+            await _until(lambda: state.admission.queued == 2)
+            assert not any(settings.workspace.glob("*.done"))
+            (settings.workspace / "go").write_text("")
+
+    anyio.run(main)
+    assert sorted(results) == ["r0", "r1", "r2", "r3"]
+    for name, result in results.items():
+        assert not result.is_error, _text(result)
+        assert result.structured_content["status"] == "ok"
+        assert result.structured_content["stdout"] == f"{name}\n"
+    # The two queued runs were told their place (one had the other ahead of it); how their
+    # places moved is test_concurrency's (both slots may be freed at once here).
+    assert "0.000 waiting for its turn: 1 call queued ahead (queue of 32)" in messages
+    assert "0.000 waiting for its turn: 0 calls queued ahead (queue of 32)" in messages
+    assert (state.admission.in_use()["run"], state.admission.queued) == (0, 0)
+
+
+def test_a_snapshot_and_a_csv_path_validation_during_a_run_wait_for_it_then_succeed(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path)
+    (settings.workspace / "data.csv").write_text("id,age\n1,30\n")
+    app, state = create_server(settings)
+    results: dict[str, Any] = {}
+
+    async def snapshot(client: Client) -> None:
+        results["snapshot"] = await client.call_tool("create_state_snapshot", {})
+
+    async def validate(client: Client) -> None:
+        results["csv"] = await client.call_tool(
+            "validate_csv_data", {"csv_path": "data.csv", "type_constraints": {"age": "integer"}}
+        )
+
+    async def main() -> None:
+        async with Client(app) as client, anyio.create_task_group() as tg:
+            tg.start_soon(_run, client, "run", results)
+            await _until(lambda: state.gate.active_runs == 1)
+            tg.start_soon(snapshot, client)
+            tg.start_soon(validate, client)
+            await _until(lambda: state.admission.queued == 2)  # both wait for the workspace
+            assert "snapshot" not in results and "csv" not in results
+            (settings.workspace / "go").write_text("")
+
+    anyio.run(main)
+    for name in ("run", "snapshot", "csv"):
+        assert not results[name].is_error, _text(results[name])
+    assert results["run"].structured_content["stdout"] == "run\n"
+    # Taken after the run ended: its mark is in the snapshot (data.csv, go, run.done).
+    assert results["snapshot"].structured_content["file_count"] == 3
+    assert results["csv"].structured_content["valid"] is True
+
+
+def test_a_full_queue_answers_busy_at_once_and_the_queued_run_still_runs(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, max_concurrent_runs=1, queue_length=1)
+    app, state = create_server(settings)
+    results: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with Client(app) as client, anyio.create_task_group() as tg:
+            tg.start_soon(_run, client, "first", results)
+            await _until(lambda: state.admission.in_use()["run"] == 1)
+            tg.start_soon(_run, client, "queued", results)
+            await _until(lambda: state.admission.queued == 1)
+            # The go file does not exist: only the full queue can answer this call now.
+            await _run(client, "refused", results)
+            (settings.workspace / "go").write_text("")
+
+    anyio.run(main)
+    assert results["refused"].is_error
+    assert _text(results["refused"]) == (
+        "Error executing tool run_sandbox_code: busy, retry: 1 call is queued ahead (queue "
+        "full at 1); run_sandbox_code was not queued; call again in a few seconds"
+    )
+    assert not (settings.workspace / "refused.done").exists()
+    for name in ("first", "queued"):
+        assert results[name].structured_content["stdout"] == f"{name}\n"
+
+
+def test_a_cancelled_queued_call_leaves_the_queue_and_never_runs(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, max_concurrent_runs=1)
+    app, state = create_server(settings)
+    results: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with Client(app) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_run, client, "first", results)
+                await _until(lambda: state.admission.in_use()["run"] == 1)
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as inner:
+                        inner.start_soon(_run, client, "cancelled", results)
+                        await _until(lambda: state.admission.queued == 1)
+                        scope.cancel()  # the client cancels the queued call
+                await _until(lambda: state.admission.queued == 0)  # its place is freed
+                (settings.workspace / "go").write_text("")
+            # FIFO: had the cancelled call stayed queued, it would have run before this one.
+            await _run(client, "after", results)
+
+    anyio.run(main)
+    assert "cancelled" not in results
+    assert not (settings.workspace / "cancelled.done").exists()
+    assert results["first"].structured_content["stdout"] == "first\n"
+    assert results["after"].structured_content["stdout"] == "after\n"
+    assert state.admission.in_use()["run"] == 0

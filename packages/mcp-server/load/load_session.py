@@ -5,10 +5,12 @@ Callers mix schema bombs (F06), large exports read in chunks (F07), restores ove
 speaks streamable HTTP with a bearer token, and the poller is a process of its own with its own
 client session and HTTP connection: each answer is its own HTTP response, so the poll does not
 queue behind megabytes of export chunks on one pipe (as it does over stdio, where it measures
-the pipe), nor behind the 50 callers' work on this process's event loop. Prints,
-per kind of call, how many answered within their deadline + 2 s, how many were told "busy"
-within 2 s, and how many did neither; the metrics latency p50/p99; the peak RSS of the server
-with its workers and zygote (and with the runs' processes); and whether any process was left.
+the pipe), nor behind the 50 callers' work on this process's event loop. Prints, per kind of
+call, how many answered within their wait bound + deadline + 2 s, how many were told "busy"
+within their wait bound + 2 s (at once when the admission queue is full; a run's bound is its
+timeout_sec + 5 s, any other call's --admission-wait), and how many did neither; the metrics
+latency p50/p99; the peak RSS of the server with its workers and zygote (and with the runs'
+processes); and whether any process was left.
 To tell the server's stalls from this client's, it also prints both event loops' lag (how late
 a short sleep wakes; the server's from ``get_sandbox_metrics``) and the server's CPU.
 Exits 1 when a target is missed (each call answered in time or busy in time, metrics p99 under
@@ -44,6 +46,9 @@ import httpx2
 import psutil
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
+from mcp_secure_sandbox.settings import Settings
 
 HERE = Path(__file__).resolve()
 REDTEAM = HERE.parents[3] / "redteam" / "findings-2026-12-01"
@@ -85,9 +90,10 @@ class Stats:
         """Classify one call: answered in time, busy in time, or neither."""
         elapsed = time.monotonic() - started
         self.latency[kind].append(elapsed)
+        wait = _wait_bound(kind)
         if error is not None and "busy, retry" in error:
-            outcome = "busy" if elapsed <= GRACE_S else "busy-late"
-        elif elapsed <= deadline + GRACE_S:
+            outcome = "busy" if elapsed <= wait + GRACE_S else "busy-late"
+        elif elapsed <= wait + deadline + GRACE_S:
             outcome = "answered" if error is None else "answered-error"
         else:
             outcome = "late"
@@ -96,12 +102,22 @@ class Stats:
             self.late.append(f"{kind} {elapsed:.1f}s {error or ''}"[:200])
 
 
+def _wait_bound(kind: str) -> float:
+    """How long a call of ``kind`` may wait in the server's admission queue, in seconds."""
+    if kind in ("run", "hostile run"):
+        return RUN_TIMEOUT_S + RUN_WAIT_GRACE_S
+    for flag in reversed(SERVER_FLAGS):
+        if flag.startswith("--admission-wait="):
+            return float(flag.split("=", 1)[1])
+    return float(Settings.__dataclass_fields__["admission_wait_s"].default)
+
+
 async def timed(  # noqa: PLR0917 - a script's helper
     s: ClientSession, stats: Stats, kind: str, deadline: float, tool: str, args: dict[str, Any]
 ) -> Any:
     """Make one tool call and record how it went; return its structured result or None."""
     started = time.monotonic()
-    with anyio.fail_after(deadline + 60):
+    with anyio.fail_after(_wait_bound(kind) + deadline + 60):
         result = await s.call_tool(tool, args)
     error = None
     if result.is_error:

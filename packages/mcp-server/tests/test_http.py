@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import math
 import resource
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from starlette.testclient import TestClient
 
 from mcp_secure_sandbox.http_transport import (
     BearerAuth,
+    BodyBudget,
     ConnectionGuard,
     build_http_app,
     connection_cap,
@@ -227,3 +229,61 @@ def test_http_warnings_name_the_missing_token(tmp_path: Path) -> None:
     [warning] = http_warnings(_settings(tmp_path, token=None))
     assert "WITHOUT a token" in warning
     assert "127.0.0.1:8000" in warning
+
+
+def test_a_chunked_body_over_the_limit_gets_413_as_a_json_rpc_error(tmp_path: Path) -> None:
+    """A body without a Content-Length is counted as it arrives (h11 holds a declared one)."""
+    app: MCPServer[Any] = MCPServer("t")
+    settings = Settings(
+        workspace=tmp_path / "ws",
+        snapshots=tmp_path / "snap",
+        transport="streamable-http",
+        token=TOKEN,
+        max_body_bytes=1024,
+        max_body_in_flight_bytes=4096,
+    )
+    with TestClient(build_http_app(app, settings), base_url="http://127.0.0.1:8000") as client:
+        response = client.post(
+            "/mcp",
+            content=iter([b"{", b" " * 1024, b"}"]),  # a generator: sent chunked
+            headers={**HEADERS, "authorization": f"Bearer {TOKEN}"},
+        )
+    assert response.status_code == 413
+    error = response.json()["error"]
+    assert error["code"] == -32600
+    assert error["message"].startswith(
+        "request body of more than 1,024 bytes is larger than this server's HTTP limit of "
+        "1,024 bytes (--max-body)"
+    )
+
+
+def test_the_body_budget_grants_in_arrival_order_and_a_cancelled_waiter_takes_nothing() -> None:
+    budget = BodyBudget(100)
+    order: list[str] = []
+
+    async def main() -> None:
+        assert await budget.take(60, 0)
+
+        async def wants(name: str, size: int) -> None:
+            if await budget.take(size, math.inf):
+                order.append(name)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wants, "big", 50)
+            while budget.waiting < 1:
+                await anyio.sleep(0)
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as inner:
+                    inner.start_soon(wants, "cancelled", 50)
+                    while budget.waiting < 2:
+                        await anyio.sleep(0)
+                    scope.cancel()
+            assert budget.waiting == 1
+            # A small body that would fit does not overtake the waiter ahead of it.
+            assert not await budget.take(10, 0)
+            budget.release(60)
+        assert (budget.in_use, order) == (50, ["big"])
+        budget.release(50)
+        assert budget.in_use == 0
+
+    anyio.run(main)

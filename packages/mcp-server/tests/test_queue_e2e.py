@@ -6,6 +6,7 @@ file the test creates, so the queued calls are provably waiting (no clock decide
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,8 @@ def test_four_parallel_runs_on_two_slots_all_complete_and_the_waiters_hear_their
                 )
             await _until(lambda: state.admission.in_use()["run"] == 2)
             await _until(lambda: state.admission.queued == 2)
+            status = await client.read_resource("sandbox://status")
+            assert json.loads(status.contents[0].text)["queued_calls"] == 2  # type: ignore[union-attr]
             assert not any(settings.workspace.glob("*.done"))
             (settings.workspace / "go").write_text("")
 

@@ -85,6 +85,7 @@ def status_document(state: ServerState) -> dict[str, Any]:
         "workspace": usage,
         "snapshot_count": snapshot_count,
         "active_runs": state.gate.active_runs,
+        "queued_calls": state.admission.queued,
         "warnings": http_warnings(state.settings),
     }
 

@@ -177,3 +177,35 @@ def test_a_cancelled_queued_call_leaves_the_queue_and_never_runs(tmp_path: Path)
     assert results["first"].structured_content["stdout"] == "first\n"
     assert results["after"].structured_content["stdout"] == "after\n"
     assert state.admission.in_use()["run"] == 0
+
+
+def test_a_run_waits_by_its_own_time_out_and_other_calls_by_the_admission_wait(
+    tmp_path: Path,
+) -> None:
+    """With a 1 ms --admission-wait, a queued run still gets its turn (its bound is its
+    timeout_sec + 5 s), while a snapshot sent during the run is told busy, naming its bound."""
+    settings = _settings(tmp_path, max_concurrent_runs=1, admission_wait_s=0.001)
+    app, state = create_server(settings)
+    results: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with Client(app) as client, anyio.create_task_group() as tg:
+            tg.start_soon(_run, client, "first", results)
+            await _until(lambda: state.admission.in_use()["run"] == 1)
+            tg.start_soon(_run, client, "queued", results)
+            await _until(lambda: state.admission.queued == 1)
+            results["snapshot"] = await client.call_tool("create_state_snapshot", {})
+            assert state.admission.queued == 1  # the run is still waiting
+            (settings.workspace / "go").write_text("")
+
+    anyio.run(main)
+    for name in ("first", "queued"):
+        assert results[name].structured_content["stdout"] == f"{name}\n"
+    assert results["snapshot"].is_error
+    assert _text(results["snapshot"]) == (
+        "Error executing tool create_state_snapshot: busy, retry: create_state_snapshot waited "
+        "0.001 s for the workspace (runs in progress or another snapshot operation hold it), "
+        "its bound (the server's --admission-wait, 0.001 s); 0 calls are still queued ahead of "
+        "it (queue full at 32); call again in a few seconds"
+    )
+    assert state.run_wait_s(10.0) == 15.0

@@ -444,8 +444,8 @@ _OPTIONS: tuple[_Option, ...] = (
         "--max-body",
         "MAX_BODY",
         None,
-        "largest HTTP request body in bytes (the default holds 8 MiB of content as Base64); a "
-        "larger one gets 413 naming the limit",
+        f"largest HTTP request body in bytes (the default holds {MAX_WRITE_BYTES // _MIB} MiB of "
+        "content as Base64); a larger one gets 413 naming the limit",
         _size,
         field="max_body_bytes",
     ),

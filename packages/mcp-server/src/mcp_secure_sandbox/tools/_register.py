@@ -7,6 +7,12 @@ streams itself). The wrapper registered with the SDK turns a typed result into a
 which fits the response budget (:mod:`mcp_secure_sandbox.budget`). The return annotation the SDK
 sees is ``Annotated[CallToolResult, <the type>]``: the SDK still derives the output schema from
 the type and validates every structured result against it.
+
+The schemas a client lists are compacted once, at registration (:func:`compact_schema`): the
+``title`` pydantic derives from every name ("Timeout Sec" for ``timeout_sec``) is dropped and a
+model's description keeps its first paragraph (a library dataclass's docstring goes on with its
+attributes for Python readers). Every parameter keeps its description; what a schema accepts is
+unchanged (the SDK validates against the types, not the published dict).
 """
 
 from __future__ import annotations
@@ -22,9 +28,43 @@ from pydantic import TypeAdapter
 
 from mcp_secure_sandbox import budget
 
-__all__ = ["tool"]
+__all__ = ["compact_schema", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+#: JSON Schema keywords whose value is a mapping of names to schemas, a list of schemas, a schema.
+_SCHEMA_MAPS = ("properties", "$defs", "patternProperties", "dependentSchemas")
+_SCHEMA_LISTS = ("anyOf", "oneOf", "allOf", "prefixItems")
+_SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "contains")
+
+
+def compact_schema(schema: Any) -> Any:
+    """``schema`` without pydantic's derived titles, each description cut to its first paragraph.
+
+    Only schema positions are rewritten: a property *named* ``title`` stays, as do ``default``,
+    ``const`` and ``enum`` values.
+
+    Args:
+        schema: A JSON Schema as pydantic generates it (a dict; anything else is returned as is).
+
+    Returns:
+        A new schema accepting the same instances.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v for k, v in schema.items() if k != "title"}
+    if isinstance(out.get("description"), str):
+        out["description"] = out["description"].split("\n\n", 1)[0].strip()
+    for key in _SCHEMA_MAPS:
+        if isinstance(out.get(key), dict):
+            out[key] = {name: compact_schema(sub) for name, sub in out[key].items()}
+    for key in _SCHEMA_LISTS:
+        if isinstance(out.get(key), list):
+            out[key] = [compact_schema(sub) for sub in out[key]]
+    for key in _SCHEMA_ONE:
+        if key in out:
+            out[key] = compact_schema(out[key])
+    return out
 
 
 def tool(
@@ -68,6 +108,13 @@ def tool(
         )
         description = inspect.cleandoc(fn.__doc__ or "")
         app.add_tool(wrapper, name=fn.__name__, description=description, **options)
+        # The SDK keeps the registered tool in its manager (no public accessor); both fields are
+        # read live ("reassigning them later takes effect on the next call").
+        registered = app._tool_manager.get_tool(fn.__name__)
+        if registered is not None:
+            registered.parameters = compact_schema(registered.parameters)
+            metadata = registered.fn_metadata
+            metadata.output_schema = compact_schema(metadata.output_schema)
         return fn
 
     return decorator

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.profiles import PROFILES
 from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
 
@@ -113,6 +114,12 @@ class Settings:
         max_concurrent_exports: Export calls and export chunk reads served at once.
         max_images: Most images one run result carries as image content (see
             :mod:`mcp_secure_sandbox.rich`).
+        stream_excerpt_bytes: What a run's answer keeps of each of stdout and stderr (head,
+            tail and the cut marker), in UTF-8 bytes before JSON escaping; between
+            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MIN_BYTES` and
+            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MAX_BYTES`. The answer carries the
+            excerpt twice (structured content and text), so the default keeps a 5 MB print's
+            answer within 40 KiB.
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
         token: The HTTP bearer token, or ``None``; never printed, logged or returned.
@@ -154,6 +161,7 @@ class Settings:
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
     max_images: int = 4
+    stream_excerpt_bytes: int = 16 * 1024
     workspace_fallback: bool = False
     token: str | None = field(default=None, repr=False, compare=False)
 
@@ -308,7 +316,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "OUTPUT_LIMIT",
         None,
         "cap on each of stdout and stderr of a run in bytes; passing it stops the run (status "
-        "output_limit); an answer keeps 64 KiB of each stream (head and tail)",
+        "output_limit); what an answer keeps of each stream is --stream-excerpt",
         _size,
         field="output_bytes",
     ),
@@ -530,6 +538,16 @@ _OPTIONS: tuple[_Option, ...] = (
         "image content, within the response budget; the rest are named",
         _positive(int),
     ),
+    _Option(
+        "--stream-excerpt",
+        "STREAM_EXCERPT",
+        None,
+        "what a run's answer keeps of each of stdout and stderr (head and tail, bytes of UTF-8 "
+        f"before JSON escaping; {budget.STREAM_EXCERPT_MIN_BYTES} to "
+        f"{_size_text(budget.STREAM_EXCERPT_MAX_BYTES)}); K, M suffixes",
+        _size,
+        field="stream_excerpt_bytes",
+    ),
 )
 
 
@@ -655,6 +673,11 @@ def settings_from_args(
         raise ConfigError(
             f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
             f"got {args.ready_max_idle}"
+        )
+    low, high = budget.STREAM_EXCERPT_MIN_BYTES, budget.STREAM_EXCERPT_MAX_BYTES
+    if not low <= args.stream_excerpt <= high:
+        raise ConfigError(
+            f"--stream-excerpt must be between {low} and {high} bytes, got {args.stream_excerpt}"
         )
     require = tuple(x for x in args.require_layers if x.lower() != "none")
     unknown = sorted(set(require) - {"landlock", "seccomp"})

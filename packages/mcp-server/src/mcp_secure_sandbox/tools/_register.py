@@ -41,7 +41,9 @@ _SCHEMA_ONE = ("items", "additionalProperties", "not", "if", "then", "else", "co
 def compact_schema(schema: Any) -> Any:
     """``schema`` without pydantic's derived titles, each description cut to its first paragraph.
 
-    Only schema positions are rewritten: a property *named* ``title`` stays, as do ``default``,
+    An ``anyOf`` of bare types (``str | None``) becomes a list of types, its equivalent, and
+    ``"additionalProperties": true``, the default, is left out. Only
+    schema positions are rewritten: a property *named* ``title`` stays, as do ``default``,
     ``const`` and ``enum`` values.
 
     Args:
@@ -53,6 +55,8 @@ def compact_schema(schema: Any) -> Any:
     if not isinstance(schema, dict):
         return schema
     out = {k: v for k, v in schema.items() if k != "title"}
+    if out.get("additionalProperties") is True:
+        del out["additionalProperties"]  # the default
     if isinstance(out.get("description"), str):
         out["description"] = out["description"].split("\n\n", 1)[0].strip()
     for key in _SCHEMA_MAPS:
@@ -61,6 +65,16 @@ def compact_schema(schema: Any) -> Any:
     for key in _SCHEMA_LISTS:
         if isinstance(out.get(key), list):
             out[key] = [compact_schema(sub) for sub in out[key]]
+    options = out.get("anyOf")
+    if (
+        isinstance(options, list)
+        and options
+        and "type" not in out
+        and all(isinstance(o, dict) and set(o) == {"type"} for o in options)
+        and all(isinstance(o["type"], str) for o in options)
+    ):
+        del out["anyOf"]
+        out["type"] = [o["type"] for o in options]  # {"anyOf": [{"type": "integer"}, ...]}
     for key in _SCHEMA_ONE:
         if key in out:
             out[key] = compact_schema(out[key])
@@ -68,14 +82,23 @@ def compact_schema(schema: Any) -> Any:
 
 
 def tool(
-    app: MCPServer[Any], *, params: Mapping[str, Any] | None = None, **options: Any
+    app: MCPServer[Any],
+    *,
+    params: Mapping[str, Any] | None = None,
+    fill: Mapping[str, str] | None = None,
+    **options: Any,
 ) -> Callable[[F], F]:
     """Like ``@app.tool(**options)``, with the cleaned docstring and the budgeted result.
+
+    The description is the docstring, cleaned, each paragraph on one line (a line break costs
+    a client's context as much as a word), with each ``{name}`` of ``fill`` replaced.
 
     Args:
         app: The server to register on.
         params: Annotations that replace those of the named parameters (bounds known only at
             registration, e.g. ``timeout_sec``'s maximum from the settings).
+        fill: Text for the ``{name}`` placeholders of the docstring (what the live settings
+            say: the modules a run may import, its limits); other braces stay as written.
         **options: Passed to :meth:`MCPServer.add_tool` (``annotations``, ``title``...).
 
     Returns:
@@ -106,7 +129,10 @@ def tool(
         wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
             return_annotation=Annotated[CallToolResult, out_type]
         )
-        description = inspect.cleandoc(fn.__doc__ or "")
+        paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
+        description = "\n\n".join(" ".join(p.split("\n")) for p in paragraphs)
+        for name, text in (fill or {}).items():
+            description = description.replace("{" + name + "}", text)
         app.add_tool(wrapper, name=fn.__name__, description=description, **options)
         # The SDK keeps the registered tool in its manager (no public accessor); both fields are
         # read live ("reassigning them later takes effect on the next call").

@@ -8,6 +8,7 @@ with their defaults.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
 import os
 import sys
@@ -551,6 +552,25 @@ _OPTIONS: tuple[_Option, ...] = (
 )
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in each option's help; the description and epilog as written (a URL whole)."""
+
+
+def _readme_url() -> str:
+    """Where the server's README is read: the distribution's ``Source`` URL (``pyproject.toml``)."""
+    try:
+        urls: list[str] = list(
+            importlib.metadata.metadata("mcp-secure-sandbox").get_all("Project-URL") or []
+        )
+    except importlib.metadata.PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = str(entry).partition(",")
+        if label.strip() == "Source":
+            return url.strip()
+    return "the README.md of the mcp-secure-sandbox package"
+
+
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
     """Build the command-line parser; defaults come from ``SANDBOX_*`` variables in ``environ``.
 
@@ -567,10 +587,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     parser = argparse.ArgumentParser(
         prog="mcp-secure-sandbox",
         description=(
-            "MCP server that runs untrusted Python in a layered sandbox, validates JSON and CSV "
-            "data, and snapshots and restores its workspace. Speaks MCP on stdio."
+            "MCP server that runs untrusted Python in a layered sandbox, validates JSON and\n"
+            "CSV data, and snapshots and restores its workspace.\n\n"
+            "Transports: stdio (the default, for a client that starts the server as its\n"
+            "subprocess) or streamable HTTP (--transport streamable-http, --host, --port; a\n"
+            "bearer token in SANDBOX_HTTP_TOKEN or --token-file). Every flag also reads the\n"
+            "SANDBOX_* environment variable it names; the flag wins."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=(
+            "Every setting, the profiles and the limits they set are documented in the\n"
+            f"README's Settings section:\n  {_readme_url()}"
+        ),
+        formatter_class=_HelpFormatter,
     )
     for option in _OPTIONS:
         parser.add_argument(

@@ -4,6 +4,7 @@ sized for an LLM (text of ``name: value`` lines and the excerpts once)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -243,3 +244,16 @@ def test_a_smaller_excerpt_is_honoured(dirs: tuple[Path, Path]) -> None:
     assert out is not None
     assert 2048 - 100 < len(out["stdout"].encode()) <= 2048
     assert budget.cut_marker(1).split("1")[0] in out["stdout"]
+
+
+def test_the_workers_import_neither_the_sdk_nor_pydantic() -> None:
+    # The validation and diff workers import the package (and so the settings) under a small
+    # address-space budget: the stream-excerpt bounds must not bring the MCP SDK along.
+    code = (
+        "import sys, mcp_secure_sandbox._worker, mcp_secure_sandbox.settings\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == "[]"

@@ -34,6 +34,12 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from mcp_secure_sandbox._sizes import (
+    RESPONSE_BUDGET_BYTES,
+    STREAM_EXCERPT_MAX_BYTES,
+    STREAM_EXCERPT_MIN_BYTES,
+)
+
 __all__ = [
     "ENVELOPE_BYTES",
     "IMAGE_MAX_BYTES",
@@ -52,18 +58,12 @@ __all__ = [
     "tool_result",
 ]
 
-RESPONSE_BUDGET_BYTES = 512 * 1024
-"""Largest encoded JSON-RPC message the server sends as one answer, in bytes."""
 _MIN_STREAM_BYTES = 256
-STREAM_EXCERPT_MIN_BYTES = 1024
-"""Smallest ``--stream-excerpt``, in bytes (room for a head, a tail and the cut marker)."""
 READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
 """Largest byte range of a file one read returns: Base64 and the text mirror fit the budget."""
 EXPORT_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 2
 """Bytes of an export record one chunk read returns (as a Base64 blob: 4/3 of it, within the
 budget)."""
-STREAM_EXCERPT_MAX_BYTES = RESPONSE_BUDGET_BYTES // 4
-"""Largest ``--stream-excerpt``, in bytes: two streams, each carried twice, fit the budget."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
 _CHAR_BYTES = 12

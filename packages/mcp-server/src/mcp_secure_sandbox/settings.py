@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mcp_secure_sandbox import budget
+from mcp_secure_sandbox import _sizes
 from mcp_secure_sandbox.profiles import PROFILES
 from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
 
@@ -544,8 +544,8 @@ _OPTIONS: tuple[_Option, ...] = (
         "STREAM_EXCERPT",
         None,
         "what a run's answer keeps of each of stdout and stderr (head and tail, bytes of UTF-8 "
-        f"before JSON escaping; {budget.STREAM_EXCERPT_MIN_BYTES} to "
-        f"{_size_text(budget.STREAM_EXCERPT_MAX_BYTES)}); K, M suffixes",
+        f"before JSON escaping; {_sizes.STREAM_EXCERPT_MIN_BYTES} to "
+        f"{_size_text(_sizes.STREAM_EXCERPT_MAX_BYTES)}); K, M suffixes",
         _size,
         field="stream_excerpt_bytes",
     ),
@@ -702,7 +702,7 @@ def settings_from_args(
             f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
             f"got {args.ready_max_idle}"
         )
-    low, high = budget.STREAM_EXCERPT_MIN_BYTES, budget.STREAM_EXCERPT_MAX_BYTES
+    low, high = _sizes.STREAM_EXCERPT_MIN_BYTES, _sizes.STREAM_EXCERPT_MAX_BYTES
     if not low <= args.stream_excerpt <= high:
         raise ConfigError(
             f"--stream-excerpt must be between {low} and {high} bytes, got {args.stream_excerpt}"

@@ -11,8 +11,10 @@ the type and validates every structured result against it.
 The schemas a client lists are compacted once, at registration (:func:`compact_schema`): the
 ``title`` pydantic derives from every name ("Timeout Sec" for ``timeout_sec``) is dropped and a
 model's description keeps its first paragraph (a library dataclass's docstring goes on with its
-attributes for Python readers). Every parameter keeps its description; what a schema accepts is
-unchanged (the SDK validates against the types, not the published dict).
+attributes for Python readers), and the result model's own description is left out (the tool's
+description says what it returns; the models inside the result keep theirs). Every parameter
+keeps its description; what a schema accepts is unchanged (the SDK validates against the types,
+not the published dict).
 """
 
 from __future__ import annotations
@@ -140,7 +142,10 @@ def tool(
         if registered is not None:
             registered.parameters = compact_schema(registered.parameters)
             metadata = registered.fn_metadata
-            metadata.output_schema = compact_schema(metadata.output_schema)
+            output = compact_schema(metadata.output_schema)
+            if isinstance(output, dict):
+                output.pop("description", None)  # the tool's description says what it returns
+            metadata.output_schema = output
         return fn
 
     return decorator

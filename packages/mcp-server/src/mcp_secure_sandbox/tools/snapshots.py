@@ -161,7 +161,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             str,
             Field(
                 max_length=MAX_DESCRIPTION_CHARS,
-                description="What the snapshot is for, at most 1000 characters.",
+                description="What the snapshot is for, at most "
+                f"{MAX_DESCRIPTION_CHARS} characters.",
             ),
         ] = "",
     ) -> SnapshotInfo:

@@ -7,12 +7,31 @@ Packages are discovered from ``packages/*/pyproject.toml``. A session that needs
 installs it together with the closure of its sibling dependencies from this checkout, on one
 install command, so the resolver takes each sibling from the working tree and never from PyPI.
 
-    nox -l                        list the sessions
-    nox                           lint, typecheck, tests on 3.10-3.13, build (the CI set)
-    nox -t astguard               every session of one package
-    nox -s "tests-3.12(astguard)" one test session
-    nox -s demo                   start the server and talk to it with the MCP SDK client
-    nox -s serve                  the server on stdio with default settings
+The sessions (the README's "Development" table says the same; a test keeps the two in step):
+
+    nox -l                          list every session
+    nox                             lint, typecheck, tests on 3.10-3.13, build, redteam, smoke,
+                                    e2e (what CI runs)
+    nox -t astguard                 every session of one package
+    nox -s "tests-3.12(wsnapshot)" -- -k restore
+                                    one test session, arguments passed to pytest
+    nox -s lint / nox -s format     ruff check and format check / apply them
+    nox -s typecheck                `mypy --strict` per package
+    nox -s build                    sdist and wheel of every package, `twine check --strict`,
+                                    each wheel installed alone
+    nox -s redteam                  the red-team corpora: all layers, kernel layers off
+                                    (reported), through the MCP server, as an unprivileged user
+    nox -s smoke                    the container image reproduced without an engine (see
+                                    "Docker")
+    nox -s e2e                      the server driven by the MCP Inspector CLI (pinned with a
+                                    lockfile, `npm ci`)
+    nox -s bench                    every package's benchmarks; they print ratios against
+                                    targets and never fail
+    nox -s load                     the load session: concurrent callers for 60 s, latencies
+                                    and leftovers printed (informational, not in CI)
+    nox -s trace-syscalls           the system calls sandboxed runs make, traced with strace
+                                    (rewrites pysandbox's allow-list evidence)
+    nox -s demo / nox -s serve      the demo client / the server on stdio
 """
 
 from __future__ import annotations
@@ -333,7 +352,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(python=DEFAULT_PYTHON, default=False)
 def load(session: nox.Session) -> None:
-    """Issue 15's load session (about 75 s, not in the default set): 50 concurrent callers mix
+    """The load session (about 75 s, not in the default set): 50 concurrent callers mix
     schema bombs, large exports, restores of hostile trees and runs for 60 s while a poller
     reads get_sandbox_metrics every 100 ms; prints the counts, latencies, peak RSS and leftover
     processes, and fails when a target is missed (arguments after ``--`` are passed on)."""

@@ -3,8 +3,10 @@
     nox -s demo                        # a temporary workspace, removed afterwards
     nox -s demo -- --workspace DIR     # use (and keep) DIR as the workspace
 
-The demo lists the server's tools, writes a small CSV file into the workspace, asks the server to
-run a script that reads it and prints a summary, and prints the structured result.
+The demo lists the server's tools, writes a small CSV file into the workspace with
+write_workspace_file, asks the server to run a script that reads it and prints a summary, and
+prints the structured result. Before each call it prints what it sends: the tool's name and
+its arguments.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ import argparse
 import json
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -40,9 +44,29 @@ for region, total in sorted(revenue.items()):
 """
 
 
-async def run_demo(workspace: Path, snapshots: Path) -> dict[str, object]:
+def show_request(tool: str, arguments: dict[str, Any]) -> None:
+    """Print one call as it is sent: the tool's name, then each argument (text as it is)."""
+    print(f"-> tools/call {tool}")
+    for name, value in arguments.items():
+        if isinstance(value, str) and "\n" in value:
+            print(f"   {name}:")
+            print(textwrap.indent(value.rstrip("\n"), "   | ", lambda _: True))
+        else:
+            print(f"   {name}: {json.dumps(value)}")
+
+
+async def call(session: ClientSession, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Print the request, send it, print the answer's status; return its structured result."""
+    show_request(tool, arguments)
+    result = await session.call_tool(tool, arguments)
+    if result.is_error or result.structured_content is None:
+        raise SystemExit(f"the call failed: {result.content}")
+    print(f"<- {tool} answered")
+    return dict(result.structured_content)
+
+
+async def run_demo(workspace: Path, snapshots: Path) -> dict[str, Any]:
     """Drive one server session; return the structured result of the summary run."""
-    (workspace / "sales.csv").write_text(SALES_CSV, encoding="utf-8")
     params = StdioServerParameters(
         command=sys.executable,
         args=[
@@ -57,14 +81,14 @@ async def run_demo(workspace: Path, snapshots: Path) -> dict[str, object]:
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         init = await session.initialize()
         print(f"connected to {init.server_info.name} {init.server_info.version}")
+        print("-> tools/list")
         tools = await session.list_tools()
-        print("tools:", ", ".join(tool.name for tool in tools.tools))
-        result = await session.call_tool(
-            "run_sandbox_code", {"code": SUMMARY_SCRIPT, "timeout_sec": 10}
+        print("<- tools:", ", ".join(tool.name for tool in tools.tools))
+        written = await call(
+            session, "write_workspace_file", {"path": "sales.csv", "content": SALES_CSV}
         )
-        if result.is_error or result.structured_content is None:
-            raise SystemExit(f"the call failed: {result.content}")
-        return dict(result.structured_content)
+        print(f"   wrote {written['bytes_written']} bytes to {written['path']}")
+        return await call(session, "run_sandbox_code", {"code": SUMMARY_SCRIPT, "timeout_sec": 10})
 
 
 def main() -> None:

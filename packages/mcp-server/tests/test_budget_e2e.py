@@ -42,7 +42,7 @@ def test_fit_streams_shrinks_until_escaped_output_fits() -> None:
     # Control characters escape to six bytes each in JSON, and again in the mirror.
     noisy = "\x01" * (64 * 1024)
     base = {"stdout": noisy, "stderr": noisy, "stdout_truncated": False, "stderr_truncated": True}
-    result = budget.fit_streams(base, ("stdout", "stderr"))
+    result = budget.fit_streams(base, ("stdout", "stderr"), stream_bytes=64 * 1024)
     assert _size(result) + budget.ENVELOPE_BYTES <= budget.RESPONSE_BUDGET_BYTES
     structured = result.structured_content
     assert structured is not None
@@ -64,6 +64,9 @@ def test_the_quick_size_bound_never_undercounts(text: str, number: float, intege
     structured = {"stdout": text, "f": number, "i": integer, "l": [text[:5]], "b": True, "z": None}
     result, bound = budget._build(structured)
     assert budget.message_bytes(result) <= bound
+    # A run's text (name: value lines and the stream) is bounded alike.
+    run, run_bound = budget._build(structured, budget.run_text(structured, ("stdout",)))
+    assert budget.message_bytes(run) <= run_bound
     fitted = budget.tool_result(structured, budget=bound)
     assert fitted.structured_content == structured
 
@@ -117,16 +120,17 @@ def test_five_megabytes_of_output_answer_within_the_budget(dirs: tuple[Path, Pat
         assert out["stdout_truncated"] is True and out["stderr_truncated"] is True
         assert out["stdout"].startswith("H" * 100 + "x")
         assert out["stdout"].endswith("xTAIL\n")
-        assert len(out["stdout"].encode()) <= budget.STREAM_RETURN_BYTES
+        excerpt = Settings(workspace=Path("w"), snapshots=Path("s")).stream_excerpt_bytes
+        assert len(out["stdout"].encode()) <= excerpt
         assert out["stderr"].endswith("eEND\n")
         cut = 5_000_105 - len(out["stdout"].encode()) + len(budget.cut_marker(1).encode())
         assert "bytes cut by the server" in out["stdout"]
-        assert len(out["stdout"].encode()) > budget.STREAM_RETURN_BYTES - 100
+        assert len(out["stdout"].encode()) > excerpt - 100
         assert cut > 4_900_000
-        # The text mirror is the structured result's compact JSON, once.
+        # The text is the run's fields as lines and each excerpt once (test_surface.py).
         assert len(result.content) == 1
-        assert json.loads(result.content[0].text) == out  # type: ignore[union-attr]
-        assert "\n  " not in result.content[0].text  # type: ignore[union-attr]
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert text.count("H" * 100) == 1 and text.count("eEND") == 1
         # Small output is untouched.
         small = await call(s, "run_sandbox_code", code="print('hi')")
         assert small["stdout"] == "hi\n" and small["stdout_truncated"] is False

@@ -83,8 +83,38 @@ def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
     fake = dataclasses.replace(DS, extra_modules=("no_such_module_xyz",))
     monkeypatch.setitem(profiles.PROFILES, "datascience", fake)
     settings = Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "s", profile="datascience")
-    with pytest.raises(ValueError, match=r"no_such_module_xyz not installed.*\[datascience\]"):
+    with pytest.raises(ValueError, match=r"no_such_module_xyz not installed") as refused:
         state.ServerState(settings)
+    assert str(refused.value).endswith(f"install them: {profiles.install_hint(DS)}")
+    assert "pip install 'mcp-secure-sandbox[datascience]'; from a checkout" in str(refused.value)
+
+
+def test_the_checkout_install_command_names_every_sibling() -> None:
+    # pip install './packages/mcp-server[datascience]' alone looks for the siblings on PyPI.
+    root = pathlib.Path(__file__).resolve().parents[3]
+    if not (root / "packages" / "astguard").is_dir():
+        pytest.skip("not in the repository checkout (an unpacked sdist has one package)")
+    from mcp_secure_sandbox.profiles import CHECKOUT_PACKAGES, install_hint
+
+    def dist(folder: pathlib.Path) -> str:
+        found = re.search(
+            r'^name = "([^"]+)"', (folder / "pyproject.toml").read_text("utf-8"), re.M
+        )
+        assert found, folder
+        return found.group(1)
+
+    server = (root / "packages" / "mcp-server" / "pyproject.toml").read_text(encoding="utf-8")
+    dependencies = set(re.findall(r'^  "([a-z][a-z0-9-]*)[><=]', server, re.M))
+    names = {dist(root / "packages" / folder) for folder in CHECKOUT_PACKAGES}
+    siblings = {dist(p.parent) for p in (root / "packages").glob("*/pyproject.toml")}
+    siblings.discard("mcp-secure-sandbox")
+    assert names == siblings == dependencies & siblings
+    hint = install_hint(DS)
+    assert hint.endswith(
+        "pip install ./packages/astguard ./packages/pysandbox ./packages/datavalidate "
+        "./packages/wsnapshot './packages/mcp-server[datascience]'"
+    )
+    assert hint.startswith("pip install 'mcp-secure-sandbox[datascience]'")
 
 
 def _violations(code: str, policy: astguard.Policy) -> list[dict[str, Any]]:
@@ -94,7 +124,9 @@ def _violations(code: str, policy: astguard.Policy) -> list[dict[str, Any]]:
 def test_a_refused_import_the_profile_allows_says_how_to_get_it() -> None:
     offer = (
         "the server's datascience profile allows it: start the server with --profile "
-        "datascience (pip install 'mcp-secure-sandbox[datascience]')"
+        "datascience (install: pip install 'mcp-secure-sandbox[datascience]'; from a checkout "
+        "of the repository, at its root: pip install ./packages/astguard ./packages/pysandbox "
+        "./packages/datavalidate ./packages/wsnapshot './packages/mcp-server[datascience]')"
     )
     assert profile_offer(DS) == offer
     policy = astguard.Policy()

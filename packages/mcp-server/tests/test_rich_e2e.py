@@ -20,7 +20,11 @@ from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
 
 from _client import with_session
 from mcp_secure_sandbox import budget, rich
+from mcp_secure_sandbox.settings import Settings
 from pysandbox import RunResult, RunStatus
+
+#: The default --stream-excerpt.
+EXCERPT = Settings(workspace=Path("w"), snapshots=Path("s")).stream_excerpt_bytes
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -74,7 +78,7 @@ def test_image_files_by_magic_and_links_to_changed_files(dirs: tuple[Path, Path]
         assert out is not None
         assert out["status"] == "ok" and out["stdout"] == "written\n"
         first = result.content[0]
-        assert isinstance(first, TextContent) and '"status":"ok"' in first.text
+        assert isinstance(first, TextContent) and "status: ok" in first.text.split("\n")
         shown = images(result)
         assert [(i.mime_type, base64.b64decode(i.data)[:8]) for i in shown] == [
             ("image/gif", b"GIF89a\0\0"),
@@ -108,7 +112,7 @@ def test_image_files_by_magic_and_links_to_changed_files(dirs: tuple[Path, Path]
 
 def test_count_and_budget_caps(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
-    big = budget.IMAGE_MAX_BYTES // 2 + 1  # two of them do not fit one response
+    big = budget.IMAGE_MAX_BYTES * 3 // 4  # two of them do not fit one response
     code = (
         "import random\n"
         "rng = random.Random(7)\n"
@@ -243,7 +247,8 @@ class _NoWorkspace:
 
 def _state(max_images: int = 4) -> Any:
     return SimpleNamespace(
-        settings=SimpleNamespace(max_images=max_images), workspace=_NoWorkspace()
+        settings=SimpleNamespace(max_images=max_images, stream_excerpt_bytes=EXCERPT),
+        workspace=_NoWorkspace(),
     )
 
 
@@ -308,7 +313,8 @@ def test_a_figure_saved_and_left_open_comes_back_once() -> None:
     # bytes; the image is shown once, as the file. Another figure is still shown.
     png, other = tiny_png(), tiny_png() + b"more"
     state: Any = SimpleNamespace(
-        settings=SimpleNamespace(max_images=4), workspace=_Files({"plot.png": png})
+        settings=SimpleNamespace(max_images=4, stream_excerpt_bytes=EXCERPT),
+        workspace=_Files({"plot.png": png}),
     )
     result = RunResult(RunStatus.OK, changed_files=(("plot.png", len(png)),), figures=(png, other))
     built = rich.build(state, _structured(), result)

@@ -98,5 +98,15 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "tools: " in proc.stdout
     assert "run_sandbox_code" in proc.stdout
+    # What it sends comes before each answer: the tool, then its arguments as sent.
+    lines = proc.stdout.splitlines()
+    write = lines.index("-> tools/call write_workspace_file")
+    assert lines[write + 1] == '   path: "sales.csv"'
+    assert lines[write + 3] == "   | region,units,unit_price"
+    run = lines.index("-> tools/call run_sandbox_code")
+    assert write < lines.index("<- write_workspace_file answered") < run
+    assert lines[run + 1 : run + 3] == ["   code:", "   | import csv"]
+    assert "   timeout_sec: 10" in lines[run:]
+    assert run < lines.index("<- run_sandbox_code answered") < lines.index("structured result:")
     assert proc.stdout.endswith("4 rows\neast: 12.50\nnorth: 37.50\nsouth: 28.00\n")
     assert (tmp_path / "ws" / "sales.csv").is_file()

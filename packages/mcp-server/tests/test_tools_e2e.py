@@ -520,7 +520,9 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     assert out["pandas"]["status"] == "rejected"
     assert out["pandas"]["violations"][0]["message"].endswith(
         "; the server's datascience profile allows it: start the server with --profile "
-        "datascience (pip install 'mcp-secure-sandbox[datascience]')"
+        "datascience (install: pip install 'mcp-secure-sandbox[datascience]'; from a checkout "
+        "of the repository, at its root: pip install ./packages/astguard ./packages/pysandbox "
+        "./packages/datavalidate ./packages/wsnapshot './packages/mcp-server[datascience]')"
     )
     assert [f["path"] for f in out["files"]["files"]] == ["a.txt"]
     assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mode", "mtime"}

@@ -8,17 +8,20 @@ and a model's context pays for every byte.
 
 Two output caps have two owners. pysandbox's kill cap (``Limits.output_bytes``, 8 MiB per stream
 by default) bounds the work of a run and stops it (status ``output_limit``). The server's return
-cap here keeps the head and the tail of each stream, :data:`STREAM_RETURN_BYTES` in total per
-stream (head, tail and marker together), says how many bytes it cut, and never stops a run; when
-a result would still pass the budget (escaped control characters, two streams), the cap shrinks
-until it fits.
+cap here keeps the head and the tail of each stream, ``--stream-excerpt`` in total per stream
+(head, tail and marker together; ``Settings.stream_excerpt_bytes``), says how many bytes it cut,
+and never stops a run; when a result would still pass the budget (escaped control characters,
+two streams), the cap shrinks until it fits.
 
 A run's images and links (:mod:`mcp_secure_sandbox.rich`) come after the streams: the streams
 are cut first, the images take what the budget leaves (each at most :data:`IMAGE_MAX_BYTES`),
 and the streams are cut further only if that still passes it.
 
 The text mirror of a structured result (the MCP specification's backwards-compatibility
-recommendation) is its compact JSON, once.
+recommendation) is its compact JSON, once, except for a run's result: clients show the model
+either the structured content or the text, and a run's text repeating the JSON sent every stream
+excerpt a second time, escaped again. Its text is :func:`run_text`: each scalar field as a
+``name: value`` line, the list items one line each, then the stream excerpts once, as they are.
 """
 
 from __future__ import annotations
@@ -31,13 +34,21 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
+from mcp_secure_sandbox._sizes import (
+    MAX_WRITE_BYTES,
+    RESPONSE_BUDGET_BYTES,
+    STREAM_EXCERPT_MAX_BYTES,
+    STREAM_EXCERPT_MIN_BYTES,
+)
+
 __all__ = [
     "ENVELOPE_BYTES",
     "IMAGE_MAX_BYTES",
     "MAX_WRITE_BYTES",
     "READ_CHUNK_BYTES",
     "RESPONSE_BUDGET_BYTES",
-    "STREAM_RETURN_BYTES",
+    "STREAM_EXCERPT_MAX_BYTES",
+    "STREAM_EXCERPT_MIN_BYTES",
     "content_bytes",
     "cut_marker",
     "fit_streams",
@@ -45,25 +56,19 @@ __all__ = [
     "message_bytes",
     "resource_bytes",
     "resource_text",
+    "run_text",
     "tool_result",
 ]
 
-RESPONSE_BUDGET_BYTES = 512 * 1024
-"""Largest encoded JSON-RPC message the server sends as one answer, in bytes."""
-STREAM_RETURN_BYTES = 64 * 1024
-"""Largest part of one output stream a run result carries (head, tail and marker), in bytes."""
+_MIN_STREAM_BYTES = 256
 READ_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 4
 """Largest byte range of a file one read returns: Base64 and the text mirror fit the budget."""
 EXPORT_CHUNK_BYTES = RESPONSE_BUDGET_BYTES // 2
 """Bytes of an export record one chunk read returns (as a Base64 blob: 4/3 of it, within the
 budget)."""
-MAX_WRITE_BYTES = 8 * 1024 * 1024
-"""Largest content one call takes (``write_workspace_file``), decoded, in bytes; the HTTP
-transport's default body limit is derived from it (as Base64, plus an envelope)."""
 ENVELOPE_BYTES = 1024
 """Allowance for what wraps a result: ``jsonrpc``, ``id``, and a transport's framing."""
-_MIN_STREAM_BYTES = 256
-_BOUND_FACTOR = 24
+_CHAR_BYTES = 12
 _BOUND_FIXED_BYTES = 256 + ENVELOPE_BYTES
 IMAGE_MAX_BYTES = (RESPONSE_BUDGET_BYTES - 64 * 1024) * 3 // 4
 """Largest image a run result carries as image content (its Base64 and the rest of a result
@@ -112,24 +117,65 @@ def _compact(structured: Mapping[str, Any]) -> str:
     return json.dumps(structured, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def _build(structured: Mapping[str, Any]) -> tuple[CallToolResult, int]:
-    """The result, and an upper bound of its :func:`message_bytes` (no encoding needed)."""
-    text = _compact(structured)
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value.replace("\r", "\\r").replace("\n", "\\n")
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={_value_text(v)}" for k, v in value.items())
+    return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
+    r"""The text content of a run's result: every field of ``structured``, the streams last.
+
+    Args:
+        structured: The run's structured result (JSON-compatible).
+        streams: The names of its stream fields (``stdout``, ``stderr``), already cut.
+
+    Returns:
+        One ``name: value`` line per scalar field (strings as they are, a line break shown as
+        ``\n``; numbers, booleans and null as in JSON), one ``name: k=v, k=v`` line per item of
+        a list field (nothing for an empty list), then each non-empty stream as a ``name:``
+        line followed by its excerpt, once.
+    """
+    lines: list[str] = []
+    for name, value in structured.items():
+        if name in streams:
+            continue
+        if isinstance(value, list):
+            lines.extend(f"{name}: {_value_text(item)}" for item in value)
+        else:
+            lines.append(f"{name}: {_value_text(value)}")
+    for name in streams:
+        text = str(structured[name])
+        lines.append(f"{name}:\n{text}" if text else f"{name}: (empty)")
+    return "\n".join(lines)
+
+
+def _build(structured: Mapping[str, Any], text: str | None = None) -> tuple[CallToolResult, int]:
+    """The result, and an upper bound of its :func:`message_bytes` (no encoding needed).
+
+    Args:
+        structured: The structured content.
+        text: The text content; ``None``: the compact JSON of ``structured``.
+    """
+    compact = _compact(structured)
+    text = compact if text is None else text
     result = CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=dict(structured)
     )
-    return result, _BOUND_FACTOR * len(text) + _BOUND_FIXED_BYTES
+    return result, _CHAR_BYTES * (len(compact) + len(text)) + _BOUND_FIXED_BYTES
 
 
 def _fits(result: CallToolResult, bound: int, budget: int) -> tuple[bool, int]:
     """Whether ``result`` fits ``budget``, and its size (``bound`` when that settles it).
 
-    The result holds one compact JSON text ``t`` twice: as the text mirror, a JSON string, and
-    as the structured content, the same values serialized again. Either takes at most 12 bytes
-    for a character of ``t`` (the widest escape, a surrogate pair, is 12 bytes for one
-    character; a number's digits are serialized alike), so ``24 * len(t)`` plus the fixed keys
-    and the envelope bounds :func:`message_bytes`; a result within the budget by that bound is
-    not encoded again to be measured.
+    The result holds the structured content, the values of a compact JSON text ``t``
+    serialized again, and a text ``x`` as a JSON string. Each takes at most 12 bytes for a
+    character of ``t`` or ``x`` (the widest escape, a surrogate pair, is 12 bytes for one
+    character; a number's digits are serialized alike), so ``12 * (len(t) + len(x))`` plus the
+    fixed keys and the envelope bounds :func:`message_bytes`; a result within the budget by
+    that bound is not encoded again to be measured.
     """
     if bound <= budget:
         return True, bound
@@ -163,10 +209,12 @@ def fit_streams(
     structured: Mapping[str, Any],
     streams: Sequence[str],
     *,
-    stream_bytes: int = STREAM_RETURN_BYTES,
+    stream_bytes: int,
     budget: int = RESPONSE_BUDGET_BYTES,
 ) -> CallToolResult:
-    """Build a tool result whose text fields ``streams`` are cut to head and tail to fit.
+    """Build a run's tool result whose text fields ``streams`` are cut to head and tail to fit.
+
+    The text content is :func:`run_text` of the cut result.
 
     Each stream starts with ``stream_bytes`` of room; while the message passes ``budget`` the
     room halves. A cut stream gets a marker naming the bytes cut and ``<name>_truncated`` is set
@@ -185,18 +233,22 @@ def fit_streams(
     Raises:
         ToolError: Even with every stream cut to its marker the message passes ``budget``.
     """
-    room = stream_bytes
+    room = max(_MIN_STREAM_BYTES, stream_bytes)
     while True:
         shaped = dict(structured)
         for name in streams:
             text, cut = head_tail(str(structured[name]), room)
             shaped[name] = text
             shaped[f"{name}_truncated"] = bool(structured[f"{name}_truncated"]) or cut > 0
-        result, bound = _build(shaped)
-        if _fits(result, bound, budget)[0]:
+        result, bound = _build(shaped, run_text(shaped, streams))
+        fits, size = _fits(result, bound, budget)
+        if fits:
             return result
         if room <= _MIN_STREAM_BYTES:
-            return tool_result(shaped, budget=budget)
+            raise ToolError(
+                f"the answer would be {size:,} bytes, more than the server's response budget "
+                f"of {budget:,} bytes even with each stream cut to {room} bytes"
+            )
         room = max(_MIN_STREAM_BYTES, room // 2)
 
 

@@ -4,15 +4,20 @@ One profile exists: ``datascience`` allows numpy, pandas and matplotlib (and the
 closure, as pysandbox allows a module by distribution), preloads them into the warm zygote (one
 import per server instead of per run) and raises the default memory limit. Native extension
 modules make the Python-level layers no barrier, so the profile is refused unless both kernel
-layers are required (see SECURITY.md). Install the tested versions with
-``pip install "mcp-secure-sandbox[datascience]"``.
+layers are required (see SECURITY.md). Install the tested versions as :func:`install_hint` says
+(from a checkout, the siblings' folders with ``'./packages/mcp-server[datascience]'``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["PROFILES", "Profile", "profile_offer"]
+__all__ = ["CHECKOUT_PACKAGES", "PROFILES", "Profile", "install_hint", "profile_offer"]
+
+#: The folders of a repository checkout (``packages/<folder>``) a source install of the server
+#: names beside ``packages/mcp-server``: its sibling dependencies, which are not on PyPI yet
+#: (``pip install './packages/mcp-server[extra]'`` alone looks for them there and fails).
+CHECKOUT_PACKAGES = ("astguard", "pysandbox", "datavalidate", "wsnapshot")
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,24 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+def install_hint(profile: Profile) -> str:
+    """The commands that install a profile's extra: from PyPI, and from a repository checkout.
+
+    Args:
+        profile: A profile of :data:`PROFILES`.
+
+    Returns:
+        For example ``"pip install 'mcp-secure-sandbox[datascience]'; from a checkout of the
+        repository, at its root: pip install ./packages/astguard ./packages/pysandbox
+        ./packages/datavalidate ./packages/wsnapshot './packages/mcp-server[datascience]'"``.
+    """
+    siblings = " ".join(f"./packages/{folder}" for folder in CHECKOUT_PACKAGES)
+    return (
+        f"pip install 'mcp-secure-sandbox[{profile.name}]'; from a checkout of the repository, "
+        f"at its root: pip install {siblings} './packages/mcp-server[{profile.name}]'"
+    )
+
+
 def profile_offer(profile: Profile) -> str:
     """How to get the modules a profile allows: the clause a refused import ends with.
 
@@ -56,9 +79,10 @@ def profile_offer(profile: Profile) -> str:
 
     Returns:
         For example ``"the server's datascience profile allows it: start the server with
-        --profile datascience (pip install 'mcp-secure-sandbox[datascience]')"``.
+        --profile datascience (install: pip install 'mcp-secure-sandbox[datascience]'; from a
+        checkout ...)"``, the install commands of :func:`install_hint`.
     """
     return (
         f"the server's {profile.name} profile allows it: start the server with --profile "
-        f"{profile.name} (pip install 'mcp-secure-sandbox[{profile.name}]')"
+        f"{profile.name} (install: {install_hint(profile)})"
     )

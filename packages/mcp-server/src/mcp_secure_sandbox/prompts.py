@@ -11,7 +11,6 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from datavalidate import DataValidateError, validate_json
-from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.validation import parse_json_strict
 
@@ -55,7 +54,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             f"- Limits: {state.settings.default_timeout_s:g} s wall clock by default (at most "
             f"{state.settings.max_timeout_s:g} s), {_mib(limits.memory_bytes)} of memory, "
             f"{_mib(limits.output_bytes)} of output per stream (the answer shows the first and "
-            f"last {budget.STREAM_RETURN_BYTES // 1024} KiB of each).\n"
+            f"last {state.settings.stream_excerpt_bytes // 1024} KiB of each).\n"
             "Print the results to stdout. Return only the script in one ```python block."
         )
 

@@ -1,6 +1,6 @@
 """Rich run results: images as image content, changed files as resource links.
 
-A run's result carries, after its JSON text:
+A run's result carries, after its text (:func:`mcp_secure_sandbox.budget.run_text`):
 
 - **images**, at most ``--max-images`` (``SANDBOX_MAX_IMAGES``, default 4) per run: first the
   image files the run created or changed in the workspace (PNG, JPEG, GIF: pysandbox's
@@ -174,7 +174,9 @@ def build(state: ServerState, structured: dict[str, Any], result: RunResult) -> 
     except ToolError:
         bare = dict(structured, images=[], images_omitted=[], files=[])
         bare["files_omitted"] = len(result.changed_files)
-        return budget.fit_streams(bare, ("stdout", "stderr"))
+        return budget.fit_streams(
+            bare, ("stdout", "stderr"), stream_bytes=state.settings.stream_excerpt_bytes
+        )
 
 
 def _build(state: ServerState, structured: dict[str, Any], result: RunResult) -> CallToolResult:
@@ -183,7 +185,8 @@ def _build(state: ServerState, structured: dict[str, Any], result: RunResult) ->
     link_bytes = sum(budget.content_bytes(link) for link in links)
     bare = dict(structured, images=[], images_omitted=[], files=files)
     bare["files_omitted"] = files_omitted
-    base = budget.fit_streams(bare, ("stdout", "stderr"))
+    excerpt = state.settings.stream_excerpt_bytes
+    base = budget.fit_streams(bare, ("stdout", "stderr"), stream_bytes=excerpt)
     candidates: list[tuple[str, str | None, int, bytes | None]] = [
         ("file", path, size, None)
         for path, size in result.changed_files
@@ -271,7 +274,10 @@ def _build(state: ServerState, structured: dict[str, Any], result: RunResult) ->
     final = dict(bare, images=infos, images_omitted=omitted)
     extra = sum(budget.content_bytes(b) for b in shown) + link_bytes
     tool_result = budget.fit_streams(
-        final, ("stdout", "stderr"), budget=budget.RESPONSE_BUDGET_BYTES - extra
+        final,
+        ("stdout", "stderr"),
+        stream_bytes=excerpt,
+        budget=budget.RESPONSE_BUDGET_BYTES - extra,
     )
     tool_result.content.extend(shown)
     tool_result.content.extend(links)

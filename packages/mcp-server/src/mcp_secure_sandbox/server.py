@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
-from mcp_secure_sandbox import completions, prompts, resources
+from mcp_secure_sandbox import completions, prompts, resources, surface
 from mcp_secure_sandbox.__about__ import __version__
 from mcp_secure_sandbox.arguments import StrictArguments
 from mcp_secure_sandbox.settings import ConfigError, Settings, check_importable_overlap
@@ -24,15 +24,7 @@ from mcp_secure_sandbox.tools import register_all
 from pysandbox import SandboxError
 from wsnapshot import SnapshotError
 
-__all__ = ["INSTRUCTIONS", "create_server"]
-
-INSTRUCTIONS = """\
-Runs Python you write in an isolated sandbox whose current directory is a persistent workspace,
-validates JSON and CSV data, and snapshots and restores that workspace. Code may import only the
-standard-library modules the policy allows (the generate_secure_script prompt lists them); it
-cannot reach the network, start processes or touch files outside the workspace. An exception,
-rejection or time-out in your code is a normal result with a status: read stdout, stderr and
-violations, fix the code and run it again. Snapshot before a risky step; restore to start over."""
+__all__ = ["create_server"]
 
 
 def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
@@ -44,7 +36,8 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
 
     Returns:
         The :class:`mcp.server.mcpserver.MCPServer` with every tool, resource and prompt
-        registered, and the :class:`ServerState` it shares (closed when the server stops).
+        registered, its instructions from the live settings (:mod:`mcp_secure_sandbox.surface`),
+        and the :class:`ServerState` it shares (closed when the server stops).
 
     Raises:
         ConfigError: A library refused the settings: pysandbox the workspace's location (``/``,
@@ -89,7 +82,7 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         "secure-sandbox",
         title="Secure Python sandbox and data validator",
         version=__version__,
-        instructions=INSTRUCTIONS,
+        instructions=surface.instructions(settings),
         lifespan=lifespan,
         log_level=settings.log_level,  # type: ignore[arg-type]
     )

@@ -8,6 +8,7 @@ with their defaults.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import math
 import os
 import sys
@@ -16,7 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
+from mcp_secure_sandbox import _sizes
+from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
 from mcp_secure_sandbox.profiles import PROFILES
 from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
@@ -124,6 +126,12 @@ class Settings:
         max_concurrent_exports: Export calls and export chunk reads served at once.
         max_images: Most images one run result carries as image content (see
             :mod:`mcp_secure_sandbox.rich`).
+        stream_excerpt_bytes: What a run's answer keeps of each of stdout and stderr (head,
+            tail and the cut marker), in UTF-8 bytes before JSON escaping; between
+            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MIN_BYTES` and
+            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MAX_BYTES`. The answer carries the
+            excerpt twice (structured content and text), so the default keeps a 5 MB print's
+            answer within 40 KiB.
         workspace_fallback: True when the default workspace could not be used in the current
             directory and the user's data directory was used instead.
         token: The HTTP bearer token, or ``None``; never printed, logged or returned.
@@ -167,6 +175,7 @@ class Settings:
     export_max_bytes: int = 256 * 1024 * 1024
     max_concurrent_exports: int = 2
     max_images: int = 4
+    stream_excerpt_bytes: int = 16 * 1024
     workspace_fallback: bool = False
     token: str | None = field(default=None, repr=False, compare=False)
 
@@ -321,7 +330,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "OUTPUT_LIMIT",
         None,
         "cap on each of stdout and stderr of a run in bytes; passing it stops the run (status "
-        "output_limit); an answer keeps 64 KiB of each stream (head and tail)",
+        "output_limit); what an answer keeps of each stream is --stream-excerpt",
         _size,
         field="output_bytes",
     ),
@@ -562,7 +571,36 @@ _OPTIONS: tuple[_Option, ...] = (
         "image content, within the response budget; the rest are named",
         _positive(int),
     ),
+    _Option(
+        "--stream-excerpt",
+        "STREAM_EXCERPT",
+        None,
+        "what a run's answer keeps of each of stdout and stderr (head and tail, bytes of UTF-8 "
+        f"before JSON escaping; {_sizes.STREAM_EXCERPT_MIN_BYTES} to "
+        f"{_size_text(_sizes.STREAM_EXCERPT_MAX_BYTES)}); K, M suffixes",
+        _size,
+        field="stream_excerpt_bytes",
+    ),
 )
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults in each option's help; the description and epilog as written (a URL whole)."""
+
+
+def _readme_url() -> str:
+    """Where the server's README is read: the distribution's ``Source`` URL (``pyproject.toml``)."""
+    try:
+        urls: list[str] = list(
+            importlib.metadata.metadata("mcp-secure-sandbox").get_all("Project-URL") or []
+        )
+    except importlib.metadata.PackageNotFoundError:
+        urls = []
+    for entry in urls:
+        label, _, url = str(entry).partition(",")
+        if label.strip() == "Source":
+            return url.strip()
+    return "the README.md of the mcp-secure-sandbox package"
 
 
 def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
@@ -581,10 +619,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
     parser = argparse.ArgumentParser(
         prog="mcp-secure-sandbox",
         description=(
-            "MCP server that runs untrusted Python in a layered sandbox, validates JSON and CSV "
-            "data, and snapshots and restores its workspace. Speaks MCP on stdio."
+            "MCP server that runs untrusted Python in a layered sandbox, validates JSON and\n"
+            "CSV data, and snapshots and restores its workspace.\n\n"
+            "Transports: stdio (the default, for a client that starts the server as its\n"
+            "subprocess) or streamable HTTP (--transport streamable-http, --host, --port; a\n"
+            "bearer token in SANDBOX_HTTP_TOKEN or --token-file). Every flag also reads the\n"
+            "SANDBOX_* environment variable it names; the flag wins."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        epilog=(
+            "Every setting, the profiles and the limits they set are documented in the\n"
+            f"README's Settings section:\n  {_readme_url()}"
+        ),
+        formatter_class=_HelpFormatter,
     )
     for option in _OPTIONS:
         parser.add_argument(
@@ -693,6 +739,11 @@ def settings_from_args(
             f"--max-body {_size_text(args.max_body)} exceeds --max-body-in-flight "
             f"{_size_text(args.max_body_in_flight)}: one body could never be received; raise "
             "--max-body-in-flight or lower --max-body"
+        )
+    low, high = _sizes.STREAM_EXCERPT_MIN_BYTES, _sizes.STREAM_EXCERPT_MAX_BYTES
+    if not low <= args.stream_excerpt <= high:
+        raise ConfigError(
+            f"--stream-excerpt must be between {low} and {high} bytes, got {args.stream_excerpt}"
         )
     require = tuple(x for x in args.require_layers if x.lower() != "none")
     unknown = sorted(set(require) - {"landlock", "seccomp"})

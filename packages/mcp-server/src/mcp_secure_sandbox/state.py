@@ -26,7 +26,7 @@ from mcp_secure_sandbox.concurrency import (
     WorkspaceGate,
 )
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
-from mcp_secure_sandbox.profiles import PROFILES
+from mcp_secure_sandbox.profiles import PROFILES, install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import Limits, Sandbox
@@ -52,7 +52,7 @@ class ServerState:
             if missing:
                 raise ValueError(
                     f"--profile {profile.name}: {', '.join(missing)} not installed in the "
-                    f"server's environment; install mcp-secure-sandbox[{profile.name}]"
+                    f"server's environment; install them: {install_hint(profile)}"
                 )
         default_policy = astguard.Policy()
         for name in settings.extra_modules:

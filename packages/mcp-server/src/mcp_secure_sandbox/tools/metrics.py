@@ -29,11 +29,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """Report resource usage of the server and host, and statistics of every tool.
 
         Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid,
-        event_loop_lag_ms: how late its event loop wakes, p50/p99/max in ms), the host
-        (memory totals, load average, CPU count), uptime in seconds, per tool the calls, errors
-        and p50/p95/max latency in ms, sandbox runs counted by status, the largest peak memory
-        of a sandbox child in bytes, the runs in progress now (executing or waiting for a slot) and
-        the concurrency cap (runs executing at once).
+        event_loop_lag_ms: how late its event loop wakes, in ms), the host (memory, load
+        average, CPUs), uptime_s, per tool the calls, errors and latency percentiles in ms, runs
+        by status, the largest peak memory of a run, the runs in progress (executing or waiting)
+        and the concurrency cap.
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(

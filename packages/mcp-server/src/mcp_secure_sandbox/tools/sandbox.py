@@ -14,7 +14,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
 
 import astguard
-from mcp_secure_sandbox import rich
+from mcp_secure_sandbox import rich, surface
 from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.profiles import PROFILES, profile_offer
 from mcp_secure_sandbox.state import ServerState
@@ -53,6 +53,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     @tool(
         app,
         params={"timeout_sec": seconds},
+        fill={
+            "imports": surface.imports_clause(state.settings),
+            "limits": surface.run_limits(state.settings),
+            "figures": surface.figures_clause(state.settings),
+        },
         annotations=ToolAnnotations(
             title="Run Python in the sandbox",
             read_only_hint=False,
@@ -76,27 +81,21 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> Annotated[CallToolResult, RunOutput]:
         """Run a Python script in the sandbox and return its outcome.
 
-        The script runs in a fresh interpreter whose current directory is the workspace, so
-        `open("data.csv")` reads a workspace file and files you write stay for later runs. Only
-        allowed standard-library modules can be imported (see the generate_secure_script prompt
-        for the list); the network, other processes and files outside the workspace are out of
-        reach. Print what you want to see: of each of stdout and stderr the answer keeps the
-        head and the tail (64 KiB in all, a marker says how many bytes were cut, and
-        stdout_truncated / stderr_truncated are true); a run printing more than 8 MiB to a
-        stream is stopped (status output_limit). Example: code="print(sum(range(10)))".
+        The script runs in a fresh interpreter whose current directory is the workspace:
+        `open("data.csv")` reads a workspace file, files written stay for later runs. {imports}.
+        No network, processes or files outside the workspace. Print what you want to see.
+        {limits}; a cut stream holds a marker with the bytes cut, and stdout_truncated or
+        stderr_truncated is true. Example: code="print(sum(range(10)))".
 
         Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
-        killed), exit_code or signal, stdout, stderr, the truncation flags, duration_ms,
-        cpu_time_ms, peak_memory_bytes, the checker's violations when rejected, and a detail
-        line naming the limit that stopped the run and how to raise it. A rejection, an
-        exception or a time-out is a normal result: fix the code and run again. The isolation
-        layers in force are in the sandbox://status resource.
+        killed), exit_code or signal, stdout, stderr, duration_ms, cpu_time_ms,
+        peak_memory_bytes, violations when rejected, and a detail naming the limit that stopped
+        the run and how to raise it. A rejection, exception or time-out is a normal result: fix
+        the code and run again. Isolation layers in force: sandbox://status.
 
-        Images come back as image content after the JSON text: PNG, JPEG or GIF files the run
-        wrote or changed, then matplotlib figures left open at its end (plt.show() leaves them
-        open), at most a few per run within the response size; images left out are listed in
-        images_omitted with the reason. Files the run created or changed are listed in files
-        and linked as sandbox://workspace/{+path} resources.
+        PNG, JPEG or GIF files the run wrote{figures} come back as image content, a few per
+        run; the others are listed in images_omitted. Changed files are listed in files and
+        linked as sandbox://workspace/{+path} resources.
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)

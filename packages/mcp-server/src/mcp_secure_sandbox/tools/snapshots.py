@@ -162,18 +162,19 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             str,
             Field(
                 max_length=MAX_DESCRIPTION_CHARS,
-                description="What the snapshot is for, at most 1000 characters.",
+                description="What the snapshot is for, at most "
+                f"{MAX_DESCRIPTION_CHARS} characters.",
             ),
         ] = "",
     ) -> SnapshotInfo:
         """Save the workspace as a snapshot: every file's bytes, mtime and mode, and empty folders.
 
-        Identical content is stored once (content-addressed), so snapshots of a mostly unchanged
-        workspace are cheap. Symlinks pointing outside the workspace and special files are left
-        out and listed in `skipped`. Example: description="before the migration test".
+        Identical content is stored once, so snapshots of a mostly unchanged workspace are
+        cheap. Symlinks pointing outside the workspace and special files are left out (listed in
+        `skipped`). Example: description="before the migration test".
 
-        Returns the snapshot's id (a UUID), created_at (ISO 8601 UTC), description, file_count,
-        dir_count, symlink_count, total_bytes, new_bytes (stored by this snapshot) and skipped.
+        Returns the id (a UUID), created_at (ISO 8601 UTC), description, the file, dir and
+        symlink counts, total_bytes, new_bytes (stored by this snapshot) and skipped.
         """
         async with state.instrument("create_state_snapshot") as outcome:
             if len(description) > MAX_DESCRIPTION_CHARS:
@@ -207,15 +208,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> Annotated[CallToolResult, RestoreOutput]:
         """Return the workspace to a snapshot exactly: bytes, mtimes, modes and folders.
 
-        Files not in the snapshot are deleted, files whose content differs are rewritten,
-        missing ones recreated, then every mtime and mode is reset. Files that already match are
-        not touched. Restoring twice is the same as once. Example: snapshot_id from
-        list_state_snapshots.
+        Files not in the snapshot are deleted, differing ones rewritten, missing ones recreated,
+        then every mtime and mode is reset; matching files are not touched. Restoring twice is
+        the same as once.
 
-        Returns the lists of deleted, rewritten, recreated and metadata_restored paths, the
-        unchanged count, dirs_created, dirs_removed and duration_ms; `counts` gives each list's
-        full length, and when the lists do not fit one answer they are cut
-        (`paths_truncated` true).
+        Returns the deleted, rewritten, recreated and metadata_restored paths, the unchanged
+        count, dirs_created, dirs_removed and duration_ms; `counts` has each list's length, and
+        lists too long for one answer are cut (`paths_truncated` true).
         """
         async with state.instrument("restore_state_snapshot") as outcome:
             async with state.admission.admit(
@@ -346,14 +345,12 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> Annotated[CallToolResult, ExportOutput]:
         """Export a snapshot as one self-contained JSON record with every file's content inline.
 
-        A small record (at most 128 KiB) comes inline in `record` (text files as UTF-8, binary
-        ones as Base64). A larger one is read in chunks: `chunk_uri_template`
-        (sandbox://exports/{snapshot_id}/{chunk}) names `chunk_count` resources, chunk k being
-        bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the record (compact UTF-8 JSON,
-        contents in Base64, every file entry with its sha256 to check); concatenated they are
-        the record, `size_bytes` long. The size comes from the snapshot's manifest before any
-        content is read. An export larger than the server serves over MCP (--export-max) is
-        refused: export it on the host with `wsnapshot export`.
+        A small record comes inline in `record` (text files as UTF-8, binary ones as Base64).
+        A larger one is read in chunks: `chunk_uri_template` names `chunk_count` resources,
+        chunk k being bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the record (compact
+        UTF-8 JSON, contents in Base64, each file with its sha256); concatenated they are the
+        record, `size_bytes` long. An export larger than the server serves over MCP
+        (--export-max) is refused: export it on the host with `wsnapshot export`.
         """
         async with (
             state.instrument("export_state_snapshot"),

@@ -14,9 +14,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from datavalidate import MAX_ENCODING_CHARS, CsvReport, JsonError, text_encoding
+from mcp_secure_sandbox import surface
 from mcp_secure_sandbox._answers import csv_report, json_report
 from mcp_secure_sandbox._schemas import JsonReportOutput
-from mcp_secure_sandbox._worker import reason
+from mcp_secure_sandbox._worker import MAX_CSV_FILE_BYTES, reason
 from mcp_secure_sandbox.concurrency import Progress
 from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
 from mcp_secure_sandbox.state import ServerState
@@ -119,9 +120,48 @@ def _one_source(ctx: Context, *names: str, nullable: tuple[str, ...] = ()) -> st
 
 def register(app: MCPServer[Any], state: ServerState) -> None:
     """Register the validation tools on ``app``."""
+    most = surface.size_words(MAX_INPUT_BYTES)
+    json_file = "use data_path"
+    json_params = {
+        "data": Annotated[
+            Any,
+            Field(
+                description="The JSON value to validate; a string is a string. "
+                + surface.body_limit(state.settings, json_file)
+            ),
+        ],
+        "data_json": Annotated[
+            str,
+            Field(
+                description=f"The document as JSON text, at most {most}. "
+                + surface.body_limit(state.settings, json_file)
+            ),
+        ],
+        "data_path": Annotated[
+            str, Field(description=f"A JSON file in the workspace, at most {most}.")
+        ],
+    }
+    csv_params = {
+        "csv_content": Annotated[
+            str,
+            Field(
+                description="The CSV text. "
+                + surface.body_limit(state.settings, "write the file in a run, use csv_path")
+            ),
+        ],
+        "csv_path": Annotated[
+            str,
+            Field(
+                description="A CSV file in the workspace (streamed, at most "
+                f"{surface.size_words(MAX_CSV_FILE_BYTES)})."
+            ),
+        ],
+    }
 
     @tool(
         app,
+        params=json_params,
+        fill={"json_max": most},
         annotations=ToolAnnotations(
             title="Validate JSON against a JSON Schema",
             read_only_hint=True,
@@ -135,33 +175,25 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             Field(description="A registered schema name (config, user, dataset) or a schema."),
         ],
         ctx: Context,
-        data: Annotated[
-            Any, Field(description="The JSON value to validate; a string is a string.")
-        ] = None,
-        data_json: Annotated[
-            str, Field(description="The document as JSON text, at most 16 MiB.")
-        ] = "",
-        data_path: Annotated[
-            str, Field(description="A JSON file in the workspace, at most 16 MiB.")
-        ] = "",
+        data: Any = None,
+        data_json: str = "",
+        data_path: str = "",
     ) -> JsonReportOutput:
         """Validate a JSON value against a JSON Schema and report every error with its location.
 
-        Give exactly one source of data: `data` (any JSON value, null included; a string is
-        validated as a string, never parsed), `data_json` (the document as JSON text, parsed
-        strictly: duplicate keys and NaN/Infinity are errors and big numbers stay exact), or
-        `data_path` (a JSON file in the workspace, at most 16 MiB). The schema is a registered
-        name (`config`, `user`, `dataset`; see the sandbox://schemas resource) or a schema
-        object; its draft comes from `$schema`
-        (default 2020-12; drafts 4, 6, 7, 2019-09 and 2020-12); a schema given as a string of
-        JSON text is refused (pass the object). Formats are asserted. Remote `$ref` is never
-        fetched. Unknown argument names are refused.
+        Give exactly one of `data` (any JSON value, null included; a string is validated as a
+        string), `data_json` (JSON text, parsed strictly: duplicate keys and NaN/Infinity are
+        errors, big numbers stay exact) or `data_path` (a workspace JSON file, at most
+        {json_max}). The schema is a registered name (`config`, `user`, `dataset`; see
+        sandbox://schemas) or a schema object, not a string of JSON; its draft comes from
+        `$schema` (4, 6, 7, 2019-09, 2020-12; default 2020-12). Formats are asserted; a remote
+        `$ref` is never fetched.
 
         Example: schema_name_or_dict={"type": "object", "required": ["id"]}, data={"name": "x"}
-        gives valid=false with an error at instance_location "" for keyword "required".
+        gives valid=false, an error at instance_location "" for keyword "required".
 
-        Returns valid, draft, error_count, truncated, and errors (instance_location and
-        schema_location as JSON Pointers, keyword, message, the offending value shortened).
+        Returns valid, draft, error_count, truncated and errors (instance_location and
+        schema_location as JSON Pointers, keyword, message, the value shortened).
         """
         async with state.instrument("validate_json_data") as outcome:
             source = _one_source(ctx, "data", "data_json", "data_path", nullable=("data",))
@@ -206,6 +238,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
     @tool(
         app,
+        params=csv_params,
         annotations=ToolAnnotations(
             title="Validate CSV headers, types and constraints",
             read_only_hint=True,
@@ -216,7 +249,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     async def validate_csv_data(
         ctx: Context,
         *,
-        csv_content: Annotated[str, Field(description="The CSV text.")] = "",
+        csv_content: str = "",
         required_headers: Annotated[
             list[str] | None, Field(description="Column names the header must contain.")
         ] = None,
@@ -230,9 +263,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         delimiter: Annotated[
             str, Field(description='One character, or "sniff"; default ",".')
         ] = "",
-        csv_path: Annotated[
-            str, Field(description="A CSV file in the workspace (streamed, at most 1 GiB).")
-        ] = "",
+        csv_path: str = "",
         encoding: Annotated[
             str,
             Field(
@@ -258,11 +289,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         Example: csv_content="id,age\\n1,x\\n", type_constraints={"age": "integer"} gives a
         type-error at row 2, column age.
 
-        Returns valid, row_count, columns (name, number, type), error_count, truncated, the
-        delimiter used, warnings (each hint once: no rules were given, a one-column header that
-        looks ;-separated, bytes that are not valid in the encoding), and errors (row as a
-        person counts lines with the header as row 1, column, value, a stable code such as
-        missing-header or type-error, and a message).
+        Returns valid, row_count, columns, error_count, truncated, the delimiter used, warnings
+        (no rules given, a header that looks ;-separated, bytes invalid in the encoding) and
+        errors (row counted with the header as row 1, column, value, a stable code such as
+        type-error, a message).
         """
         async with state.instrument("validate_csv_data") as outcome:
             source = _one_source(ctx, "csv_content", "csv_path")

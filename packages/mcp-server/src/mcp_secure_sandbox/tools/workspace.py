@@ -15,7 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_secure_sandbox import budget
+from mcp_secure_sandbox import budget, surface
 from mcp_secure_sandbox._schemas import (
     WorkspaceEntryOutput,
     WorkspaceListOutput,
@@ -177,6 +177,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
     @tool(
         app,
+        fill={"entries": f"{MAX_LIST_ENTRIES:,}"},
         annotations=ToolAnnotations(
             title="List workspace files", read_only_hint=True, open_world_hint=False
         ),
@@ -189,8 +190,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         """List the workspace recursively: path, kind (file, dir, symlink, other), size, mode, time.
 
         `mode` is the permission bits in octal ("0644"), `mtime` an ISO 8601 UTC time. Symlinks
-        are listed, never followed. At most 10,000 entries; when they do not fit one answer,
-        `next_offset` is the `offset` to pass for the next page (null on the last page).
+        are listed, never followed. At most {entries} entries; when they do not fit one
+        answer, `next_offset` is the `offset` for the next page (null on the last page).
         """
         async with state.instrument("list_workspace_files"):
             try:
@@ -221,6 +222,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
     @tool(
         app,
+        fill={"chunk": surface.size_words(budget.READ_CHUNK_BYTES)},
         annotations=ToolAnnotations(
             title="Read a workspace file", read_only_hint=True, open_world_hint=False
         ),
@@ -237,14 +239,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             ),
         ] = None,
     ) -> Annotated[CallToolResult, WorkspaceReadOutput]:
-        """Read a byte range of one regular file of the workspace (128 KiB per call at most).
+        """Read a byte range of one regular file of the workspace ({chunk} per call at most).
 
-        `path` is relative to the workspace, e.g. "results/summary.txt". Symlinks are refused.
-        Returns the file's size, the range read (offset, length) and next_offset (where the
-        next range starts; null at the end of the file), and the content as UTF-8 text when it
-        decodes (encoding "utf-8"; a character split by the range end is left for the next
-        range), otherwise Base64 (encoding "base64"). Any file size can be read in ranges.
-        The same ranges are readable as the resource sandbox://workspace/{+path}{?offset,length}.
+        Symlinks are refused. Returns the file's size, the range read (offset, length),
+        next_offset (null at the end of the file) and the content: UTF-8 text when it decodes
+        (encoding "utf-8"; a character split by the range end is left for the next range),
+        else Base64 (encoding "base64"). Any file size can be read in ranges, also as the
+        resource sandbox://workspace/{+path}{?offset,length}.
         """
         async with state.instrument("read_workspace_file"):
             want = length or budget.READ_CHUNK_BYTES
@@ -257,8 +258,20 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                         raise
                     want //= 2  # escaped text did not fit the budget: a shorter range
 
+    write_max = surface.size_words(MAX_WRITE_BYTES)
+
     @tool(
         app,
+        params={
+            "content": Annotated[
+                str,
+                Field(
+                    description=f"The text, or Base64; at most {write_max} decoded. "
+                    + surface.body_limit(state.settings, "write it from run_sandbox_code")
+                ),
+            ]
+        },
+        fill={"write_max": write_max},
         annotations=ToolAnnotations(
             title="Write a workspace file",
             read_only_hint=False,
@@ -268,17 +281,16 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     )
     async def write_workspace_file(
         path: WorkspacePath,
-        content: Annotated[str, Field(description="The text, or Base64; at most 8 MiB.")],
+        content: str,
         ctx: Context,
         encoding: Annotated[
             Literal["utf-8", "base64"], Field(description="How content is encoded.")
         ] = "utf-8",
     ) -> WorkspaceWriteOutput:
-        """Write one file of the workspace atomically (at most 8 MiB), creating parent folders.
+        """Write one file of the workspace atomically (at most {write_max}), creating folders.
 
-        `path` is relative to the workspace, e.g. "data/input.csv"; `content` is text, or
-        Base64 when `encoding` is "base64". An existing file is replaced; a symlink, folder or
-        special file at that path is refused.
+        `content` is text, or Base64 when `encoding` is "base64". An existing file is replaced;
+        a symlink, folder or special file at that path is refused.
         """
         async with state.instrument("write_workspace_file"):
             if encoding == "base64":

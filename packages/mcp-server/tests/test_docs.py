@@ -1,0 +1,183 @@
+"""The documentation agrees with the code: the ``nox -l`` header and the README, the release tag
+examples and the versions, help texts without internal issue numbers, the server's ``--help``."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import astguard.__main__
+import datavalidate._cli
+import wsnapshot.__main__
+from mcp_secure_sandbox.settings import build_parser
+
+ROOT = Path(__file__).resolve().parents[3]
+in_checkout = pytest.mark.skipif(
+    not (ROOT / "noxfile.py").is_file(),
+    reason="not in the repository checkout (an unpacked sdist has one package)",
+)
+#: "issue 14", "Issue 15's", "issues 12": the project's internal numbering.
+ISSUE_NUMBER = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+
+
+def _noxfile() -> ast.Module:
+    return ast.parse((ROOT / "noxfile.py").read_text(encoding="utf-8"))
+
+
+def _default_sessions(module: ast.Module) -> list[str]:
+    for node in module.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "nox.options.sessions":
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("noxfile.py sets no nox.options.sessions")
+
+
+def _header_entries(docstring: str) -> dict[str, str]:
+    """The ``command  meaning`` block of the noxfile's docstring (continuations indented)."""
+    entries: dict[str, str] = {}
+    command = ""
+    for line in docstring.splitlines():
+        if line.startswith("    nox"):
+            parts = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+            command = parts[0]
+            entries[command] = parts[1] if len(parts) > 1 else ""
+        elif command and line.startswith("        "):
+            entries[command] = f"{entries[command]} {line.strip()}".strip()
+        else:
+            command = ""
+    return entries
+
+
+def _readme_rows() -> dict[str, str]:
+    """The README's Development table: ``command`` (joined with " / ") -> meaning."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = text.split("## Development", 1)[1].split("\n\n", 2)[1]
+    rows: dict[str, str] = {}
+    for line in table.splitlines()[2:]:
+        command, meaning = (cell.strip() for cell in line.strip("|").split(" | ", 1))
+        rows[" / ".join(re.findall(r"`([^`]+)`", command))] = meaning.replace("`", "")
+    return rows
+
+
+@in_checkout
+def test_the_nox_header_agrees_with_the_readme() -> None:
+    module = _noxfile()
+    header = _header_entries(ast.get_docstring(module) or "")
+    rows = _readme_rows()
+    assert len(rows) >= 10
+    assert {c: m.replace("`", "") for c, m in header.items()} == rows
+    # The default set ("nox", what CI runs) is the one the noxfile selects.
+    listed = rows["nox"].removesuffix(" (what CI runs)")
+    names = [
+        name.strip().removeprefix("tests on 3.10-3.13").strip() or "tests"
+        for name in listed.split(",")
+    ]
+    assert names == _default_sessions(module)
+    # Every session the noxfile defines has its row.
+    defined = set(re.findall(r'@nox\.session\(name="([^"]+)"', (ROOT / "noxfile.py").read_text()))
+    for node in module.body:
+        if isinstance(node, ast.FunctionDef) and any(
+            "nox.session" in ast.unparse(d) and "name=" not in ast.unparse(d)
+            for d in node.decorator_list
+        ):
+            defined.add(node.name)
+    mentioned = " ".join(rows)
+    for name in defined - {"tests"}:
+        assert f"-s {name}" in mentioned or name in rows["nox"], name
+
+
+def _helps(parser: argparse.ArgumentParser) -> Iterator[str]:
+    yield parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _helps(sub)
+
+
+def test_help_texts_name_no_internal_issue_numbers() -> None:
+    parsers = {
+        "mcp-secure-sandbox": build_parser({}),
+        "astguard": astguard.__main__._parser(),
+        "datavalidate": datavalidate._cli._parser(),
+        "wsnapshot": wsnapshot.__main__._parser(),
+    }
+    for name, parser in parsers.items():
+        helps = list(_helps(parser))
+        assert helps, name
+        for text in helps:
+            assert not ISSUE_NUMBER.search(text), (name, ISSUE_NUMBER.search(text))
+
+
+@in_checkout
+def test_readmes_and_nox_sessions_name_no_internal_issue_numbers() -> None:
+    documents = [
+        ROOT / "README.md",
+        ROOT / "SECURITY.md",
+        ROOT / "redteam" / "README.md",
+        *sorted((ROOT / "packages").glob("*/README.md")),
+    ]
+    assert len(documents) >= 8
+    for path in documents:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            assert not ISSUE_NUMBER.search(line), f"{path.relative_to(ROOT)}:{number}: {line}"
+    # What nox -l prints: the module docstring and each session's docstring.
+    module = _noxfile()
+    texts = [ast.get_docstring(module) or ""] + [
+        ast.get_docstring(node) or "" for node in module.body if isinstance(node, ast.FunctionDef)
+    ]
+    for text in texts:
+        assert not ISSUE_NUMBER.search(text), text
+
+
+def _versions() -> dict[str, set[str]]:
+    """Each distribution's versions: its ``__about__`` one and those its changelog released."""
+    found: dict[str, set[str]] = {}
+    for pyproject in (ROOT / "packages").glob("*/pyproject.toml"):
+        text = pyproject.read_text(encoding="utf-8")
+        name = re.search(r'^name = "([^"]+)"', text, re.M)
+        about = re.search(r'^path = "(src/[^"]+/__about__\.py)"', text, re.M)
+        assert name and about, pyproject
+        version = re.search(
+            r'__version__ = "([^"]+)"', (pyproject.parent / about.group(1)).read_text("utf-8")
+        )
+        assert version, about.group(1)
+        changelog = (pyproject.parent / "CHANGELOG.md").read_text(encoding="utf-8")
+        released = set(re.findall(r"^## \[?(\d+\.\d+\.\d+)\]?", changelog, re.M))
+        found[name.group(1)] = {version.group(1), *released}
+    return found
+
+
+@in_checkout
+def test_release_tag_examples_match_real_versions() -> None:
+    versions = _versions()
+    assert set(versions) == {
+        "astguard",
+        "secure-pysandbox",
+        "datavalidate",
+        "wsnapshot",
+        "mcp-secure-sandbox",
+    }
+    tag = re.compile(rf"\b({'|'.join(map(re.escape, versions))})-v(\d+\.\d+\.\d+)\b")
+    seen = 0
+    for path in [ROOT / "README.md", *sorted((ROOT / "packages").glob("*/*.md"))]:
+        for match in tag.finditer(path.read_text(encoding="utf-8")):
+            seen += 1
+            dist, version = match.groups()
+            assert version in versions[dist], f"{path.relative_to(ROOT)}: {match.group(0)}"
+    assert seen >= 2
+
+
+def test_the_server_help_says_how_it_is_reached_and_where_settings_are_documented() -> None:
+    text = build_parser({}).format_help()
+    assert "Speaks MCP on stdio" not in text
+    assert "Transports: stdio (the default" in text
+    assert "--transport streamable-http" in text and "SANDBOX_HTTP_TOKEN" in text
+    assert "SANDBOX_* environment variable" in text
+    assert "https://github.com/secure-sandbox/secure-sandbox/tree/main/packages/mcp-server" in (
+        text
+    )
+    assert "--stream-excerpt" in text and "SANDBOX_STREAM_EXCERPT" in text

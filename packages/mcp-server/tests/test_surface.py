@@ -1,0 +1,259 @@
+"""What the model reads: the live allow-list and limits, a context-sized tool listing, run answers
+sized for an LLM (text of ``name: value`` lines and the excerpts once)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import CallToolResult, TextContent
+
+from mcp_secure_sandbox import budget, surface
+from mcp_secure_sandbox.server import create_server
+from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
+
+T = TypeVar("T")
+
+#: Flags of a server whose every live limit differs from the defaults.
+LIVE = (
+    "--default-timeout",
+    "7",
+    "--max-timeout",
+    "30",
+    "--memory-limit",
+    "768M",
+    "--output-limit",
+    "3M",
+    "--stream-excerpt",
+    "8K",
+    "--max-body",
+    "6M",
+)
+
+
+def _in_process(
+    dirs: tuple[Path, Path], flags: Sequence[str], body: Callable[[Client], Awaitable[T]]
+) -> T:
+    """Run ``body`` with ``mcp.Client`` connected in process to a server started with ``flags``."""
+    workspace, snapshots = dirs
+    settings = prepare_directories(
+        settings_from_args(
+            ["--workspace", str(workspace), "--snapshots", str(snapshots), *flags], {}
+        )
+    )
+
+    async def main() -> T:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            return await body(client)
+
+    return anyio.run(main)
+
+
+async def _surface(client: Client) -> tuple[str, dict[str, Any]]:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    return client.instructions or "", {
+        name: t.model_dump(mode="json", by_alias=True) for name, t in tools.items()
+    }
+
+
+def test_without_a_profile_no_third_party_module_is_claimed(dirs: tuple[Path, Path]) -> None:
+    instructions, tools = _in_process(dirs, (), _surface)
+    run = tools["run_sandbox_code"]["description"]
+    for text in (instructions, run):
+        assert surface.imports_clause(settings_from_args([], {})) in text
+        assert "no other third-party module" in text and "--extra-modules" in text
+        for name in ("numpy", "pandas", "matplotlib", "--profile", "generate_secure_script"):
+            assert name not in text, name
+        # The defaults, as the settings hold them.
+        assert "time-out 10 s by default, at most 60 s" in text
+        assert "512 MiB of memory" in text and "past 8 MiB stops the run" in text
+        assert "keeps 16 KiB of each of stdout and stderr" in text
+
+
+def test_the_datascience_profile_names_its_modules(dirs: tuple[Path, Path]) -> None:
+    pytest.importorskip("pandas")
+    flags = ("--profile", "datascience", "--extra-modules", "hypothesis", "--execution", "spawn")
+    instructions, tools = _in_process(dirs, flags, _surface)
+    for text in (instructions, tools["run_sandbox_code"]["description"]):
+        named = "numpy, pandas, matplotlib (--profile datascience); hypothesis (--extra-modules)"
+        assert f"plus {named}" in text
+        assert "1 GiB of memory" in text  # the profile's default
+    assert "then matplotlib figures left open" in tools["run_sandbox_code"]["description"]
+
+
+def test_descriptions_take_every_limit_from_the_live_settings(dirs: tuple[Path, Path]) -> None:
+    instructions, tools = _in_process(dirs, LIVE, _surface)
+    run = tools["run_sandbox_code"]
+    for text in (instructions, run["description"]):
+        assert "time-out 7 s by default, at most 30 s" in text
+        assert "768 MiB of memory" in text and "past 3 MiB stops the run" in text
+        assert "keeps 8 KiB of each" in text
+    timeout = run["inputSchema"]["properties"]["timeout_sec"]
+    assert timeout["description"] == "Wall-clock limit in seconds; default 7, at most 30."
+    # The large arguments: the transport's limit and the way around it.
+    large = {
+        ("validate_json_data", "data"): "use data_path",
+        ("validate_json_data", "data_json"): "use data_path",
+        ("validate_csv_data", "csv_content"): "use csv_path",
+        ("write_workspace_file", "content"): "write it from run_sandbox_code",
+    }
+    for (tool, argument), alternative in large.items():
+        described = tools[tool]["inputSchema"]["properties"][argument]["description"]
+        assert "A request over HTTP is at most 6 MiB" in described, (tool, argument)
+        assert alternative in described, (tool, argument)
+    assert "at most 8 MiB" in tools["write_workspace_file"]["description"]  # the decoded content
+
+
+def test_the_default_body_limit_is_read_from_the_settings(dirs: tuple[Path, Path]) -> None:
+    _, tools = _in_process(dirs, (), _surface)
+    described = tools["write_workspace_file"]["inputSchema"]["properties"]["content"]
+    default = surface.size_words(settings_from_args([], {}).max_body_bytes)
+    assert f"A request over HTTP is at most {default}," in described["description"]
+
+
+def _params(workspace: Path, snapshots: Path, *flags: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "mcp_secure_sandbox",
+            "--workspace",
+            str(workspace),
+            "--snapshots",
+            str(snapshots),
+            *flags,
+        ],
+    )
+
+
+@pytest.mark.parametrize("profile", ["none", "datascience"])
+def test_tools_list_fits_a_model_context(dirs: tuple[Path, Path], profile: str) -> None:
+    if profile != "none":
+        pytest.importorskip("pandas")
+
+    async def main() -> tuple[str, int, dict[str, Any]]:
+        async with Client(_params(*dirs, "--profile", profile)) as client:  # the default mode
+            listing = await client.list_tools()
+            data = listing.model_dump(mode="json", by_alias=True, exclude_none=True)
+            size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+            return client.protocol_version, size, data
+
+    version, size, data = anyio.run(main)
+    print(f"tools/list with --profile {profile}: {size:,} bytes")
+    assert version == "2026-07-28"
+    assert size <= surface.tools_list_max_bytes(profile), size
+    assert len(data["tools"]) == 13
+    for tool in data["tools"]:
+        assert tool["description"], tool["name"]
+        for name, prop in tool["inputSchema"].get("properties", {}).items():
+            assert prop.get("description"), f"{tool['name']}.{name} has no description"
+        for schema in (tool["inputSchema"], tool.get("outputSchema", {})):
+            assert '"title":' not in json.dumps(schema), tool["name"]  # pydantic's derived ones
+
+
+def test_the_listing_limits_have_one_home() -> None:
+    assert surface.tools_list_max_bytes("none") == surface.TOOLS_LIST_MAX_BYTES == 24_576
+    assert surface.tools_list_max_bytes("datascience") == surface.TOOLS_LIST_PROFILE_MAX_BYTES
+    assert surface.TOOLS_LIST_PROFILE_MAX_BYTES == 26_624
+
+
+def test_stream_excerpt_is_a_setting() -> None:
+    assert settings_from_args([], {}).stream_excerpt_bytes == 16 * 1024
+    assert settings_from_args(["--stream-excerpt", "4K"], {}).stream_excerpt_bytes == 4096
+    env = {"SANDBOX_STREAM_EXCERPT": "32K"}
+    assert settings_from_args([], env).stream_excerpt_bytes == 32 * 1024
+    for bad in ("100", "1G"):
+        with pytest.raises(ConfigError, match="--stream-excerpt must be between 1024 and"):
+            settings_from_args(["--stream-excerpt", bad], {})
+
+
+def _answer_bytes(result: CallToolResult) -> int:
+    return len(result.model_dump_json(by_alias=True, exclude_none=True).encode())
+
+
+def _run(dirs: tuple[Path, Path], code: str, *flags: str) -> CallToolResult:
+    async def body(client: Client) -> CallToolResult:
+        return await client.call_tool("run_sandbox_code", {"code": code})
+
+    return _in_process(dirs, ("--execution", "spawn", *flags), body)
+
+
+def _text(result: CallToolResult) -> str:
+    assert isinstance(result.content[0], TextContent)
+    return result.content[0].text
+
+
+def test_a_five_megabyte_print_answers_within_40_kib(dirs: tuple[Path, Path]) -> None:
+    result = _run(dirs, "print('H' * 100 + 'x' * 5_000_000 + 'TAIL')")
+    size = _answer_bytes(result)
+    print(f"5 MB ASCII print: answer of {size:,} bytes")
+    assert size <= 40 * 1024
+    out = result.structured_content
+    assert out is not None and out["status"] == "ok"
+    assert out["stdout_truncated"] is True
+    assert out["stdout"].startswith("H" * 100) and out["stdout"].endswith("xTAIL\n")
+    assert 16 * 1024 - 100 < len(out["stdout"].encode()) <= 16 * 1024
+    text = _text(result)
+    # Not the JSON again: one name: value line per scalar field, the excerpt once.
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    lines = text.split("\n")
+    for name in ("status", "exit_code", "signal", "stdout_truncated", "stderr_truncated"):
+        assert f"{name}: {json.dumps(out[name])}" in lines or f"{name}: {out[name]}" in lines, name
+    for name in ("duration_ms", "cpu_time_ms", "peak_memory_bytes", "files_omitted"):
+        assert f"{name}: {json.dumps(out[name])}" in lines, name
+    assert "status: ok" in lines and "stdout_truncated: true" in lines
+    assert text.count("H" * 100) == 1
+    assert text.endswith("stdout:\n" + out["stdout"] + "\nstderr: (empty)")
+
+
+def test_a_five_megabyte_print_of_control_characters_is_bounded(dirs: tuple[Path, Path]) -> None:
+    # Each \x01 is 1 byte of the excerpt and 6 once escaped (\u0001), in both the structured
+    # content and the text: about 2 x 6 x 16 KiB.
+    result = _run(dirs, "print('\\x01' * 5_000_000)")
+    size = _answer_bytes(result)
+    print(f"5 MB print of \\x01: answer of {size:,} bytes")
+    assert size <= 200 * 1024
+    out = result.structured_content
+    assert out is not None and out["stdout_truncated"] is True
+    assert len(out["stdout"].encode()) <= 16 * 1024
+
+
+def test_a_rejected_run_names_its_violations_in_the_text(dirs: tuple[Path, Path]) -> None:
+    result = _run(dirs, "import socket")
+    out = result.structured_content
+    assert out is not None and out["status"] == "rejected"
+    text = _text(result)
+    assert "status: rejected" in text.split("\n")
+    violation = out["violations"][0]
+    assert f"violations: rule_id={violation['rule_id']}, message={violation['message']}" in text
+    assert f"detail: {out['detail']}" in text.split("\n")
+
+
+def test_a_smaller_excerpt_is_honoured(dirs: tuple[Path, Path]) -> None:
+    result = _run(dirs, "print('y' * 100_000)", "--stream-excerpt", "2K")
+    out = result.structured_content
+    assert out is not None
+    assert 2048 - 100 < len(out["stdout"].encode()) <= 2048
+    assert budget.cut_marker(1).split("1")[0] in out["stdout"]
+
+
+def test_the_workers_import_neither_the_sdk_nor_pydantic() -> None:
+    # The validation and diff workers import the package (and so the settings) under a small
+    # address-space budget: the stream-excerpt bounds must not bring the MCP SDK along.
+    code = (
+        "import sys, mcp_secure_sandbox._worker, mcp_secure_sandbox.settings\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'pydantic')))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.strip() == "[]"

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 __all__ = [
     "MAX_WRITE_BYTES",
-    "RESPONSE_BUDGET_BYTES", "STREAM_EXCERPT_MAX_BYTES", "STREAM_EXCERPT_MIN_BYTES"]
+    "RESPONSE_BUDGET_BYTES",
+    "STREAM_EXCERPT_MAX_BYTES",
+    "STREAM_EXCERPT_MIN_BYTES",
+]
 
 RESPONSE_BUDGET_BYTES = 512 * 1024
 """Largest encoded JSON-RPC message the server sends as one answer, in bytes."""

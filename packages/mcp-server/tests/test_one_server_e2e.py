@@ -9,10 +9,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from mcp_secure_sandbox.exclusive import claim_directories
+from mcp_secure_sandbox.exclusive import claim_directories, refuse_inside_claimed
 from mcp_secure_sandbox.settings import ConfigError
 
 COMMAND = [sys.executable, "-m", "mcp_secure_sandbox", "--require-layers", "none"]
@@ -168,3 +169,195 @@ def test_a_killed_servers_runs_hold_no_lock(dirs: tuple[Path, Path]) -> None:
         proc = _second(ws, snaps)
     assert proc.returncode == 0, proc.stderr
     assert "serving on stdio" in proc.stderr
+
+
+# A workspace or store inside or above another running server's workspace or store.
+
+
+def _inside(
+    proc: subprocess.CompletedProcess[str], pid: int, what: str, path: Path, outer: Path
+) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"mcp-secure-sandbox: error: {what} {path} is inside {outer}, which another process "
+        f"(pid {pid}) holds (another mcp-secure-sandbox server's workspace or snapshot "
+        "directory, or anything that locked it with flock); stop it, or give this one a "
+        "--workspace and --snapshots outside it"
+    ]
+
+
+def _contains(proc: subprocess.CompletedProcess[str], pid: int, what: str, path: Path) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"mcp-secure-sandbox: error: {what} {path} contains the workspace or snapshot directory "
+        f"of another process (pid {pid}) (another mcp-secure-sandbox server, or anything that "
+        "locked a directory inside it with flock); stop it, or give this one a --workspace and "
+        "--snapshots that neither contain nor lie inside another server's"
+    ]
+
+
+def test_a_sub_directory_of_a_served_workspace_is_refused(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ws, snaps = dirs
+    (ws / "existing").mkdir()
+    other = tmp_path / "other-snapshots"
+    with _first_server(ws, snaps) as first:
+        # A new sub-directory (created by the start, removed by the refusal) and an old one.
+        _inside(_second(ws / "sub", other), first.pid, "workspace", ws / "sub", ws)
+        _inside(_second(ws / "existing", other), first.pid, "workspace", ws / "existing", ws)
+        # Refused before any directory is made: not "parent directory ... does not exist".
+        nested = ws / "no" / "sub"
+        _inside(_second(nested, other), first.pid, "workspace", nested, ws)
+        # Through a symbolic link and "..": resolved (link/.. is the link target's parent).
+        (tmp_path / "link").symlink_to(ws, target_is_directory=True)
+        proc = _second(f"{tmp_path}/link/../{ws.name}/existing", other)
+        _inside(proc, first.pid, "workspace", ws / "existing", ws)  # named resolved
+    assert sorted(p.name for p in ws.iterdir()) == ["existing"] and not other.exists()
+
+
+def test_a_parent_of_a_served_workspace_is_refused(tmp_path: Path) -> None:
+    outer = tmp_path / "outer"
+    ws, snaps, other = outer / "ws", tmp_path / "snapshots", tmp_path / "other-snapshots"
+    ws.mkdir(parents=True)
+    with _first_server(ws, snaps) as first:
+        _contains(_second(outer, other), first.pid, "workspace", outer)
+        _contains(_second(tmp_path / "ws2", tmp_path), first.pid, "snapshot directory", tmp_path)
+    assert not other.exists() and not (tmp_path / "ws2").exists()
+
+
+def test_a_store_inside_a_served_workspace_is_refused(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ws, snaps = dirs
+    other_ws = tmp_path / "other-workspace"
+    with _first_server(ws, snaps) as first:
+        proc = _second(other_ws, ws / "snaps")
+        _inside(proc, first.pid, "snapshot directory", ws / "snaps", ws)
+    assert not (ws / "snaps").exists() and not other_ws.exists()
+
+
+def test_a_workspace_inside_a_served_store_is_refused(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ws, snaps = dirs
+    other = tmp_path / "other-snapshots"
+    with _first_server(ws, snaps) as first:
+        _inside(_second(snaps / "ws", other), first.pid, "workspace", snaps / "ws", snaps)
+    assert not (snaps / "ws").exists() and not other.exists()
+
+
+def test_servers_on_sibling_directories_both_start(tmp_path: Path) -> None:
+    (tmp_path / "a" / "ws").mkdir(parents=True)
+    with _first_server(tmp_path / "a" / "ws", tmp_path / "a" / "snaps"):
+        # Every ancestor from tmp_path up to / is shared by both.
+        proc = _second(tmp_path / "b", tmp_path / "b-snaps")
+    assert proc.returncode == 0, proc.stderr
+    assert "serving on stdio" in proc.stderr and "error" not in proc.stderr
+
+
+def test_a_sub_directory_starts_once_the_first_server_was_killed(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ws, snaps = dirs
+    with _first_server(ws, snaps) as first:
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=30) == -signal.SIGKILL
+        proc = _second(ws / "sub", tmp_path / "other-snapshots")
+    assert proc.returncode == 0, proc.stderr
+    assert "serving on stdio" in proc.stderr
+
+
+def test_a_store_inside_its_own_workspace_gets_wsnapshots_refusal(tmp_path: Path) -> None:
+    """Not the lock's business: the claim skips its own directories and wsnapshot refuses."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for workspace, store in ((ws, ws / "snaps"), (tmp_path / "s" / "ws", tmp_path / "s")):
+        store.mkdir(exist_ok=True)
+        proc = _second(workspace, store)
+        assert proc.returncode == 2, proc.stderr
+        assert "overlap (code in the workspace could edit it)" in proc.stderr
+        assert "another process" not in proc.stderr
+
+
+def _locks_of(pid: int) -> dict[str, str]:
+    """The flocks of ``pid`` in /proc/locks: ``{"<maj>:<min>:<ino>": "READ" | "WRITE"}``."""
+    found = {}
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[4] == str(pid):
+            found[fields[5]] = fields[3]
+    return found
+
+
+def _key(path: Path) -> str:
+    st = path.stat()
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+
+
+def test_the_claim_shares_every_ancestor_but_the_root(tmp_path: Path) -> None:
+    ws, snaps = tmp_path / "deep" / "ws", tmp_path / "snaps"
+    ws.mkdir(parents=True)
+    snaps.mkdir()
+    claim = claim_directories(ws, snaps)
+    try:
+        locks = _locks_of(os.getpid())
+        assert locks[_key(ws)] == "WRITE" and locks[_key(snaps)] == "WRITE"
+        for ancestor in (tmp_path / "deep", tmp_path, *tmp_path.parents[:-1]):
+            assert locks[_key(ancestor)] == "READ", ancestor
+        # Not "/" (never a served directory; pysandbox says why --workspace / is refused).
+        assert _key(Path("/")) not in locks
+        assert claim.unlocked == []
+        # An ancestor with a name that is a link: resolved first.
+        (tmp_path / "alias").symlink_to(tmp_path / "deep", target_is_directory=True)
+        (ws / "inner").mkdir()
+        (tmp_path / "s2").mkdir()
+        with pytest.raises(ConfigError, match=r"is inside .*/deep/ws, which another process"):
+            claim_directories(tmp_path / "alias" / "ws" / "inner", tmp_path / "s2")
+    finally:
+        claim.release()
+    assert _locks_of(os.getpid()) == {}
+
+
+def test_a_missing_directory_inside_a_claimed_one_is_refused_before_it_is_made(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    ws, snaps = dirs
+    snaps.mkdir()
+    claim = claim_directories(ws, snaps)
+    try:
+        for target, what in ((ws / "a" / "b", "workspace"), (snaps / "c", "snapshot directory")):
+            args = (target, tmp_path / "free") if what == "workspace" else (tmp_path / "f", target)
+            with pytest.raises(ConfigError, match=rf"^{what} {target} is inside "):
+                refuse_inside_claimed(*args)
+        refuse_inside_claimed(tmp_path / "free-ws", tmp_path / "free-snaps")  # siblings: fine
+        refuse_inside_claimed(ws, snaps)  # existing directories: the claim decides
+    finally:
+        claim.release()
+    refuse_inside_claimed(ws / "a" / "b", snaps / "c")  # released: nothing refused
+    assert list(ws.iterdir()) == [] and not (snaps / "c").exists()
+
+
+def test_an_ancestor_that_cannot_be_opened_is_skipped_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as root the permission cannot be taken away: opening the ancestor is made to fail."""
+    blind = tmp_path / "blind"
+    ws, snaps = blind / "ws", blind / "snaps"
+    ws.mkdir(parents=True)
+    snaps.mkdir()
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if Path(path) == blind:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)  # the module calls os.open
+    claim = claim_directories(ws, snaps)
+    try:
+        assert claim.unlocked == [blind, blind]  # once per directory; logged once
+        assert _locks_of(os.getpid())[_key(tmp_path)] == "READ"  # above it: locked again
+        assert _key(blind) not in _locks_of(os.getpid())
+    finally:
+        claim.release()

@@ -196,88 +196,60 @@ def _contains(proc: subprocess.CompletedProcess[str], pid: int, what: str, path:
     ]
 
 
-def test_a_sub_directory_of_a_served_workspace_is_refused(
-    dirs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    ws, snaps = dirs
-    (ws / "existing").mkdir()
-    other = tmp_path / "other-snapshots"
-    with _first_server(ws, snaps) as first:
-        # A new sub-directory (created by the start, removed by the refusal) and an old one.
-        _inside(_second(ws / "sub", other), first.pid, "workspace", ws / "sub", ws)
-        _inside(_second(ws / "existing", other), first.pid, "workspace", ws / "existing", ws)
-        # Refused before any directory is made: not "parent directory ... does not exist".
-        nested = ws / "no" / "sub"
-        _inside(_second(nested, other), first.pid, "workspace", nested, ws)
-        # Through a symbolic link and "..": resolved (link/.. is the link target's parent).
-        (tmp_path / "link").symlink_to(ws, target_is_directory=True)
-        proc = _second(f"{tmp_path}/link/../{ws.name}/existing", other)
-        _inside(proc, first.pid, "workspace", ws / "existing", ws)  # named resolved
-    assert sorted(p.name for p in ws.iterdir()) == ["existing"] and not other.exists()
-
-
-def test_a_parent_of_a_served_workspace_is_refused(tmp_path: Path) -> None:
+def test_inside_or_above_a_served_workspace_or_store_is_refused(tmp_path: Path) -> None:
+    """One first server (workspace ``outer/ws``, store ``snapshots``); each second one refused."""
     outer = tmp_path / "outer"
-    ws, snaps, other = outer / "ws", tmp_path / "snapshots", tmp_path / "other-snapshots"
-    ws.mkdir(parents=True)
+    ws, snaps = outer / "ws", tmp_path / "snapshots"
+    other = tmp_path / "other-snapshots"
+    (ws / "existing").mkdir(parents=True)
     with _first_server(ws, snaps) as first:
-        _contains(_second(outer, other), first.pid, "workspace", outer)
-        _contains(_second(tmp_path / "ws2", tmp_path), first.pid, "snapshot directory", tmp_path)
+        pid = first.pid
+        # A sub-directory of the workspace: new, existing, and with a missing parent (refused
+        # before any directory is made: not "parent directory ... does not exist").
+        for sub in (ws / "sub", ws / "existing", ws / "no" / "sub"):
+            _inside(_second(sub, other), pid, "workspace", sub, ws)
+        # Through a symbolic link (to outer) and "..": the ancestors are found resolved.
+        (tmp_path / "alias").symlink_to(outer, target_is_directory=True)
+        proc = _second(f"{tmp_path}/alias/ws/sub/../existing", other)
+        assert proc.returncode == 2, proc.stderr
+        assert f" is inside {ws}, which another process (pid {pid}) holds " in proc.stderr
+        # A store inside the workspace; a workspace inside the store.
+        _inside(
+            _second(tmp_path / "ws2", ws / "snaps"), pid, "snapshot directory", ws / "snaps", ws
+        )
+        _inside(_second(snaps / "ws", other), pid, "workspace", snaps / "ws", snaps)
+        # Parents: of the workspace, and of both.
+        _contains(_second(outer, other), pid, "workspace", outer)
+        _contains(_second(tmp_path / "ws2", tmp_path), pid, "snapshot directory", tmp_path)
+    assert sorted(p.name for p in ws.iterdir()) == ["existing"]
+    assert "ws" not in {p.name for p in snaps.iterdir()}
     assert not other.exists() and not (tmp_path / "ws2").exists()
 
 
-def test_a_store_inside_a_served_workspace_is_refused(
-    dirs: tuple[Path, Path], tmp_path: Path
+def test_siblings_both_start_and_a_sub_directory_once_the_first_was_killed(
+    tmp_path: Path,
 ) -> None:
-    ws, snaps = dirs
-    other_ws = tmp_path / "other-workspace"
-    with _first_server(ws, snaps) as first:
-        proc = _second(other_ws, ws / "snaps")
-        _inside(proc, first.pid, "snapshot directory", ws / "snaps", ws)
-    assert not (ws / "snaps").exists() and not other_ws.exists()
-
-
-def test_a_workspace_inside_a_served_store_is_refused(
-    dirs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    ws, snaps = dirs
-    other = tmp_path / "other-snapshots"
-    with _first_server(ws, snaps) as first:
-        _inside(_second(snaps / "ws", other), first.pid, "workspace", snaps / "ws", snaps)
-    assert not (snaps / "ws").exists() and not other.exists()
-
-
-def test_servers_on_sibling_directories_both_start(tmp_path: Path) -> None:
-    (tmp_path / "a" / "ws").mkdir(parents=True)
-    with _first_server(tmp_path / "a" / "ws", tmp_path / "a" / "snaps"):
-        # Every ancestor from tmp_path up to / is shared by both.
-        proc = _second(tmp_path / "b", tmp_path / "b-snaps")
-    assert proc.returncode == 0, proc.stderr
-    assert "serving on stdio" in proc.stderr and "error" not in proc.stderr
-
-
-def test_a_sub_directory_starts_once_the_first_server_was_killed(
-    dirs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    ws, snaps = dirs
-    with _first_server(ws, snaps) as first:
+    ws = tmp_path / "a" / "ws"
+    ws.mkdir(parents=True)
+    with _first_server(ws, tmp_path / "a" / "snaps") as first:
+        # Every ancestor from tmp_path up is shared by both.
+        sibling = _second(tmp_path / "b", tmp_path / "b-snaps")
         first.send_signal(signal.SIGKILL)
         assert first.wait(timeout=30) == -signal.SIGKILL
-        proc = _second(ws / "sub", tmp_path / "other-snapshots")
-    assert proc.returncode == 0, proc.stderr
-    assert "serving on stdio" in proc.stderr
+        inside = _second(ws / "sub", tmp_path / "sub-snaps")
+    for proc in (sibling, inside):
+        assert proc.returncode == 0, proc.stderr
+        assert "serving on stdio" in proc.stderr and "error" not in proc.stderr
 
 
-def test_a_store_inside_its_own_workspace_gets_wsnapshots_refusal(tmp_path: Path) -> None:
-    """Not the lock's business: the claim skips its own directories and wsnapshot refuses."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    for workspace, store in ((ws, ws / "snaps"), (tmp_path / "s" / "ws", tmp_path / "s")):
-        store.mkdir(exist_ok=True)
-        proc = _second(workspace, store)
-        assert proc.returncode == 2, proc.stderr
-        assert "overlap (code in the workspace could edit it)" in proc.stderr
-        assert "another process" not in proc.stderr
+def test_a_workspace_inside_its_own_store_gets_wsnapshots_refusal(tmp_path: Path) -> None:
+    """Not the lock's business: the claim skips its own directories and wsnapshot refuses (the
+    store inside its own workspace: test_cli.py::test_workspace_overlapping_store_is_refused)."""
+    (tmp_path / "s").mkdir()
+    proc = _second(tmp_path / "s" / "ws", tmp_path / "s")
+    assert proc.returncode == 2, proc.stderr
+    assert "overlap (code in the workspace could edit it)" in proc.stderr
+    assert "another process" not in proc.stderr
 
 
 def _locks_of(pid: int) -> dict[str, str]:

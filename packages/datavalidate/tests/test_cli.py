@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from _support import bad_rows_csv
 from datavalidate._cli import main
 
 SCHEMA = {
@@ -314,3 +315,59 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
     assert first.strip()
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert status == 141
+
+
+def _bad_rows_file(tmp_path: pathlib.Path) -> tuple[pathlib.Path, list[str]]:
+    """bad_rows_csv() as a file, and the --type flags it breaks (id and age: integer)."""
+    path = tmp_path / "bad-rows.csv"
+    path.write_text(bad_rows_csv())
+    return path, ["--type", "id=integer", "--type", "age=integer"]
+
+
+def test_csv_max_errors_and_the_summary_in_text(tmp_path: pathlib.Path) -> None:
+    path, types = _bad_rows_file(tmp_path)
+    # No minimum on the command line: the 2,999 ages of -1 are integers; 2,000 errors remain.
+    code, text = run("csv", path, *types, "--max-errors", "3")
+    assert code == 1
+    assert text.splitlines() == [
+        f"{path}: invalid (2000 errors)",
+        "  row 2, column 'id': 'x0' is not a valid integer [type-error]",
+        "  row 5, column 'age': 'x' is not a valid integer [type-error]",
+        "  row 8, column 'age': 'x' is not a valid integer [type-error]",
+        "  ... 1997 more",
+        "  errors by column (all 2000):",
+        "    'id': type-error 495",
+        "    'age': type-error 1500",
+        "    (no one column): extra-cell 5",
+    ]
+    code, text = run("csv", path, *types, "--max-errors", "1000")
+    assert code == 1
+    lines = text.splitlines()
+    assert len([line for line in lines if line.startswith("  row ")]) == 1000
+    assert "  ... 1000 more" in lines
+
+
+def test_csv_summary_in_json_output(tmp_path: pathlib.Path) -> None:
+    path, types = _bad_rows_file(tmp_path)
+    code, text = run("csv", path, *types, "--output", "json")
+    assert code == 1
+    report = json.loads(text)["files"][0]["report"]
+    assert (report["error_count"], len(report["errors"])) == (2000, 100)
+    assert report["error_summary"] == {
+        "id": {"type-error": 495},
+        "age": {"type-error": 1500},
+        "": {"extra-cell": 5},
+    }
+
+
+@pytest.mark.parametrize("command", ["csv", "json"])
+def test_max_errors_above_1000_exits_2_naming_the_bound(
+    tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    path, _ = _bad_rows_file(tmp_path)
+    args = ("csv", path) if command == "csv" else ("json", "user", path)
+    assert run(*args, "--max-errors", "1001")[0] == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "datavalidate: error: --max-errors must be an integer from 0 to 1,000 (how many errors "
+        "are listed; error_count counts them all), not 1001"
+    )

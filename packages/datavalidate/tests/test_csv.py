@@ -11,10 +11,13 @@ from typing import Any
 
 import pytest
 
+from _support import BAD_ROWS_CONSTRAINTS, bad_rows_csv
 from datavalidate import (
     CSV_CONSTRAINTS,
     CSV_TYPES,
+    DEFAULT_MAX_ERRORS,
     ERROR_CODES,
+    MAX_ERRORS_LIMIT,
     CsvColumn,
     CsvError,
     CsvReport,
@@ -410,6 +413,52 @@ def test_max_errors_and_truncation() -> None:
     assert [e.row for e in report.errors] == list(range(2, 12))
     none = validate_csv("v\nx\n", constraints={"v": "integer"}, max_errors=0)
     assert none.error_count == 1 and none.errors == () and none.truncated and not none.valid
+
+
+#: bad_rows_csv()'s 4,999 errors by column and code (see its docstring for the arithmetic).
+BAD_ROWS_SUMMARY = {
+    "id": {"type-error": 495},
+    "age": {"constraint-error": 2999, "type-error": 1500},
+    "": {"extra-cell": 5},
+}
+
+
+def test_error_summary_counts_every_error_not_only_those_listed() -> None:
+    text = bad_rows_csv()
+    report = validate_csv(text, constraints=BAD_ROWS_CONSTRAINTS)
+    assert (report.error_count, len(report.errors), report.truncated) == (4999, 100, True)
+    assert DEFAULT_MAX_ERRORS == 100
+    assert report.error_summary == BAD_ROWS_SUMMARY
+    assert list(report.error_summary) == ["id", "age", ""]  # the order first found
+    assert report.to_dict()["error_summary"] == BAD_ROWS_SUMMARY
+    # The bound: 1,000 listed, the first 1,000 rows' errors in file order; the counts unchanged.
+    most = validate_csv(text, constraints=BAD_ROWS_CONSTRAINTS, max_errors=MAX_ERRORS_LIMIT)
+    assert (most.error_count, len(most.errors)) == (4999, 1000)
+    assert [e.row for e in most.errors] == list(range(2, 1002))
+    assert most.error_summary == BAD_ROWS_SUMMARY
+    none = validate_csv(text, constraints=BAD_ROWS_CONSTRAINTS, max_errors=0)
+    assert none.errors == () and none.error_summary == BAD_ROWS_SUMMARY
+    # Streamed from bytes (batches of 512 rows) the same.
+    streamed = validate_csv(io.BytesIO(text.encode()), constraints=BAD_ROWS_CONSTRAINTS)
+    assert streamed.error_summary == BAD_ROWS_SUMMARY
+
+
+def test_error_summary_of_valid_and_whole_file_findings() -> None:
+    assert validate_csv("a\n1\n", constraints={"a": "integer"}).error_summary == {}
+    empty = validate_csv("", required_headers=["a"])
+    assert empty.error_summary == {"": {"source-error": 1}, "a": {"missing-header": 1}}
+    mixed = validate_csv("a,b\n\n1\n,\n", constraints={"b": {"type": "integer"}})
+    assert mixed.error_summary == {"": {"blank-row": 2}, "b": {"missing-cell": 1}}
+
+
+@pytest.mark.parametrize("bad", [MAX_ERRORS_LIMIT + 1, 5000, -1, True, 10.0, "100"])
+def test_max_errors_outside_0_to_1000_is_refused(bad: object) -> None:
+    message = (
+        "max_errors must be an integer from 0 to 1,000 (how many errors are listed; "
+        f"error_count counts them all), not {bad!r}"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        validate_csv("a\n", max_errors=bad)  # type: ignore[arg-type]
 
 
 def test_errors_in_file_order_across_irregular_rows() -> None:

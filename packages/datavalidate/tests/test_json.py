@@ -335,6 +335,13 @@ def test_is_valid() -> None:
 def test_max_errors_validation() -> None:
     with pytest.raises(ValueError, match="max_errors"):
         validate_json(1, {}, max_errors=-1)
+    # The CSV report's bound (one home): at most 1,000 listed, the count covers all.
+    with pytest.raises(ValueError, match=r"from 0 to 1,000 .*not 1001"):
+        validate_json(1, {}, max_errors=1001)
+    with pytest.raises(ValueError, match=r"from 0 to 1,000 .*not 1001"):
+        datavalidate.compile({}).validate(1, max_errors=1001)
+    report = validate_json(list(range(1500)), {"items": {"type": "string"}}, max_errors=1000)
+    assert (report.error_count, len(report.errors)) == (1500, 1000)
 
 
 def test_deep_instance_is_a_clear_error() -> None:

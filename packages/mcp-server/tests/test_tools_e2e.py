@@ -500,8 +500,9 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     csv = out["csv"]
     assert set(csv) == {
         "valid", "row_count", "columns", "error_count", "truncated", "delimiter", "errors",
-        "warnings",
+        "warnings", "error_summary",
     }  # fmt: skip
+    assert csv["error_summary"] == {"n": {"missing-header": 1}}
     assert csv["delimiter"] == ","
     assert csv["warnings"] == []
     assert csv["errors"][0]["code"] == "missing-header"

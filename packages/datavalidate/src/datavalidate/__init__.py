@@ -36,6 +36,7 @@ from datavalidate._json import (
     validate_json,
 )
 from datavalidate._numbers import NUMBER_MODES, parse_json
+from datavalidate._report_limits import DEFAULT_MAX_ERRORS, MAX_ERRORS_LIMIT
 from datavalidate.exceptions import (
     DataValidateError,
     JsonNumberError,
@@ -49,9 +50,11 @@ __all__ = [
     "CSV_CONSTRAINTS",
     "CSV_TYPES",
     "DEFAULT_DRAFT",
+    "DEFAULT_MAX_ERRORS",
     "DRAFTS",
     "ERROR_CODES",
     "MAX_ENCODING_CHARS",
+    "MAX_ERRORS_LIMIT",
     "NUMBER_MODES",
     "CompiledSchema",
     "CsvColumn",

@@ -24,6 +24,7 @@ from datavalidate._csv_fields import TYPES
 from datavalidate._json import compile as compile_schema
 from datavalidate._json import default_registry
 from datavalidate._numbers import NUMBER_MODES, parse_json
+from datavalidate._report_limits import DEFAULT_MAX_ERRORS, MAX_ERRORS_LIMIT, check_max_errors
 from datavalidate.exceptions import DataValidateError
 
 __all__ = ["console", "main"]
@@ -77,7 +78,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     for sub in (js, cs):
         sub.add_argument("--output", choices=("text", "json"), default="text")
-        sub.add_argument("--max-errors", type=int, default=100, metavar="N")
+        sub.add_argument(
+            "--max-errors",
+            type=int,
+            default=DEFAULT_MAX_ERRORS,
+            metavar="N",
+            help=f"errors listed per file, 0 to {MAX_ERRORS_LIMIT} (default "
+            f"{DEFAULT_MAX_ERRORS}); the counts cover them all",
+        )
     return parser
 
 
@@ -231,8 +239,24 @@ def _print_text(results: list[dict[str, Any]], out: TextIO, encoding: str | None
                 print(f"  {where}: {error['message']} [{error['code']}]", file=out)
         if report["truncated"]:
             print(f"  ... {count - len(report['errors'])} more", file=out)
+            _print_summary(report.get("error_summary"), count, out)
         for line in warnings:
             print(line, file=out)
+
+
+def _print_summary(summary: dict[str, dict[str, int]] | None, count: int, out: TextIO) -> None:
+    """Print a CSV report's ``error_summary``: one line per column, its codes and counts.
+
+    Printed when the listing was cut (with every error listed the summary says nothing new);
+    a JSON report has none, and ``--output json`` carries it whole.
+    """
+    if not summary:
+        return
+    print(f"  errors by column (all {count}):", file=out)
+    for column, codes in summary.items():
+        name = repr(column) if column else "(no one column)"
+        counts = ", ".join(f"{code} {n}" for code, n in codes.items())
+        print(f"    {name}: {counts}", file=out)
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
@@ -251,9 +275,11 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse prints the usage message itself
         return EXIT_ERROR if exc.code else EXIT_VALID
-    if args.max_errors < 0:
+    try:
+        check_max_errors(args.max_errors, option="--max-errors")
+    except ValueError as exc:
         parser.print_usage(sys.stderr)
-        print("datavalidate: error: --max-errors must not be negative", file=sys.stderr)
+        print(f"datavalidate: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
     try:
         results = _json_command(args) if args.command == "json" else _csv_command(args)

@@ -25,6 +25,7 @@ from datavalidate._csv_fields import (
     compile_fields,
     type_accepts_all,
 )
+from datavalidate._report_limits import DEFAULT_MAX_ERRORS, check_max_errors
 from datavalidate._unique import DigestSet, UniqueBudget
 
 __all__ = [
@@ -159,6 +160,10 @@ class CsvReport:
         warnings: Findings that are not errors but may mean the check was not the one meant:
             no rules were given (only the structure was checked), or the header was read as
             one column that contains ``;``, a tab or ``|`` with the default delimiter.
+        error_summary: How many errors of each code each column has, ``{column: {code:
+            count}}``, counting every error (also those past ``max_errors``), columns and codes
+            in the order first found; findings about no one column (a blank row, an extra
+            cell, the whole file) count under the column ``""``.
     """
 
     valid: bool
@@ -169,6 +174,7 @@ class CsvReport:
     truncated: bool
     delimiter: str = ","
     warnings: tuple[str, ...] = ()
+    error_summary: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as JSON-compatible data."""
@@ -181,6 +187,7 @@ class CsvReport:
             "delimiter": self.delimiter,
             "errors": [e.to_dict() for e in self.errors],
             "warnings": list(self.warnings),
+            "error_summary": {c: dict(codes) for c, codes in self.error_summary.items()},
         }
 
 
@@ -329,14 +336,24 @@ def _show(value: str) -> str:
 
 @dataclass
 class _Sink:
+    """Keeps the first ``limit`` errors and counts them all.
+
+    The report's sink also counts them per column and code (``summary``); a batch's sink
+    passes its errors on to it.
+    """
+
     limit: int
     errors: list[CsvError] = field(default_factory=list)
     count: int = 0
+    summary: dict[str, dict[str, int]] | None = None
 
     def add(self, error: CsvError) -> None:
         self.count += 1
         if len(self.errors) < self.limit:
             self.errors.append(error)
+        if self.summary is not None:
+            codes = self.summary.setdefault(error.column or "", {})
+            codes[error.code] = codes.get(error.code, 0) + 1
 
 
 class _Column:
@@ -715,8 +732,7 @@ def _validate_args(
     if not all(isinstance(h, str) for h in headers):
         raise TypeError("required_headers must contain strings")
     name = text_encoding(encoding)
-    if not _is_count(max_errors) or max_errors < 0:
-        raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
+    check_max_errors(max_errors)
     return headers, name
 
 
@@ -732,7 +748,7 @@ def validate_csv(
     table_schema: Mapping[str, Any] | None = None,
     dialect: str | Mapping[str, Any] | None = None,
     encoding: str = "utf-8",
-    max_errors: int = 100,
+    max_errors: int = DEFAULT_MAX_ERRORS,
     max_unique_values: int = 1_000_000,
 ) -> CsvReport:
     """Validate CSV data, streaming, against headers, column types and constraints.
@@ -770,7 +786,9 @@ def validate_csv(
             :func:`text_encoding` (a text codec Python knows). With UTF-8 a leading byte-order
             mark is dropped. Undecodable bytes are ``encoding-error`` findings naming the
             encoding, and the report warns once how to give another (:func:`encoding_hint`).
-        max_errors: Most errors kept in the report (``error_count`` counts them all).
+        max_errors: Most errors listed in the report, from 0 to
+            :data:`~datavalidate.MAX_ERRORS_LIMIT` (1,000; default 100); ``error_count`` and
+            ``error_summary`` count them all.
         max_unique_values: Most distinct values remembered for ``unique`` columns and the
             ``primaryKey`` together; past it a ``unique-limit`` error says from which row
             uniqueness is no longer checked.
@@ -782,7 +800,8 @@ def validate_csv(
     Raises:
         ValueError: An unknown type, format, constraint, dialect key or encoding, or a codec
             that is not a text encoding (the message names the allowed ones), an ill-formed
-            constraint value, negative ``max_errors`` or a ``max_unique_values`` below 1.
+            constraint value, a ``max_errors`` outside 0 to 1,000 or a ``max_unique_values``
+            below 1.
         UnsupportedPatternError: A ``pattern`` constraint that RE2 refuses.
         TypeError: ``source`` is none of the accepted kinds, or an argument has a wrong type.
         OSError: The path cannot be opened or read.
@@ -835,7 +854,7 @@ class _Run:
         self.specs = specs
         self.missing = missing
         self.primary = primary
-        self.sink = _Sink(max_errors)
+        self.sink = _Sink(max_errors, summary={})
         self.row_count = 0
         self.header: list[str] = []
         self.dialect_given = dialect is not None
@@ -854,6 +873,7 @@ class _Run:
             truncated=sink.count > len(sink.errors),
             delimiter=self.options.get("delimiter", ","),
             warnings=tuple(self.warnings),
+            error_summary=sink.summary or {},
         )
 
     def run(self) -> CsvReport:

@@ -25,6 +25,7 @@ from jsonschema import validators as _validators
 from datavalidate import _fast, _keywords, _numbers
 from datavalidate._formats import FORMATS
 from datavalidate._regex import compile_pattern
+from datavalidate._report_limits import DEFAULT_MAX_ERRORS, check_max_errors
 from datavalidate.exceptions import (
     SchemaError,
     UnknownSchemaError,
@@ -740,7 +741,7 @@ def validate_json(
     *,
     draft: str | None = None,
     check_formats: bool = True,
-    max_errors: int = 100,
+    max_errors: int = DEFAULT_MAX_ERRORS,
     registry: SchemaRegistry | None = None,
     numbers: str = "exact",
 ) -> JsonReport:
@@ -755,7 +756,9 @@ def validate_json(
             ``$schema`` decides, and 2020-12 applies when there is none.
         check_formats: Assert ``format`` (see :func:`asserted_formats`); when false,
             ``format`` is an annotation only (the specifications' default).
-        max_errors: Most errors kept in the report (``error_count`` still counts all).
+        max_errors: Most errors kept in the report, from 0 to
+            :data:`~datavalidate.MAX_ERRORS_LIMIT` (1,000; default 100); ``error_count``
+            still counts all.
         registry: Where names and ``$ref`` URIs are looked up; the default registry otherwise.
         numbers: ``"exact"`` (default): every number means the decimal it spells (a ``float``
             its shortest ``repr``, a ``Decimal`` from :func:`parse_json` its value); bounds,
@@ -773,12 +776,11 @@ def validate_json(
             pattern RE2 refuses (:class:`~datavalidate.UnsupportedPatternError`), or has a
             ``$ref`` that is not registered (:class:`~datavalidate.UnresolvableReferenceError`).
         UnknownSchemaError: ``schema`` is a name that is not registered.
-        ValueError: ``draft`` or ``numbers`` is unknown, ``max_errors`` is negative, or the
-            instance is nested too deeply to walk.
+        ValueError: ``draft`` or ``numbers`` is unknown, ``max_errors`` is outside 0 to 1,000,
+            or the instance is nested too deeply to walk.
         TypeError: ``schema`` is neither a name nor a schema object.
     """
-    if not _is_count(max_errors) or max_errors < 0:
-        raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
+    check_max_errors(max_errors)
     _check_numbers(numbers)
     compiled = (registry or default_registry())._compiled(schema, draft, check_formats, numbers)
     return _report(compiled, instance, max_errors)
@@ -869,14 +871,13 @@ class CompiledSchema:
             return True
         return next(_iter_errors(self._compiled, instance), None) is None
 
-    def validate(self, instance: object, *, max_errors: int = 100) -> JsonReport:
+    def validate(self, instance: object, *, max_errors: int = DEFAULT_MAX_ERRORS) -> JsonReport:
         """Validate ``instance`` and report every error, as :func:`validate_json` does.
 
         Raises:
-            ValueError: ``max_errors`` is negative; or as :meth:`is_valid`.
+            ValueError: ``max_errors`` is outside 0 to 1,000; or as :meth:`is_valid`.
         """
-        if not _is_count(max_errors) or max_errors < 0:
-            raise ValueError(f"max_errors must be a non-negative integer, not {max_errors!r}")
+        check_max_errors(max_errors)
         return _report(self._compiled, instance, max_errors)
 
     def __repr__(self) -> str:

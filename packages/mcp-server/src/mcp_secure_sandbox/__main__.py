@@ -11,7 +11,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from mcp_secure_sandbox.exclusive import DirectoryClaim, claim_directories
+from mcp_secure_sandbox.exclusive import (
+    DirectoryClaim,
+    claim_directories,
+    refuse_inside_claimed,
+)
 from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
 
 __all__ = ["main"]
@@ -33,7 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     created: list[Path] = []
     claim: DirectoryClaim | None = None
     try:
-        settings = prepare_directories(settings_from_args(argv), created=created)
+        settings = settings_from_args(argv)
+        # A missing directory inside another server's workspace or store is not even created.
+        refuse_inside_claimed(settings.workspace, settings.snapshots)
+        settings = prepare_directories(settings, created=created)
         # Before any library opens them: one server per workspace and per store.
         claim = claim_directories(settings.workspace, settings.snapshots)
         logging.basicConfig(
@@ -41,6 +48,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             level=settings.log_level,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
+        for ancestor in dict.fromkeys(claim.unlocked):
+            logging.getLogger("mcp_secure_sandbox").warning(
+                "%s cannot be opened (no read permission), so it is not locked: another server "
+                "using it as its workspace or snapshot directory would not be detected",
+                ancestor,
+            )
         from mcp_secure_sandbox.server import create_server
 
         app, state = create_server(settings)

@@ -68,6 +68,7 @@ class _CsvReportShape(TypedDict):
     delimiter: str
     errors: list[_CsvErrorShape]
     warnings: list[str]
+    error_summary: dict[str, dict[str, int]]
 
 
 @with_config(_STRICT)
@@ -114,6 +115,7 @@ def csv_report(result: Any) -> CsvReport:
         truncated=found["truncated"],
         delimiter=found["delimiter"],
         warnings=tuple(found["warnings"]),
+        error_summary=found["error_summary"],
     )
 
 

@@ -1,12 +1,30 @@
-"""One server per workspace and per snapshot store: a lifetime ``flock(2)`` on each directory.
+"""One server per workspace and per snapshot store, none inside or above another's: ``flock(2)``.
 
 The workspace gate (:mod:`mcp_secure_sandbox.concurrency`) orders the work of one process only;
-two servers on one workspace (or one store) would snapshot each other's half-written files. At
-start-up the server therefore takes an exclusive, non-blocking ``flock`` on a descriptor of the
-workspace directory itself and one of the snapshot directory, and holds both for its whole
-life. Nothing is written anywhere: the lock belongs to the directory's inode, so every spelling
-of the path (a symbolic link to it, ``..``, a trailing slash, a bind mount) finds the same lock,
-and the kernel releases it when the process ends, however it ends (``SIGKILL`` included).
+two servers on one workspace (or one store) would snapshot each other's half-written files, and
+a server whose workspace is a sub-directory of another's (or contains it) would too. At start-up
+the server therefore takes, non-blocking and for its whole life:
+
+* an exclusive ``flock`` on a descriptor of the workspace directory itself and one of the
+  snapshot directory, and
+* a shared ``flock`` on every ancestor of both but ``/`` (each opened ``O_RDONLY |
+  O_DIRECTORY``), found from the resolved path (symbolic links and ``..`` resolved first).
+  ``/`` is never a served directory (pysandbox refuses it as the workspace, wsnapshot a store
+  containing the workspace), and a lock on it would have every server on the machine refuse
+  ``--workspace /`` as "containing" their directories before pysandbox could say why.
+
+A second server on a sub-directory of the first's workspace or store is refused (its shared
+lock on the first's directory meets the exclusive one); a second server on a parent is refused
+(its exclusive lock meets the first's shared one); servers on sibling directories share their
+common ancestors and both start. The refusal names the directory, the holder's pid (from
+/proc/locks) and the remedy.
+
+Nothing is written anywhere: a lock belongs to the directory's inode, so every spelling of the
+path (a symbolic link to it, ``..``, a trailing slash, a bind mount) finds the same lock, and the
+kernel releases it when the process ends, however it ends (``SIGKILL`` included). An ancestor
+the server cannot open (no read permission: another user's home directory, say) is skipped,
+never a reason to refuse a start: the check is blind above such a directory only, which
+:attr:`DirectoryClaim.unlocked` lists and the console script logs as a warning.
 
 The descriptors are close-on-exec (PEP 446); the runs, the zygote and the workers are started
 with ``exec`` and closed descriptors, so no child holds the lock after the server is gone.
@@ -23,21 +41,25 @@ from pathlib import Path
 
 from mcp_secure_sandbox.settings import ConfigError
 
-__all__ = ["DirectoryClaim", "claim_directories"]
+__all__ = ["DirectoryClaim", "claim_directories", "refuse_inside_claimed"]
 
 #: The kernel's table of file locks: ``<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<ino> ...``.
 _PROC_LOCKS = Path("/proc/locks")
 
 
 class DirectoryClaim:
-    """The server's lifetime locks on its workspace and snapshot directory.
+    """The server's lifetime locks on its workspace, its snapshot directory and their ancestors.
 
     Released by :meth:`release` or, at the latest, when the process ends.
+
+    Attributes:
+        unlocked: Ancestors that could not be opened to be locked (skipped; see the module).
     """
 
     def __init__(self) -> None:
         self._fds: list[int] = []
         self._held: set[tuple[int, int]] = set()
+        self.unlocked: list[Path] = []
 
     def hold(self, path: Path, what: str) -> None:
         """Take the exclusive lock on the directory ``path`` (named ``what`` in messages).
@@ -46,8 +68,9 @@ class DirectoryClaim:
         it is: wsnapshot refuses a store that overlaps the workspace, with its own message.
 
         Raises:
-            ConfigError: Another process holds the lock (its pid named when /proc/locks shows
-                it), or ``path`` cannot be opened as a directory.
+            ConfigError: Another process holds the lock: exclusively (the same directory) or
+                shared (a directory inside it is another server's); its pid named when
+                /proc/locks shows it; or ``path`` cannot be opened as a directory.
         """
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -61,9 +84,16 @@ class DirectoryClaim:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder_pid(st)
+            holder, shared = _holder(st)
             os.close(fd)
             pid = f" (pid {holder})" if holder else ""
+            if shared:
+                raise ConfigError(
+                    f"{what} {path} contains the workspace or snapshot directory of another "
+                    f"process{pid} (another mcp-secure-sandbox server, or anything that locked "
+                    "a directory inside it with flock); stop it, or give this one a --workspace "
+                    "and --snapshots that neither contain nor lie inside another server's"
+                ) from None
             raise ConfigError(
                 f"another process{pid} holds {what} {path} (another mcp-secure-sandbox server "
                 "using it, or anything that locked it with flock); stop it, or give this one its "
@@ -75,6 +105,39 @@ class DirectoryClaim:
         self._fds.append(fd)
         self._held.add(key)
 
+    def hold_ancestors(self, path: Path, what: str) -> None:
+        """Take a shared lock on every ancestor of the resolved ``path`` but ``/``.
+
+        Ancestors this claim already holds (a common ancestor, or the workspace above its own
+        store) are left as they are; one that cannot be opened is added to :attr:`unlocked`.
+
+        Raises:
+            ConfigError: Another process holds an ancestor exclusively (``path`` lies inside
+                another server's workspace or store), naming it, the pid and the remedy.
+        """
+        for ancestor in _ancestors(path):
+            try:
+                fd = os.open(ancestor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                self.unlocked.append(ancestor)
+                continue
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            if key in self._held:
+                os.close(fd)
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise _inside(what, path, ancestor, st) from None
+            except OSError:
+                os.close(fd)
+                self.unlocked.append(ancestor)
+                continue
+            self._fds.append(fd)
+            self._held.add(key)
+
     def release(self) -> None:
         """Release every lock taken (idempotent)."""
         while self._fds:
@@ -83,8 +146,39 @@ class DirectoryClaim:
         self._held.clear()
 
 
+def refuse_inside_claimed(workspace: Path, snapshots: Path) -> None:
+    """Refuse a missing directory that would be created inside another server's directory.
+
+    Called before the directories are created: a workspace or store that does not exist yet
+    and lies inside another running server's workspace or store is refused *before* it is
+    made there (the claim after the creation would refuse it too, but only once the directory
+    stood in the other server's workspace). Each existing ancestor is probed with a shared
+    lock, released at once; nothing is held. An ancestor that cannot be opened is skipped.
+
+    Raises:
+        ConfigError: Another process holds an ancestor exclusively, as
+            :meth:`DirectoryClaim.hold_ancestors` says it.
+    """
+    for path, what in ((workspace, "workspace"), (snapshots, "snapshot directory")):
+        if os.path.lexists(path):
+            continue  # nothing to create; the claim decides
+        for ancestor in _ancestors(path):
+            try:
+                fd = os.open(ancestor, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise _inside(what, path, ancestor, os.fstat(fd)) from None
+            except OSError:
+                pass
+            finally:
+                os.close(fd)  # a probe: the lock, if taken, goes with the descriptor
+
+
 def claim_directories(workspace: Path, snapshots: Path) -> DirectoryClaim:
-    """Lock ``workspace`` and ``snapshots`` for this process, or refuse to start.
+    """Lock ``workspace`` and ``snapshots`` (and share their ancestors), or refuse to start.
 
     Called by the console script before the libraries open the directories (wsnapshot completes
     an interrupted restore when the store is opened: that is another server's business while it
@@ -99,31 +193,55 @@ def claim_directories(workspace: Path, snapshots: Path) -> DirectoryClaim:
         The claim; keep it for the life of the server (:meth:`DirectoryClaim.release` at exit).
 
     Raises:
-        ConfigError: Another process (another server) holds either directory, named with the
-            holder's pid when the kernel shows it, and the remedy.
+        ConfigError: Another process (another server) holds either directory, or one inside
+            it, or one of their ancestors; named with the holder's pid when the kernel shows
+            it, and the remedy.
     """
     claim = DirectoryClaim()
     try:
+        # The directories themselves first: their own ancestors' shared locks skip them.
         claim.hold(workspace, "workspace")
         claim.hold(snapshots, "snapshot directory")
+        claim.hold_ancestors(workspace, "workspace")
+        claim.hold_ancestors(snapshots, "snapshot directory")
     except BaseException:
         claim.release()
         raise
     return claim
 
 
-def _holder_pid(st: os.stat_result) -> int | None:
-    """The pid holding a ``flock`` on the inode of ``st``, from /proc/locks (``None``: unknown)."""
+def _ancestors(path: Path) -> list[Path]:
+    """The ancestors of the resolved ``path``, nearest first, ``/`` left out (see the module)."""
+    return [p for p in path.resolve().parents if p != p.parent]
+
+
+def _inside(what: str, path: Path, ancestor: Path, st: os.stat_result) -> ConfigError:
+    """The refusal of ``path`` lying inside ``ancestor`` (``st``), which another process holds."""
+    holder, _ = _holder(st)
+    pid = f" (pid {holder})" if holder else ""
+    return ConfigError(
+        f"{what} {path} is inside {ancestor}, which another process{pid} holds (another "
+        "mcp-secure-sandbox server's workspace or snapshot directory, or anything that locked "
+        "it with flock); stop it, or give this one a --workspace and --snapshots outside it"
+    )
+
+
+def _holder(st: os.stat_result) -> tuple[int | None, bool]:
+    """Who holds a ``flock`` on the inode of ``st``, from /proc/locks: ``(pid, shared)``.
+
+    ``pid`` is ``None`` when unknown; ``shared`` is true when the lock found is a shared one
+    (``READ``: the holder's workspace or store is inside this directory).
+    """
     key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
         table = _PROC_LOCKS.read_text(encoding="ascii", errors="replace")
     except OSError:
-        return None
+        return None, False
     for line in table.splitlines():
         fields = line.split()
-        # "<n>: FLOCK ADVISORY WRITE <pid> <dev:ino> <start> <end>"; waiters have a "->" field.
+        # "<n>: FLOCK ADVISORY WRITE|READ <pid> <dev:ino> <start> <end>"; waiters have "->".
         if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == key:
             with contextlib.suppress(ValueError):
                 pid = int(fields[4])
-                return pid if pid > 0 else None
-    return None
+                return (pid if pid > 0 else None), fields[3] == "READ"
+    return None, False

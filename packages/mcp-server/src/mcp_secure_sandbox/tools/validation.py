@@ -10,11 +10,18 @@ from typing import Annotated, Any, TypeVar
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, TypeAdapter
 
-from datavalidate import MAX_ENCODING_CHARS, CsvReport, JsonError, text_encoding
-from mcp_secure_sandbox import surface
+from datavalidate import (
+    DEFAULT_MAX_ERRORS,
+    MAX_ENCODING_CHARS,
+    MAX_ERRORS_LIMIT,
+    CsvReport,
+    JsonError,
+    text_encoding,
+)
+from mcp_secure_sandbox import budget, surface
 from mcp_secure_sandbox._answers import csv_report, json_report
 from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox._worker import MAX_CSV_FILE_BYTES, reason
@@ -27,6 +34,7 @@ from wsnapshot import WorkspaceError
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "fit_csv_report",
     "in_worker",
     "is_json_text",
     "parse_json_strict",
@@ -35,6 +43,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_CSV_REPORT: TypeAdapter[CsvReport] = TypeAdapter(CsvReport)
 
 
 def parse_json_strict(text: str, argument: str = "data_json") -> Any:
@@ -272,7 +281,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 max_length=MAX_ENCODING_CHARS,
             ),
         ] = "",
-    ) -> CsvReport:
+        max_errors: Annotated[
+            int,
+            Field(
+                description="Errors listed; error_count and error_summary count all.",
+                ge=0,
+                le=MAX_ERRORS_LIMIT,
+            ),
+        ] = DEFAULT_MAX_ERRORS,
+    ) -> Annotated[CallToolResult, CsvReport]:
         r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
         Give exactly one source: `csv_content` (the CSV text) or `csv_path` (a CSV file in the
@@ -289,10 +306,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         Example: csv_content="id,age\\n1,x\\n", type_constraints={"age": "integer"} gives a
         type-error at row 2, column age.
 
-        Returns valid, row_count, columns, error_count, truncated, the delimiter used, warnings
-        (no rules given, a header that looks ;-separated, bytes invalid in the encoding) and
-        errors (row counted with the header as row 1, column, value, a stable code such as
-        type-error, a message).
+        Returns valid, row_count, columns, error_count, error_summary ({column: {code: count}}
+        of all errors), truncated, the delimiter used, warnings (no rules given, a header that
+        looks ;-separated, bytes invalid in the encoding) and the first `max_errors` errors (row
+        counted with the header as row 1, column, value, a stable code such as type-error, a
+        message).
         """
         async with state.instrument("validate_csv_data") as outcome:
             source = _one_source(ctx, "csv_content", "csv_path")
@@ -311,6 +329,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "constraints": type_constraints,
                 "table_schema": table_schema,
                 "dialect": dialect,
+                "max_errors": max_errors,
             }
             if encoding:
                 if source == "csv_content":
@@ -335,7 +354,62 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     state, job, "", csv_report, state.queue_progress(ctx), workspace=True
                 )
             outcome["status"] = "valid" if report.valid else "invalid"
-            return report
+            return fit_csv_report(report)
+
+
+def fit_csv_report(
+    report: CsvReport, *, budget_bytes: int = budget.RESPONSE_BUDGET_BYTES
+) -> CallToolResult:
+    """The tool result of a CSV report, its error list cut from the end to fit the budget.
+
+    Up to :data:`datavalidate.MAX_ERRORS_LIMIT` errors are asked for, each carrying its column
+    name and value; when they do not fit one answer, the most that do are kept (in file order),
+    ``truncated`` is true and a warning says how many were cut and why. ``error_count`` and
+    ``error_summary`` still count every error.
+
+    Args:
+        report: The checked report.
+        budget_bytes: Largest encoded answer, in bytes.
+
+    Returns:
+        The result (structured content and its text mirror).
+
+    Raises:
+        ToolError: Even with no error listed the answer passes the budget (the columns and the
+            summary alone are too large), as :func:`mcp_secure_sandbox.budget.tool_result` says.
+    """
+    data = _CSV_REPORT.dump_python(report, mode="json", by_alias=True)
+    try:
+        return budget.tool_result(data, budget=budget_bytes)
+    except ToolError:
+        if not report.errors:
+            raise
+    listed = len(report.errors)
+
+    def attempt(keep: int) -> CallToolResult:
+        cut = listed - keep
+        note = (
+            f"{cut:,} of the {listed:,} errors asked for were cut to fit the server's "
+            f"response budget of {budget_bytes:,} bytes (long column names or values): ask "
+            "for fewer with max_errors; error_count and error_summary count every error"
+        )
+        shaped = {
+            **data,
+            "errors": data["errors"][:keep],
+            "truncated": True,
+            "warnings": [*data["warnings"], note],
+        }
+        return budget.tool_result(shaped, budget=budget_bytes)
+
+    best = attempt(0)  # raises when even the columns and the summary do not fit
+    low, high = 0, listed - 1  # ``listed`` did not fit
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            best, low = attempt(middle), middle
+        except ToolError:
+            high = middle - 1
+    return best
 
 
 async def in_worker(

@@ -480,7 +480,10 @@ def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
 
 
 def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
-    code = "import os\nprint(sorted(os.environ))\nprint(os.environ['HOME'] == os.getcwd())"
+    code = (
+        "import os\nprint(sorted(os.environ))\n"
+        "print(os.environ['TMPDIR'] == os.getcwd() != os.environ['HOME'])"
+    )
     extra = ("os",)
     outputs = []
     for name, execution in (("s", "spawn"), ("w", "warm")):

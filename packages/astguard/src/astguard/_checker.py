@@ -1553,6 +1553,56 @@ def _single(filename: str, rule_id: str, message: str, line: int = 1, col: int =
     )
 
 
+#: Functions a notebook provides that a plain interpreter does not (AG208), and what to use.
+NOTEBOOK_FUNCTIONS = {"display": "print(value) shows it (print(df) or print(df.to_string()))"}
+#: Standard-library modules named as examples of what is available (those the policy allows).
+_EXAMPLE_MODULES = ("json", "csv", "math", "statistics", "datetime", "re", "collections")
+
+
+def _notebook_line_hint(text: str, line: int, policy: Policy) -> str:
+    """What to add to a syntax error on ``line`` when it is a notebook shell or magic line."""
+    lines = text.splitlines()
+    code = lines[line - 1].lstrip() if 0 < line <= len(lines) else ""
+    if not code.startswith(("!", "%")):
+        return ""
+    tops = sorted({m.split(".")[0] for m in policy.allowed_modules if not m.startswith("_")})
+    extra = [name for name in tops if name not in STDLIB_MODULE_NAMES]
+    examples = [name for name in _EXAMPLE_MODULES if name in tops]
+    available = ", ".join([*extra, f"the standard library's {', '.join(examples)}, ..."])
+    return (
+        f"; line {line} is notebook syntax (a shell command '!...' or a magic '%...'), which a "
+        "plain Python script does not have: remove it. Packages cannot be installed here; the "
+        f"modules available are installed already: {available} (an import of another is "
+        "refused naming it); plots need no %matplotlib"
+    )
+
+
+def _notebook_calls(tree: ast.AST) -> list[ast.Call]:
+    """Calls of :data:`NOTEBOOK_FUNCTIONS` names the script binds nowhere (AG208)."""
+    bound: set[str] = set()
+    calls: list[ast.Call] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).partition(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in NOTEBOOK_FUNCTIONS
+        ):
+            calls.append(node)
+    return [call for call in calls if call.func.id not in bound]  # type: ignore[attr-defined]
+
+
 def check(
     source: str | bytes, policy: Policy | None = None, *, filename: str = "<sandbox>"
 ) -> CheckResult:
@@ -1611,7 +1661,9 @@ def check(
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
-        return _single(filename, "AG901", f"syntax error: {exc.msg}", line, max(col, 1))
+        text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+        hint = _notebook_line_hint(text, line, policy)
+        return _single(filename, "AG901", f"syntax error: {exc.msg}{hint}", line, max(col, 1))
     except (ValueError, UnicodeError) as exc:
         return _single(filename, "AG901", f"the source cannot be parsed: {exc}")
     except (RecursionError, MemoryError):
@@ -1631,6 +1683,14 @@ def check(
     try:
         checker.visit(tree, 0)
         checker.finish()
+        for call in _notebook_calls(tree):
+            name = call.func.id  # type: ignore[attr-defined]
+            checker.report(
+                call,
+                "AG208",
+                f"{name}() is a notebook function that does not exist in a plain Python "
+                f"script: {NOTEBOOK_FUNCTIONS[name]}",
+            )
         folded = folded_bytes(tree)
         if folded > policy.max_folded_bytes:
             checker.report(

@@ -219,6 +219,13 @@ def refused_module(name: str) -> bool:
     return top in _REFUSED_MODULES or top.startswith(_REFUSED_MODULE_PREFIXES)
 
 
+#: The refusal of a mode change (``os.chmod``, ``Path.chmod``, ``os.fchmod``, ``shutil.copymode``)
+#: where the seccomp filter refuses the system calls.
+CHMOD_REFUSED = (
+    "sandbox: file modes cannot be changed (os.chmod, Path.chmod, shutil.copymode and "
+    "copy2 are refused, in the workspace too); files the code creates are readable and "
+    "writable already: copy with shutil.copyfile, which copies no mode"
+)
 # Events whose first argument(s) are paths that will be modified.
 _WRITE_PATH_EVENTS = frozenset(
     {
@@ -520,6 +527,7 @@ def make_audit_hook(
     generated_check: Callable[[Any], str | None] | None = None,
     generated_advice: str = GENERATED_ADVICE,
     sqlite_handle: Callable[[Any], str | None] | None = None,
+    no_chmod: bool = False,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -531,7 +539,11 @@ def make_audit_hook(
     a module's unchanged source file under a read-only root (an import without a cache); a
     refusal says ``generated_advice``.
     With ``sqlite_handle`` (see :mod:`pysandbox._sqlite_guard`), a sqlite3 connection it
-    does not expect (one not opened by the guarded ``sqlite3.connect``) is refused.
+    does not expect (one not opened by the guarded ``sqlite3.connect``) is refused. With
+    ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
+    Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
+    here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
+    ``os.listxattr``/``os.getxattr`` (refused by the filter too) answer ``ENOTSUP``.
     """
 
     def hook(
@@ -561,6 +573,7 @@ def make_audit_hook(
         _library_source: Callable[..., bool] = is_library_source,
         _refused_module: Callable[[str], bool] = refused_module,
         _sqlite_handle: Callable[[Any], str | None] | None = sqlite_handle,
+        _no_chmod: bool = no_chmod,
     ) -> None:
         if event == "compile":
             source, filename = args[0], args[1]
@@ -619,6 +632,11 @@ def make_audit_hook(
             if args[1] != 1:  # only AF_UNIX (socketpair)
                 raise _denied(1, "sandbox: sockets are not permitted")
             return
+        if _no_chmod and event in ("os.chmod", "os.listxattr", "os.getxattr"):
+            if event == "os.chmod":
+                raise _denied(1, CHMOD_REFUSED)
+            # ENOTSUP, which shutil.copystat takes as "no attributes": copy2 then reaches chmod
+            raise _denied(95, "sandbox: extended file attributes are not supported")
         if event == "os.kill":
             if args[0] not in (0, _pid):
                 raise _denied(1, "sandbox: signals to other processes are not permitted")
@@ -1283,6 +1301,7 @@ def install_python_guards(
             generated_check=generated_check,
             generated_advice=f"{GENERATED_ADVICE}; {PANDAS_ADVICE}" if native else GENERATED_ADVICE,
             sqlite_handle=sqlite_handle,
+            no_chmod=cfg["seccomp"] is not None,
         )
     )
     return user_builtins

@@ -620,3 +620,13 @@ def test_display_is_named_a_notebook_function(source: str) -> None:
 )
 def test_a_display_the_script_defines_is_its_own(source: str) -> None:
     assert astguard.check(source).ok
+
+
+def test_the_pickle_refusal_names_pandas_pickling_where_pandas_is_allowed() -> None:
+    plain = astguard.check("import pickle\n").violations[0].message
+    assert plain.endswith("is not on the allowed module list; use json to store data")
+    with_pandas = astguard.check("import pickle\n", Policy().with_modules("pandas"))
+    message = with_pandas.violations[0].message
+    assert message.startswith(plain + "; a DataFrame or Series keeps its types")
+    assert "df.to_pickle(path) and pd.read_pickle(path)" in message
+    assert "kernel layers are the boundary" in message

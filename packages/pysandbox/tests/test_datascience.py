@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from pysandbox import RunStatus, Sandbox, runner
+from pysandbox._child import PARQUET_MISSING
 from sandbox_helpers import KERNEL, needs_kernel
 from test_corpus import CORPUS, harness
 
@@ -290,3 +291,34 @@ def test_every_warm_run_gets_fresh_global_generators(stack_sb: Sandbox) -> None:
     assert len(columns) == 3
     for name, values in zip(("np.random.rand", "DataFrame.sample", "random"), columns, strict=True):
         assert len(set(values)) > 1, (name, values)
+
+
+def test_persistence_pickle_through_pandas_parquet_named_without_pip(stack_sb: Sandbox) -> None:
+    """One story: pandas' own pickling works (the kernel layers are the boundary here), the
+    pickle module stays refused naming it, and parquet without an engine names pyarrow and what
+    works instead, not "use pip"."""
+    refused = stack_sb.run("import pickle\n")
+    assert refused.status is RunStatus.REJECTED
+    message = refused.violations[0].message
+    assert message.startswith("import of 'pickle' is refused")
+    assert "df.to_pickle(path) and pd.read_pickle(path)" in message
+    code = (
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2], 'when': pd.to_datetime(['2026-01-01', '2026-01-02'])})\n"
+        "df.to_pickle('frame.pkl')\n"
+        "back = pd.read_pickle('frame.pkl')\n"
+        "print(back.equals(df), back.dtypes['when'])\n"
+        "for store in [lambda: df.to_parquet('f.parquet'), lambda: pd.read_parquet('frame.pkl'),\n"
+        "              lambda: df.to_parquet('f.parquet', engine='pyarrow')]:\n"
+        "    try:\n"
+        "        store()\n"
+        "    except ImportError as exc:\n"
+        "        print(exc)\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] in ("True datetime64[ns]", "True datetime64[us]")  # pandas 2 | 3
+    assert lines[1:] == [PARQUET_MISSING] * 3
+    assert "pip" not in result.stdout
+    assert "pyarrow" in lines[1] and "packages cannot be installed" in lines[1]

@@ -232,6 +232,7 @@ _IMPORT_HINTS = {
     "concurrent": "use asyncio for concurrency",
     "concurrent.futures": "use asyncio for concurrency",
     "pickle": "use json to store data",
+    "shelve": "use json to store data",
     "importlib": "import allowed modules with import statements",
     "zipfile": "archives read and write files named by strings outside the guarded open(); "
     "compress single files with gzip, bz2 or lzma (bytes with zlib)",
@@ -1014,10 +1015,12 @@ class _Checker:
 
     # ----------------------------------------------------------------- imports
 
-    @staticmethod
-    def _import_refused(name: str) -> str:
+    def _import_refused(self, name: str) -> str:
         top = name.split(".", 1)[0]
         hint = _IMPORT_HINTS.get(name) or _IMPORT_HINTS.get(top)
+        for module, more in _ALLOWED_MODULE_HINTS.get(top, ()):
+            if module in self.policy.allowed_modules:
+                hint = f"{hint}; {more}" if hint else more
         if hint is None and top not in STDLIB_MODULE_NAMES and _installed(top):
             hint = (
                 "it is installed here but not allowed; an operator can allow it "
@@ -1553,6 +1556,19 @@ def _single(filename: str, rule_id: str, message: str, line: int = 1, col: int =
     )
 
 
+#: What an import refusal adds when another module is allowed: ``{refused top-level: ((allowed
+#: module, hint), ...)}``. pickle is refused as a module (its data names callables to run); the
+#: data-science libraries keep their own pickling (SECURITY.md "Native extension modules").
+_ALLOWED_MODULE_HINTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pickle": (
+        (
+            "pandas",
+            "a DataFrame or Series keeps its types with df.to_pickle(path) and "
+            "pd.read_pickle(path) (pandas' own pickling works where native extension modules "
+            "are allowed: there the kernel layers are the boundary), or df.to_csv / df.to_json",
+        ),
+    ),
+}
 #: Functions a notebook provides that a plain interpreter does not (AG208), and what to use.
 NOTEBOOK_FUNCTIONS = {"display": "print(value) shows it (print(df) or print(df.to_string()))"}
 #: Standard-library modules named as examples of what is available (those the policy allows).

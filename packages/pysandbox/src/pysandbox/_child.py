@@ -965,24 +965,39 @@ def make_unittest_guard() -> Callable[[Any], None]:
     return patch
 
 
+#: What a pandas file format without its engine says (parquet and feather need pyarrow).
+PANDAS_STORE_ADVICE = (
+    "store DataFrames with df.to_csv(path), df.to_json(path) or df.to_pickle(path) and read "
+    "them back with pd.read_csv, pd.read_json or pd.read_pickle"
+)
+PARQUET_MISSING = (
+    "sandbox: parquet files need pyarrow (or fastparquet), which this sandbox does not "
+    f"provide, and packages cannot be installed here; {PANDAS_STORE_ADVICE}"
+)
+
+
 def make_pandas_guard() -> Callable[[Any], None]:
-    """``patch(modules)``: a pandas ``eval``/``query`` expression resolves no name to a module.
+    """``patch(modules)``: pandas' expressions and optional dependencies, once pandas is loaded.
 
-    pandas looks the names of an expression up itself (columns, ``@`` names from the caller's
-    frame, and every attribute's value, kept as a temporary) and reads attributes with the real
-    ``getattr`` in its own frames: a module reached so would hand out what the attribute guard
-    refuses. The check of generated code refuses dunder and private attributes by name; this
-    refuses a module as the value of any name pandas resolves (``Scope.resolve``). Idempotent;
-    without pandas' computation module nothing is patched.
+    Expressions: pandas looks the names of an ``eval``/``query`` expression up itself (columns,
+    ``@`` names from the caller's frame, and every attribute's value, kept as a temporary) and
+    reads attributes with the real ``getattr`` in its own frames: a module reached so would
+    hand out what the attribute guard refuses. The check of generated code refuses dunder and
+    private attributes by name; this refuses a module as the value of any name pandas resolves
+    (``Scope.resolve``).
+
+    Optional dependencies: pandas answers a missing one (pyarrow for parquet) with "use pip or
+    conda to install"; here nothing can be installed, so ``import_optional_dependency`` (in
+    every pandas module that bound it) and parquet's engine look-up say so and name what
+    works instead (:data:`PARQUET_MISSING`).
+
+    Idempotent; a module not loaded yet is patched by a later call.
     """
-    patched: list[Any] = []
     module_type = type(sys)
+    done: set[str] = set()
+    real_optional: list[Any] = []
 
-    def patch(modules: Any) -> None:
-        scope = modules.get("pandas.core.computation.scope")
-        cls = getattr(scope, "Scope", None)
-        if cls is None or cls in patched:
-            return
+    def refuse_modules(cls: Any) -> None:
         real_resolve = cls.resolve
 
         def resolve(self: Any, key: str, is_local: bool) -> Any:
@@ -999,7 +1014,52 @@ def make_pandas_guard() -> Callable[[Any], None]:
 
         resolve.__doc__ = real_resolve.__doc__
         cls.resolve = resolve
-        patched.append(cls)
+
+    def import_optional_dependency(
+        name: str, extra: str = "", min_version: Any = None, *, errors: str = "raise"
+    ) -> Any:
+        try:
+            return real_optional[0](name, extra, min_version, errors=errors)
+        except ImportError:
+            pass
+        if name in ("pyarrow", "fastparquet"):
+            raise ImportError(PARQUET_MISSING) from None
+        raise ImportError(
+            f"sandbox: the optional dependency {name!r} of pandas is not available in this "
+            f"sandbox and packages cannot be installed here{'; ' + extra if extra else ''}"
+        ) from None
+
+    def wrap_engine(parquet: Any) -> None:
+        real_engine = parquet.get_engine
+
+        def get_engine(engine: str) -> Any:
+            try:
+                return real_engine(engine)
+            except ImportError as exc:
+                if str(exc).startswith("sandbox:"):
+                    raise
+                raise ImportError(PARQUET_MISSING) from None
+
+        get_engine.__doc__ = real_engine.__doc__
+        parquet.get_engine = get_engine
+
+    def patch(modules: Any) -> None:
+        if "pandas.compat._optional" not in modules:
+            return
+        if not real_optional:
+            real_optional.append(modules["pandas.compat._optional"].import_optional_dependency)
+        real = real_optional[0]
+        for name, module in list(modules.items()):
+            if name in done or not name.startswith("pandas") or module is None:
+                continue
+            done.add(name)
+            namespace = getattr(module, "__dict__", {})
+            if namespace.get("import_optional_dependency") is real:
+                module.import_optional_dependency = import_optional_dependency
+            if name == "pandas.core.computation.scope":
+                refuse_modules(module.Scope)
+            elif name == "pandas.io.parquet":
+                wrap_engine(module)
 
     return patch
 

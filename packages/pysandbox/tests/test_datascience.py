@@ -322,3 +322,16 @@ def test_persistence_pickle_through_pandas_parquet_named_without_pip(stack_sb: S
     assert lines[1:] == [PARQUET_MISSING] * 3
     assert "pip" not in result.stdout
     assert "pyarrow" in lines[1] and "packages cannot be installed" in lines[1]
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_matplotlib_is_imported_before_the_chdir_without_a_preload_too(
+    workspace: pathlib.Path, execution: str
+) -> None:
+    """Allowed but not preloaded, matplotlib is still imported outside the workspace."""
+    (workspace / "matplotlibrc").write_text("lines.linewidth: 7.25\n", encoding="utf-8")
+    with Sandbox(
+        workspace, limits=LIMITS, extra_modules=("matplotlib",), execution=execution
+    ) as sb:
+        result = sb.run("import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])\n")
+    assert (result.status, result.stdout) == (RunStatus.OK, "1.5\n"), result.stderr

@@ -342,7 +342,7 @@ class Sandbox:
                 )
         # matplotlib reads $PWD/matplotlibrc when imported: imported before the chdir always.
         mpl_first = ("matplotlib",) if self._mpl_dir is not None else ()
-        self._import_first = tuple(dict.fromkeys((*mpl_first, *self._preload)))
+        self._import_first = tuple(dict.fromkeys((*self._preload, *mpl_first)))
         self._closed = False
         self._run_slots = threading.BoundedSemaphore(max_concurrent_runs)
         self._active: set[Supervisor] = set()

@@ -1015,13 +1015,13 @@ def make_pandas_guard() -> Callable[[Any], None]:
         resolve.__doc__ = real_resolve.__doc__
         cls.resolve = resolve
 
-    def import_optional_dependency(
-        name: str, extra: str = "", min_version: Any = None, *, errors: str = "raise"
-    ) -> Any:
+    def import_optional_dependency(name: str, *args: Any, **kwargs: Any) -> Any:
+        # The signature differs between pandas versions: passed on as given.
         try:
-            return real_optional[0](name, extra, min_version, errors=errors)
+            return real_optional[0](name, *args, **kwargs)
         except ImportError:
             pass
+        extra = kwargs.get("extra", args[0] if args else "")
         if name in ("pyarrow", "fastparquet"):
             raise ImportError(PARQUET_MISSING) from None
         raise ImportError(

@@ -15,6 +15,7 @@ from astguard._folding import folded_bytes
 from astguard._format import template_problems
 from astguard._policy import (
     ALLOWED_DUNDER_NAMES,
+    DEFAULT_ALLOWED_MODULES,
     DEFINABLE_DUNDERS,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_NAMES,
@@ -1582,7 +1583,8 @@ def _notebook_line_hint(text: str, line: int, policy: Policy) -> str:
     if not code.startswith(("!", "%")):
         return ""
     tops = sorted({m.split(".")[0] for m in policy.allowed_modules if not m.startswith("_")})
-    extra = [name for name in tops if name not in STDLIB_MODULE_NAMES]
+    standard = STDLIB_MODULE_NAMES | {m.split(".")[0] for m in DEFAULT_ALLOWED_MODULES}
+    extra = [name for name in tops if name not in standard]  # tomllib is not 3.10's
     examples = [name for name in _EXAMPLE_MODULES if name in tops]
     available = ", ".join([*extra, f"the standard library's {', '.join(examples)}, ..."])
     return (

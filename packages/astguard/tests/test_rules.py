@@ -84,6 +84,7 @@ REFUSED = [
     ("AG207", "global __builtins__"),
     ("AG207", "import math as __builtins__"),
     ("AG207", "x = __dict__"),
+    ("AG208", "display(df)"),
     # AG3xx attributes
     ("AG301", "().__class__.__base__.__subclasses__()"),
     ("AG301", "f.__globals__"),
@@ -567,3 +568,65 @@ def test_third_party_attribute_named_like_a_stdlib_module_is_its_own() -> None:
     assert check(source, policy).ok, str(check(source, policy))
     refused = check("import os\np = os.path\n", Policy().with_modules("os"))
     assert "AG307" in refused.rule_ids, str(refused)
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ("import json\n!pip install pandas\nprint(1)\n", 2),
+        ("%pip install numpy\n", 1),
+        ("%matplotlib inline\nprint(1)\n", 1),
+        ("x = 1\n    !ls\n", 2),
+    ],
+)
+def test_a_notebook_line_is_named_with_what_is_available(source: str, line: int) -> None:
+    policy = astguard.Policy().with_modules("numpy")
+    result = astguard.check(source, policy)
+    assert result.rule_ids == ("AG901",)
+    message = result.violations[0].message
+    assert result.violations[0].line == line
+    assert f"line {line} is notebook syntax" in message
+    assert "Packages cannot be installed here" in message
+    assert "available are installed already: numpy, the standard library's json, csv" in message
+    assert "%matplotlib" in message
+
+
+def test_an_ordinary_syntax_error_gets_no_notebook_hint() -> None:
+    result = astguard.check("x = (1 +\nprint(2 % 3)\n")
+    assert result.rule_ids == ("AG901",)
+    assert "notebook" not in result.violations[0].message
+
+
+@pytest.mark.parametrize(
+    "source", ["display(df)\n", "import json\nif True:\n    display(json.dumps(1))\n"]
+)
+def test_display_is_named_a_notebook_function(source: str) -> None:
+    result = astguard.check(source)
+    assert result.rule_ids == ("AG208",)
+    message = result.violations[0].message
+    assert message.startswith("display() is a notebook function")
+    assert "print(df)" in message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def display(x):\n    print(x)\ndisplay(1)\n",
+        "display = print\ndisplay(1)\n",
+        "for display in [print]:\n    display(1)\n",
+        "class display:\n    pass\ndisplay()\n",
+        "obj = []\nobj.display = 1\n",
+    ],
+)
+def test_a_display_the_script_defines_is_its_own(source: str) -> None:
+    assert astguard.check(source).ok
+
+
+def test_the_pickle_refusal_names_pandas_pickling_where_pandas_is_allowed() -> None:
+    plain = astguard.check("import pickle\n").violations[0].message
+    assert plain.endswith("is not on the allowed module list; use json to store data")
+    with_pandas = astguard.check("import pickle\n", Policy().with_modules("pandas"))
+    message = with_pandas.violations[0].message
+    assert message.startswith(plain + "; a DataFrame or Series keeps its types")
+    assert "df.to_pickle(path) and pd.read_pickle(path)" in message
+    assert "kernel layers are the boundary" in message

@@ -52,7 +52,13 @@ def test_one_stub_for_spawn_and_zygote() -> None:
     modules = marshal.loads(packed[8 : 8 + size])  # noqa: S302 - our own bytes
     assert [name for name, _ in modules] == ["pysandbox._child", "pysandbox._zygote"]
     assert [[c.co_filename.rsplit("/", 1)[-1] for c in codes] for _, codes in modules] == [
-        ["_child_kernel.py", "_library_getters.py", "_sqlite_guard.py", "_child.py"],
+        [
+            "_child_kernel.py",
+            "_library_getters.py",
+            "_sqlite_guard.py",
+            "_generators.py",
+            "_child.py",
+        ],
         ["_zygote.py"],
     ]
     assert marshal.loads(packed[8 + size :]) == {"x": 1}  # noqa: S302 - our own bytes

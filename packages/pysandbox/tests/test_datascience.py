@@ -16,11 +16,13 @@ import json
 import os
 import pathlib
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from pysandbox import RunStatus, Sandbox, runner
+from pysandbox._child import PARQUET_MISSING
 from sandbox_helpers import KERNEL, needs_kernel
 from test_corpus import CORPUS, harness
 
@@ -164,3 +166,172 @@ def test_grants_cover_the_stack_and_nothing_beside(workspace: pathlib.Path) -> N
     result = sb.run(f"import numpy\nnumpy.fromfile({str(pandas_init)!r}, dtype='u1')\n")
     assert result.status is RunStatus.ERROR
     assert "Permission" in result.stderr or "SandboxDenied" in result.stderr
+
+
+@pytest.fixture(scope="module", params=["warm", "spawn"])
+def stack_sb(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Sandbox]:
+    """One sandbox with the stack preloaded per execution mode, shared by the tests below."""
+    ws = tmp_path_factory.mktemp(f"stack-{request.param}")
+    with Sandbox(
+        ws,
+        limits=LIMITS,
+        require=("landlock", "seccomp"),
+        extra_modules=STACK,
+        preload=PRELOAD,
+        execution=request.param,
+    ) as sb:
+        yield sb
+
+
+#: pandas expressions that work, and what each prints.
+PANDAS_WORKING = {
+    "df.eval('b = a * 2')['b'].tolist()": "[2, 4, 6]",
+    "df.query('a * 2 > 2')['a'].tolist()": "[2, 3]",
+    "df.query('a > 1 and not (a == 3) or a < 1')['a'].tolist()": "[2]",
+    "df.eval('-a ** 2 % 5 // 1 - c / 2').tolist()": "[2.5, -1.0, -1.5]",
+    "df.query('a >= @low & c != 4')['a'].tolist()": "[3]",
+    "df.eval('a + a[0]').tolist()": "[2, 3, 4]",
+    "df.query('s.str.len() > 1')['s'].tolist()": "['yy', 'zzz']",
+    "df.query('s in [\"x\", \"zzz\"]')['a'].tolist()": "[1, 3]",
+}
+#: pandas expressions refused, and a part of each refusal.
+PANDAS_REFUSED = {
+    "df.query('a > @np.pi')": "@np is the module 'numpy'",
+    "df.query('a > @pd.io.common')": "@pd is the module 'pandas'",
+    "df.query('a.__class__ == 1')": "the attribute '__class__'",
+    "df.eval('a._mgr')": "the private attribute '_mgr'",
+    "df.eval('@df._mgr')": "the private attribute '_mgr'",
+    "df.query('a > @_hidden')": "the private name '@_hidden'",
+    "df.eval('@open')": "the name 'open' (as @open)",
+}
+
+
+def test_pandas_expressions_work_and_refuse_what_pandas_would_read_unguarded(
+    stack_sb: Sandbox,
+) -> None:
+    """eval/query with arithmetic, comparisons, boolean operators, subscripts, attributes and @
+    values work; modules, dunder and private names are refused naming pandas and the
+    alternatives (one run per mode: a spawn run imports the stack afresh)."""
+    cases = [*PANDAS_WORKING, *PANDAS_REFUSED]
+    table = ", ".join(f"lambda: {case}" for case in cases)
+    code = (
+        "import numpy as np, pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2, 3], 'c': [3, 4, 5], 's': ['x', 'yy', 'zzz']})\n"
+        "low, _hidden = 3, 1\n"
+        f"for compute in [{table}]:\n"
+        "    try:\n"
+        "        print('ok', compute())\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, exc)\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for line, (expression, printed) in zip(lines, PANDAS_WORKING.items(), strict=False):
+        assert line == f"ok {printed}", expression
+    refusals = lines[len(PANDAS_WORKING) :]
+    for line, (expression, part) in zip(refusals, PANDAS_REFUSED.items(), strict=True):
+        assert line.startswith("refused SandboxDenied [Errno 1] sandbox: "), (expression, line)
+        assert part in line, (expression, line)
+        assert "pandas eval()/query() expression" in line, line
+        assert "df.assign(b=df['a'] * 2)" in line and "boolean mask" in line, line
+
+
+#: Where a run could leave a matplotlib configuration for later runs: the working directory,
+#: and the configuration directories under HOME (when HOME was the workspace).
+PLANTED_RC = ("matplotlibrc", ".config/matplotlib/matplotlibrc", ".matplotlib/matplotlibrc")
+
+
+def test_a_matplotlibrc_left_in_the_workspace_configures_no_later_run(stack_sb: Sandbox) -> None:
+    """matplotlib is imported before the chdir (warm: in the zygote; spawn: in the child) and
+    HOME is an empty read-only directory outside the workspace."""
+    plant = (
+        "import pathlib\n"
+        f"for rel in {PLANTED_RC!r}:\n"
+        "    path = pathlib.Path(rel)\n"
+        "    path.parent.mkdir(parents=True, exist_ok=True)\n"
+        "    path.write_text('lines.linewidth: 7.25\\nfigure.dpi: 33\\n')\n"
+        "print(sorted(str(p) for p in pathlib.Path('.').rglob('matplotlibrc')))\n"
+    )
+    planted = stack_sb.run(plant)
+    assert planted.status is RunStatus.OK, planted.stderr
+    assert planted.stdout == f"{sorted(PLANTED_RC)}\n"
+    check = (
+        "import pathlib, matplotlib\n"
+        "import matplotlib.pyplot as plt\n"
+        "print(matplotlib.rcParams['lines.linewidth'], plt.rcParams['figure.dpi'])\n"
+        "home = pathlib.Path.home()\n"
+        "print(home != pathlib.Path.cwd(), list(home.iterdir()))\n"
+        "try:\n"
+        "    (home / 'x').write_text('x')\n"
+        "except PermissionError as exc:\n"
+        "    print('read-only', 'sandbox:' in str(exc))\n"
+    )
+    result = stack_sb.run(check)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout.splitlines() == ["1.5 100.0", "True []", "read-only True"]
+
+
+def test_every_warm_run_gets_fresh_global_generators(stack_sb: Sandbox) -> None:
+    """numpy's legacy RandomState (np.random.rand, unseeded DataFrame.sample) and random are
+    reseeded after each fork: runs of one zygote do not replay one sequence."""
+    if stack_sb.capabilities().execution["mode"] != "warm":
+        pytest.skip("a spawn-mode run is a new interpreter: its generators seed themselves")
+    code = (
+        "import random, numpy as np, pandas as pd\n"
+        "df = pd.DataFrame({'a': range(1000)})\n"
+        "print(np.random.rand(), int(df.sample(1)['a'].iloc[0]), random.random())\n"
+    )
+    runs = [stack_sb.run(code) for _ in range(4)]
+    assert [r.status for r in runs] == [RunStatus.OK] * 4, [r.stderr for r in runs]
+    columns = list(zip(*(r.stdout.split() for r in runs), strict=True))
+    assert len(columns) == 3
+    for name, values in zip(("np.random.rand", "DataFrame.sample", "random"), columns, strict=True):
+        assert len(set(values)) > 1, (name, values)
+
+
+def test_persistence_pickle_through_pandas_parquet_named_without_pip(stack_sb: Sandbox) -> None:
+    """One story: pandas' own pickling works (the kernel layers are the boundary here), the
+    pickle module stays refused naming it, and parquet without an engine names pyarrow and what
+    works instead, not "use pip"."""
+    refused = stack_sb.run("import pickle\n")
+    assert refused.status is RunStatus.REJECTED
+    message = refused.violations[0].message
+    assert message.startswith("import of 'pickle' is refused")
+    assert "df.to_pickle(path) and pd.read_pickle(path)" in message
+    code = (
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2], 'when': pd.to_datetime(['2026-01-01', '2026-01-02'])})\n"
+        "df.to_pickle('frame.pkl')\n"
+        "back = pd.read_pickle('frame.pkl')\n"
+        "print(back.equals(df), back.dtypes['when'])\n"
+        "for store in [lambda: df.to_parquet('f.parquet'), lambda: pd.read_parquet('frame.pkl'),\n"
+        "              lambda: df.to_parquet('f.parquet', engine='pyarrow')]:\n"
+        "    try:\n"
+        "        store()\n"
+        "    except ImportError as exc:\n"
+        "        print(exc)\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] in ("True datetime64[ns]", "True datetime64[us]")  # pandas 2 | 3
+    assert lines[1:] == [PARQUET_MISSING] * 3
+    assert "pip" not in result.stdout
+    assert "pyarrow" in lines[1] and "packages cannot be installed" in lines[1]
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_matplotlib_is_imported_before_the_chdir_without_a_preload_too(
+    workspace: pathlib.Path, execution: str
+) -> None:
+    """Allowed but not preloaded, matplotlib is still imported outside the workspace."""
+    (workspace / "matplotlibrc").write_text("lines.linewidth: 7.25\n", encoding="utf-8")
+    with Sandbox(
+        workspace, limits=LIMITS, extra_modules=("matplotlib",), execution=execution
+    ) as sb:
+        result = sb.run("import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])\n")
+    assert (result.status, result.stdout) == (RunStatus.OK, "1.5\n"), result.stderr

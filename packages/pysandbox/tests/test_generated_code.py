@@ -8,7 +8,7 @@ reproductions (redteam/findings-2026-12-01 F01, F01b, F01c, F02) are among the s
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -277,6 +277,84 @@ def test_generated_code_check_refuses(source: object, reason: str) -> None:
         frozenset({"json"}),
         frozenset(),
     )
+    problem = check(source)
+    assert problem is not None
+    assert reason in problem
+
+
+GENERATOR_SOURCES: list[str | bytes] = [
+    "def __create_fn__(__dataclass_type_x__):\n def __init__(self, x):\n  self.x=x\n"
+    " return __init__",
+    "lambda _cls, a, opcode: _tuple_new(_cls, (a, opcode))",
+    "typing.Optional[list[int]] | None",
+    b"def __create_fn__():\n def __repr__(self):\n  return self.__class__.__qualname__"
+    b' + f"(a={self.a!r})"\n return __repr__',
+    # a dataclass with a private field compares and sets it through its own parameters
+    "def __create_fn__(__dataclass_builtins_object__):\n def __init__(self, _x):\n"
+    "  __dataclass_builtins_object__.__setattr__(self, '_x', _x)\n"
+    " def __eq__(self, other):\n  return (self._x,) == (other._x,)\n return __init__",
+]
+#: What pandas parses for df.eval / df.query (after its preparser: `and` -> `&`, `@x` ->
+#: `__pd_eval_local_x`).
+PANDAS_EXPRESSIONS: list[str | bytes] = [
+    "b = a * 2",
+    "a * 2 > 2",
+    "(a > 1) & (b <= 3) | ~(a == 2)",
+    "c = -a ** 2 % 3 // 1 - b / 2",
+    "a[0] + a[1:3]",
+    "a > __pd_eval_local_low",
+    "a.str.len() > 1",
+    "a in ['x', 'y'] and b not in [1]",
+]
+
+
+def expression_check(expressions: bool = True) -> Callable[[object], str | None]:
+    return make_generated_code_check(
+        frozenset({"__class__", "__qualname__", "__init__", "__repr__"}),
+        frozenset({"f_globals", "sys"}),
+        frozenset({"typing", "json"}),
+        frozenset(),
+        expressions=expressions,
+    )
+
+
+@pytest.mark.parametrize("source", GENERATOR_SOURCES + PANDAS_EXPRESSIONS)
+def test_expression_check_accepts_generators_and_pandas_expressions(source: str | bytes) -> None:
+    check = expression_check()
+    assert check(source) is None
+
+
+@pytest.mark.parametrize("source", PANDAS_EXPRESSIONS[:5])
+def test_default_check_still_refuses_pandas_syntax(source: str | bytes) -> None:
+    """Without native extension modules the check is what it was: no arithmetic, no slices."""
+    check = expression_check(expressions=False)
+    problem = check(source)
+    assert problem is not None
+    assert problem.startswith("the syntax ")
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        ("a.__class__ == 1", "the attribute '__class__'"),
+        ("__pd_eval_local_df.__class__", "the attribute '__class__'"),
+        ("a._mgr", "the private attribute '_mgr'"),
+        ("__pd_eval_local_df._mgr.blocks", "the private attribute '_mgr'"),
+        ("(a + 1)._values", "the private attribute '_values'"),
+        ("__pd_eval_local__secret > 1", "the private name '@_secret'"),
+        ("__pd_eval_local___builtins__", "the private name '@__builtins__'"),
+        ("__pd_eval_local_open('x')", "the name 'open' (as @open)"),
+        ("__pd_eval_local_os.system", "the module 'os' (as @os)"),
+        ("a.f_globals", "the attribute 'f_globals'"),
+        ("a * 2 > __import__('os')", "'__import__'"),
+        ("a @ b", "the syntax MatMult"),
+        ("[c for c in a]", "the syntax ListComp"),
+        ("a > '__class__'", "the string '__class__'"),
+        ("def f(self):\n self.__class__ = C", "'__class__'"),
+    ],
+)
+def test_expression_check_refuses(source: str, reason: str) -> None:
+    check = expression_check()
     problem = check(source)
     assert problem is not None
     assert reason in problem

@@ -10,7 +10,7 @@ import pytest
 
 from pysandbox import RunStatus, Sandbox
 from pysandbox._child import make_audit_hook, make_generated_code_check, module_allowed
-from sandbox_helpers import raw_run
+from sandbox_helpers import KERNEL, raw_run
 
 
 @pytest.fixture
@@ -433,4 +433,66 @@ def test_attribute_guard_agrees_with_astguard_on_computed_names(python_only: San
         "init ok",
         "own_attr ok",
         "fields ['x']",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("event", "args", "errno", "part"),
+    [
+        ("os.chmod", ("f", 0o755, None), 1, "file modes cannot be changed"),
+        ("os.chmod", (3, 0o644, None), 1, "file modes cannot be changed"),  # os.fchmod
+        ("os.listxattr", ("f",), 95, "extended file attributes are not supported"),
+        ("os.getxattr", ("f", "user.x"), 95, "extended file attributes are not supported"),
+    ],
+)
+def test_mode_changes_are_refused_with_a_message_where_seccomp_refuses_them(
+    workspace: pathlib.Path, event: str, args: tuple[object, ...], errno: int, part: str
+) -> None:
+    ws = str(workspace)
+    refusing = make_audit_hook(ws, ("/usr/lib",), lambda p: p, 1, (), no_chmod=True)
+    with pytest.raises(PermissionError) as info:
+        refusing(event, (f"{ws}/f", *args[1:]) if isinstance(args[0], str) else args)
+    assert info.value.errno == errno
+    assert str(info.value).startswith(f"[Errno {errno}] sandbox: {part}")
+    # Without the seccomp layer the system calls work in the workspace: nothing is refused.
+    plain = make_audit_hook(ws, ("/usr/lib",), lambda p: p, 1, ())
+    assert plain(event, (f"{ws}/f", *args[1:]) if isinstance(args[0], str) else args) is None
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_chmod_in_the_workspace_gets_a_sandbox_message(
+    workspace: pathlib.Path, execution: str
+) -> None:
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    code = (
+        "import os, pathlib, shutil\n"
+        "pathlib.Path('f').write_text('x')\n"
+        "for name, call in [('os.chmod', lambda: os.chmod('f', 0o600)),\n"
+        "                   ('Path.chmod', lambda: pathlib.Path('f').chmod(0o600)),\n"
+        "                   ('copy2', lambda: shutil.copy2('f', 'g')),\n"
+        "                   ('copyfile', lambda: shutil.copyfile('f', 'h'))]:\n"
+        "    try:\n"
+        "        call()\n"
+        "        print(name, 'ok')\n"
+        "    except PermissionError as exc:\n"
+        "        print(name, exc.errno, str(exc).split(';')[0])\n"
+    )
+    with Sandbox(
+        workspace, require=require, execution=execution, extra_modules=("os", "shutil")
+    ) as sb:
+        result = sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    if not KERNEL.seccomp:
+        assert result.stdout.split() == ["os.chmod", "ok", "Path.chmod", "ok", "copy2", "ok",
+                                         "copyfile", "ok"]  # fmt: skip
+        return
+    refused = (
+        "1 [Errno 1] sandbox: file modes cannot be changed (os.chmod, Path.chmod, "
+        "shutil.copymode and copy2 are refused, in the workspace too)"
+    )
+    assert result.stdout.splitlines() == [
+        f"os.chmod {refused}",
+        f"Path.chmod {refused}",
+        f"copy2 {refused}",
+        "copyfile ok",
     ]

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysandbox import Limits, Sandbox
-from sandbox_helpers import LIBC_PRELUDE, kernel_only_sandbox, needs_kernel
+from pysandbox import Limits, RunStatus, Sandbox
+from sandbox_helpers import KERNEL, LIBC_PRELUDE, kernel_only_sandbox, needs_kernel
 
 MiB = 1 << 20
 LIMITS = Limits(memory_bytes=64 * MiB, file_size_bytes=32 * MiB, open_files=24)
@@ -169,3 +169,23 @@ def test_socket_buffers_stay_within_the_bound(sandbox: Sandbox) -> None:
     if pathlib.Path("/proc/sys/net/core/wmem_max").read_text().strip() == "212992":
         pytest.skip("the host's default wmem_max keeps socket buffers small: nothing to show")
     assert _held(result.stdout) <= BOUND, result
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_a_refused_single_allocation_is_an_error_naming_the_limit(
+    workspace: pathlib.Path, execution: str
+) -> None:
+    """The status comes from what the parent measured (no peak near the limit): ``error``; the
+    detail names the limit, why no peak was seen and the Limits field that raises it."""
+    require = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
+    with Sandbox(workspace, require=require, execution=execution) as sb:
+        limit = sb.limits.memory_bytes
+        for allocation in ("bytearray(10**10)", "b'x' * (10**10)", "[0] * (10**10)"):
+            result = sb.run(f"x = {allocation}\n")
+            assert result.status is RunStatus.ERROR, (allocation, result.status, result.stderr)
+            assert "MemoryError" in result.stderr
+            assert f"the memory limit is {limit} bytes of data ({2 * limit} of address " in (
+                result.detail
+            )
+            assert "a single allocation larger than the limit is refused at once" in result.detail
+            assert result.detail.endswith("raise the limit (Limits.memory_bytes)")

@@ -12,7 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pysandbox import Limits, RunResult, RunStatus, Sandbox, _bootstrap
+from pysandbox import Limits, RunResult, RunStatus, Sandbox, _bootstrap, _home
 from pysandbox._disk import workspace_usage
 from pysandbox._supervisor import sweep_processes
 from pysandbox.runner import RUN_ENV
@@ -46,7 +46,8 @@ def test_environment_is_allow_listed(
     allowed = {"PATH", "LANG", "LC_ALL", "HOME", "TMPDIR", "TZ", "PYSANDBOX_RUN", *RUN_ENV}
     assert set(env) <= allowed
     assert {name: env[name] for name in RUN_ENV} == dict(RUN_ENV)
-    assert env["HOME"] == str(workspace)
+    assert env["HOME"] == _home.home_dir() != str(workspace)  # empty, read-only, not the workspace
+    assert env["TMPDIR"] == str(workspace)
     assert "s3cr3t" not in result.stdout
     assert "invalid" not in result.stdout
 

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -480,7 +481,10 @@ def test_cancelling_a_run_that_was_retried_kills_the_retried_child(
 
 
 def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
-    code = "import os\nprint(sorted(os.environ))\nprint(os.environ['HOME'] == os.getcwd())"
+    code = (
+        "import os\nprint(sorted(os.environ))\n"
+        "print(os.environ['TMPDIR'] == os.getcwd() != os.environ['HOME'])"
+    )
     extra = ("os",)
     outputs = []
     for name, execution in (("s", "spawn"), ("w", "warm")):
@@ -498,3 +502,25 @@ def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
             outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert "'PYSANDBOX_RUN'" in outputs[0]
+
+
+def test_reseed_covers_every_listed_generator_with_fresh_material() -> None:
+    """The one table: each loaded module's generator gets new OS material per call, in the form
+    it takes (numpy's legacy seed: 32-bit words, all of them used); unloaded ones are skipped."""
+    from pysandbox._generators import GLOBAL_GENERATORS, SEED_BYTES, reseed_global_generators
+
+    seeds: dict[str, list[object]] = {}
+
+    def module(name: str) -> types.SimpleNamespace:
+        return types.SimpleNamespace(seed=lambda value: seeds.setdefault(name, []).append(value))
+
+    table = {name: module(name) for name, _, _ in GLOBAL_GENERATORS}
+    assert {name for name, _, _ in GLOBAL_GENERATORS} >= {"random", "numpy.random"}
+    assert reseed_global_generators(table) == [name for name, _, _ in GLOBAL_GENERATORS]
+    assert reseed_global_generators(table) == [name for name, _, _ in GLOBAL_GENERATORS]
+    words = seeds["numpy.random"]
+    assert all(isinstance(w, list) and len(w) == SEED_BYTES // 4 for w in words)
+    assert all(0 <= x < 2**32 for w in words for x in w)  # type: ignore[attr-defined]
+    assert words[0] != words[1]
+    assert seeds["random"][0] != seeds["random"][1]
+    assert reseed_global_generators({"random": table["random"]}) == ["random"]

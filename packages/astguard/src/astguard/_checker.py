@@ -15,6 +15,7 @@ from astguard._folding import folded_bytes
 from astguard._format import template_problems
 from astguard._policy import (
     ALLOWED_DUNDER_NAMES,
+    DEFAULT_ALLOWED_MODULES,
     DEFINABLE_DUNDERS,
     FORBIDDEN_ATTRIBUTES,
     FORBIDDEN_NAMES,
@@ -232,6 +233,7 @@ _IMPORT_HINTS = {
     "concurrent": "use asyncio for concurrency",
     "concurrent.futures": "use asyncio for concurrency",
     "pickle": "use json to store data",
+    "shelve": "use json to store data",
     "importlib": "import allowed modules with import statements",
     "zipfile": "archives read and write files named by strings outside the guarded open(); "
     "compress single files with gzip, bz2 or lzma (bytes with zlib)",
@@ -1014,10 +1016,12 @@ class _Checker:
 
     # ----------------------------------------------------------------- imports
 
-    @staticmethod
-    def _import_refused(name: str) -> str:
+    def _import_refused(self, name: str) -> str:
         top = name.split(".", 1)[0]
         hint = _IMPORT_HINTS.get(name) or _IMPORT_HINTS.get(top)
+        for module, more in _ALLOWED_MODULE_HINTS.get(top, ()):
+            if module in self.policy.allowed_modules:
+                hint = f"{hint}; {more}" if hint else more
         if hint is None and top not in STDLIB_MODULE_NAMES and _installed(top):
             hint = (
                 "it is installed here but not allowed; an operator can allow it "
@@ -1553,6 +1557,70 @@ def _single(filename: str, rule_id: str, message: str, line: int = 1, col: int =
     )
 
 
+#: What an import refusal adds when another module is allowed: ``{refused top-level: ((allowed
+#: module, hint), ...)}``. pickle is refused as a module (its data names callables to run); the
+#: data-science libraries keep their own pickling (SECURITY.md "Native extension modules").
+_ALLOWED_MODULE_HINTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pickle": (
+        (
+            "pandas",
+            "a DataFrame or Series keeps its types with df.to_pickle(path) and "
+            "pd.read_pickle(path) (pandas' own pickling works where native extension modules "
+            "are allowed: there the kernel layers are the boundary), or df.to_csv / df.to_json",
+        ),
+    ),
+}
+#: Functions a notebook provides that a plain interpreter does not (AG208), and what to use.
+NOTEBOOK_FUNCTIONS = {"display": "print(value) shows it (print(df) or print(df.to_string()))"}
+#: Standard-library modules named as examples of what is available (those the policy allows).
+_EXAMPLE_MODULES = ("json", "csv", "math", "statistics", "datetime", "re", "collections")
+
+
+def _notebook_line_hint(text: str, line: int, policy: Policy) -> str:
+    """What to add to a syntax error on ``line`` when it is a notebook shell or magic line."""
+    lines = text.splitlines()
+    code = lines[line - 1].lstrip() if 0 < line <= len(lines) else ""
+    if not code.startswith(("!", "%")):
+        return ""
+    tops = sorted({m.split(".")[0] for m in policy.allowed_modules if not m.startswith("_")})
+    standard = STDLIB_MODULE_NAMES | {m.split(".")[0] for m in DEFAULT_ALLOWED_MODULES}
+    extra = [name for name in tops if name not in standard]  # tomllib is not 3.10's
+    examples = [name for name in _EXAMPLE_MODULES if name in tops]
+    available = ", ".join([*extra, f"the standard library's {', '.join(examples)}, ..."])
+    return (
+        f"; line {line} is notebook syntax (a shell command '!...' or a magic '%...'), which a "
+        "plain Python script does not have: remove it. Packages cannot be installed here; the "
+        f"modules available are installed already: {available} (an import of another is "
+        "refused naming it); plots need no %matplotlib"
+    )
+
+
+def _notebook_calls(tree: ast.AST) -> list[ast.Call]:
+    """Calls of :data:`NOTEBOOK_FUNCTIONS` names the script binds nowhere (AG208)."""
+    bound: set[str] = set()
+    calls: list[ast.Call] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.alias):
+            bound.add((node.asname or node.name).partition(".")[0])
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            bound.update(node.names)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in NOTEBOOK_FUNCTIONS
+        ):
+            calls.append(node)
+    return [call for call in calls if call.func.id not in bound]  # type: ignore[attr-defined]
+
+
 def check(
     source: str | bytes, policy: Policy | None = None, *, filename: str = "<sandbox>"
 ) -> CheckResult:
@@ -1611,7 +1679,9 @@ def check(
     except SyntaxError as exc:
         line = exc.lineno or 1
         col = exc.offset or 1
-        return _single(filename, "AG901", f"syntax error: {exc.msg}", line, max(col, 1))
+        text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+        hint = _notebook_line_hint(text, line, policy)
+        return _single(filename, "AG901", f"syntax error: {exc.msg}{hint}", line, max(col, 1))
     except (ValueError, UnicodeError) as exc:
         return _single(filename, "AG901", f"the source cannot be parsed: {exc}")
     except (RecursionError, MemoryError):
@@ -1631,6 +1701,14 @@ def check(
     try:
         checker.visit(tree, 0)
         checker.finish()
+        for call in _notebook_calls(tree):
+            name = call.func.id  # type: ignore[attr-defined]
+            checker.report(
+                call,
+                "AG208",
+                f"{name}() is a notebook function that does not exist in a plain Python "
+                f"script: {NOTEBOOK_FUNCTIONS[name]}",
+            )
         folded = folded_bytes(tree)
         if folded > policy.max_folded_bytes:
             checker.report(

@@ -123,6 +123,13 @@ _RULE_LIST = (
         "__builtins__['exec']",
     ),
     Rule(
+        "AG208",
+        "builtins",
+        "A call of a notebook-only function the script never defines (display): it does not "
+        "exist in a plain interpreter; print() shows a value.",
+        "display(df)",
+    ),
+    Rule(
         "AG301",
         "attributes",
         "Attribute access to a dunder outside the allow-list (including class-pattern "
@@ -218,7 +225,8 @@ _RULE_LIST = (
     Rule(
         "AG901",
         "syntax",
-        "The source does not parse (syntax error, null byte, undecodable bytes).",
+        "The source does not parse (syntax error, null byte, undecodable bytes); a notebook line "
+        "(`!pip install x`, `%matplotlib inline`) is named as such.",
         "def f(:",
     ),
     Rule(

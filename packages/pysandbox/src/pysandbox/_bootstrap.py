@@ -6,7 +6,8 @@ environment, so pysandbox itself is not importable there). The payload on the de
 ``marshal`` dump of the configuration. :data:`STUB` executes each module's codes, in order, in
 one fresh namespace named after the module (a module may be built from several files: the
 kernel part of the child, :mod:`pysandbox._child_kernel`, the guards of library getters and
-SQLite, :mod:`pysandbox._library_getters` and :mod:`pysandbox._sqlite_guard`, and the rest,
+SQLite, :mod:`pysandbox._library_getters` and :mod:`pysandbox._sqlite_guard`, the table of global
+random generators, :mod:`pysandbox._generators`, and the rest,
 :mod:`pysandbox._child`, share one namespace), and exits with what the last module's
 ``entry`` returns for ``(namespaces, configuration)``:
 
@@ -51,7 +52,7 @@ STUB = (
 
 #: The files that make up each module the bootstrap executes (one namespace per module).
 _MODULES: dict[str, tuple[str, ...]] = {
-    "_child": ("_child_kernel", "_library_getters", "_sqlite_guard", "_child"),
+    "_child": ("_child_kernel", "_library_getters", "_sqlite_guard", "_generators", "_child"),
     "_zygote": ("_zygote",),
 }
 #: The modules a spawn-mode child executes.

@@ -219,6 +219,13 @@ def refused_module(name: str) -> bool:
     return top in _REFUSED_MODULES or top.startswith(_REFUSED_MODULE_PREFIXES)
 
 
+#: The refusal of a mode change (``os.chmod``, ``Path.chmod``, ``os.fchmod``, ``shutil.copymode``)
+#: where the seccomp filter refuses the system calls.
+CHMOD_REFUSED = (
+    "sandbox: file modes cannot be changed (os.chmod, Path.chmod, shutil.copymode and "
+    "copy2 are refused, in the workspace too); files the code creates are readable and "
+    "writable already: copy with shutil.copyfile, which copies no mode"
+)
 # Events whose first argument(s) are paths that will be modified.
 _WRITE_PATH_EVENTS = frozenset(
     {
@@ -321,6 +328,28 @@ _GENERATED_NODES = frozenset(
 # Dunders the generators read or call besides the user-readable ones: object.__setattr__ in
 # frozen dataclasses.
 _GENERATED_DUNDERS = frozenset({"__setattr__", "__delattr__"})
+#: Syntax added where native extension modules are allowed (the Python layers are no barrier
+#: there, SECURITY.md "Native extension modules"): the arithmetic, bitwise and unary operators
+#: and slices of pandas ``eval``/``query`` expressions (``and``/``or``/``not`` arrive as ``&``,
+#: ``|``, ``~``). Operators add syntax, not reach: names and attributes are checked as before.
+EXPRESSION_NODES = frozenset(
+    {
+        "Sub", "Mult", "Div", "FloorDiv", "Mod", "Pow", "BitAnd", "BitXor", "LShift", "RShift",
+        "Invert", "USub", "UAdd", "Slice",
+    }
+)  # fmt: skip
+#: The prefix pandas gives a local name of an expression (``@x`` is parsed as
+#: ``__pd_eval_local_x``).
+PANDAS_LOCAL_PREFIX = "__pd_eval_local_"
+#: What every refusal of generated code says.
+GENERATED_ADVICE = "field names must be identifiers and annotations types, not strings of code"
+#: What a refusal adds where pandas expressions are allowed.
+PANDAS_ADVICE = (
+    "a pandas eval()/query() expression may use column names, numbers, strings, arithmetic, "
+    "comparisons, boolean operators, subscripts, public attributes and @names of values that "
+    "are not modules; compute anything else in Python: df.assign(b=df['a'] * 2) adds a "
+    "column, df[df['a'] > 1] selects rows with a boolean mask"
+)
 
 
 def make_generated_code_check(
@@ -328,6 +357,8 @@ def make_generated_code_check(
     forbidden: frozenset[str],
     allowed: frozenset[str],
     denied: frozenset[str],
+    *,
+    expressions: bool = False,
 ) -> Callable[[Any], str | None]:
     """The check of source compiled while the user's code runs; returns a reason or ``None``.
 
@@ -341,15 +372,40 @@ def make_generated_code_check(
     (``__dataclass_*``, ``__create_fn__``, ``object.__setattr__``), no dunder string and no
     assignment to a dunder attribute. A field name that is not an identifier makes the text
     unparsable or adds syntax outside the list: refused.
+
+    With ``expressions`` (the profiles that allow native extension modules) pandas
+    ``eval``/``query`` expressions pass too: the operators of :data:`EXPRESSION_NODES` and
+    ``@`` names (:data:`PANDAS_LOCAL_PREFIX`) whose own name passes; a private ``@`` name, and a
+    private or dunder attribute of anything but a name the code defines itself (a generator's
+    ``self``), are refused. That an ``@`` name is bound to a module is known only when pandas
+    resolves it: :func:`make_pandas_guard` refuses it then.
+
+    Args:
+        allowed_dunders: Dunder names user code may read.
+        forbidden: Attribute names refused on every object.
+        allowed: The import allow-list.
+        denied: The import deny-list.
+        expressions: Allow pandas expressions (see above).
+
+    Returns:
+        ``check(source)``: the reason the source is refused, or ``None``.
     """
     stdlib = frozenset(getattr(sys, "stdlib_module_names", ()))
     readable = allowed_dunders | _GENERATED_DUNDERS
+    syntax = _GENERATED_NODES | EXPRESSION_NODES if expressions else _GENERATED_NODES
+    local_prefix = PANDAS_LOCAL_PREFIX if expressions else None
     # Imported now: importing it inside the hook could meet a partly initialised module.
     import ast
 
     parse, walk = ast.parse, ast.walk
 
     def bad_name(name: str) -> str | None:
+        if local_prefix is not None and name.startswith(local_prefix):
+            local = name[len(local_prefix) :]
+            if not local or local.startswith("_"):
+                return f"the private name {'@' + local!r}"
+            problem = bad_name(local)
+            return None if problem is None else f"{problem} (as @{local})"
         if name in _GENERATED_DENIED_NAMES or name in forbidden:
             return f"the name {name!r}"
         if name.startswith("__") and not (
@@ -377,9 +433,16 @@ def make_generated_code_check(
         # and its parameters are local names (a namedtuple field called `opcode`)
         defined = {node.name for node in nodes if type(node).__name__ == "FunctionDef"}
         defined.update(node.arg for node in nodes if type(node).__name__ == "arg")
+
+        def own(attribute: Any) -> bool:  # an attribute of a name the code defines (self)
+            root = attribute.value
+            while type(root).__name__ == "Attribute":
+                root = root.value
+            return type(root).__name__ == "Name" and root.id in defined
+
         for node in nodes:
             kind = type(node).__name__
-            if kind not in _GENERATED_NODES:
+            if kind not in syntax:
                 return f"the syntax {kind}"
             problem: str | None = None
             if kind == "Name" and node.id not in defined:
@@ -387,7 +450,11 @@ def make_generated_code_check(
             elif kind == "Attribute":
                 attr = node.attr
                 if attr.startswith("__") and attr.endswith("__"):
-                    if attr not in readable or type(node.ctx).__name__ != "Load":
+                    if (
+                        attr not in readable
+                        or type(node.ctx).__name__ != "Load"
+                        or (expressions and attr not in _GENERATED_DUNDERS and not own(node))
+                    ):
                         problem = f"the attribute {attr!r}"
                 elif attr in forbidden:
                     problem = f"the attribute {attr!r}"
@@ -397,6 +464,8 @@ def make_generated_code_check(
                         root = root.value
                     if type(root).__name__ == "Name" and root.id in stdlib:
                         problem = f"the private attribute {attr!r} of a module"
+                    elif expressions and not own(node):
+                        problem = f"the private attribute {attr!r}"
             elif kind == "Constant" and type(node.value) is str:
                 value = node.value
                 if (
@@ -456,7 +525,9 @@ def make_audit_hook(
     *,
     blocked: frozenset[str] = _BLOCKED_EVENTS,
     generated_check: Callable[[Any], str | None] | None = None,
+    generated_advice: str = GENERATED_ADVICE,
     sqlite_handle: Callable[[Any], str | None] | None = None,
+    no_chmod: bool = False,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -465,9 +536,14 @@ def make_audit_hook(
     ``ctypes``, frame access, the ``gc`` object walkers, tracing, code construction, new
     interpreters and the modules of :func:`refused_module`. With ``generated_check`` (see
     :func:`make_generated_code_check`), source compiled during the run is checked too, except
-    a module's unchanged source file under a read-only root (an import without a cache).
+    a module's unchanged source file under a read-only root (an import without a cache); a
+    refusal says ``generated_advice``.
     With ``sqlite_handle`` (see :mod:`pysandbox._sqlite_guard`), a sqlite3 connection it
-    does not expect (one not opened by the guarded ``sqlite3.connect``) is refused.
+    does not expect (one not opened by the guarded ``sqlite3.connect``) is refused. With
+    ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
+    Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
+    here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
+    ``os.listxattr``/``os.getxattr`` (refused by the filter too) answer ``ENOTSUP``.
     """
 
     def hook(
@@ -493,9 +569,11 @@ def make_audit_hook(
         _lexists: Callable[[str], bool] = os.path.lexists,
         _exists: type[FileExistsError] = FileExistsError,
         _generated: Callable[[Any], str | None] | None = generated_check,
+        _advice: str = generated_advice,
         _library_source: Callable[..., bool] = is_library_source,
         _refused_module: Callable[[str], bool] = refused_module,
         _sqlite_handle: Callable[[Any], str | None] | None = sqlite_handle,
+        _no_chmod: bool = no_chmod,
     ) -> None:
         if event == "compile":
             source, filename = args[0], args[1]
@@ -511,11 +589,7 @@ def make_audit_hook(
                 return
             problem = _generated(source)
             if problem is not None:
-                raise _denied(
-                    1,
-                    f"sandbox: code generated at run time uses {problem}; field names must be "
-                    "identifiers and annotations types, not strings of code",
-                )
+                raise _denied(1, f"sandbox: code generated at run time uses {problem}; {_advice}")
             return
         if event == "sqlite3.connect":
             # sqlite opens its files in C (no open event): in memory or in the workspace only.
@@ -558,6 +632,11 @@ def make_audit_hook(
             if args[1] != 1:  # only AF_UNIX (socketpair)
                 raise _denied(1, "sandbox: sockets are not permitted")
             return
+        if _no_chmod and event in ("os.chmod", "os.listxattr", "os.getxattr"):
+            if event == "os.chmod":
+                raise _denied(1, CHMOD_REFUSED)
+            # ENOTSUP, which shutil.copystat takes as "no attributes": copy2 then reaches chmod
+            raise _denied(95, "sandbox: extended file attributes are not supported")
         if event == "os.kill":
             if args[0] not in (0, _pid):
                 raise _denied(1, "sandbox: signals to other processes are not permitted")
@@ -886,6 +965,105 @@ def make_unittest_guard() -> Callable[[Any], None]:
     return patch
 
 
+#: What a pandas file format without its engine says (parquet and feather need pyarrow).
+PANDAS_STORE_ADVICE = (
+    "store DataFrames with df.to_csv(path), df.to_json(path) or df.to_pickle(path) and read "
+    "them back with pd.read_csv, pd.read_json or pd.read_pickle"
+)
+PARQUET_MISSING = (
+    "sandbox: parquet files need pyarrow (or fastparquet), which this sandbox does not "
+    f"provide, and packages cannot be installed here; {PANDAS_STORE_ADVICE}"
+)
+
+
+def make_pandas_guard() -> Callable[[Any], None]:
+    """``patch(modules)``: pandas' expressions and optional dependencies, once pandas is loaded.
+
+    Expressions: pandas looks the names of an ``eval``/``query`` expression up itself (columns,
+    ``@`` names from the caller's frame, and every attribute's value, kept as a temporary) and
+    reads attributes with the real ``getattr`` in its own frames: a module reached so would
+    hand out what the attribute guard refuses. The check of generated code refuses dunder and
+    private attributes by name; this refuses a module as the value of any name pandas resolves
+    (``Scope.resolve``).
+
+    Optional dependencies: pandas answers a missing one (pyarrow for parquet) with "use pip or
+    conda to install"; here nothing can be installed, so ``import_optional_dependency`` (in
+    every pandas module that bound it) and parquet's engine look-up say so and name what
+    works instead (:data:`PARQUET_MISSING`).
+
+    Idempotent; a module not loaded yet is patched by a later call.
+    """
+    module_type = type(sys)
+    done: set[str] = set()
+    real_optional: list[Any] = []
+
+    def refuse_modules(cls: Any) -> None:
+        real_resolve = cls.resolve
+
+        def resolve(self: Any, key: str, is_local: bool) -> Any:
+            value = real_resolve(self, key, is_local)
+            if isinstance(value, module_type):
+                name = f"@{key}" if is_local else "an attribute" if "_" in key else key
+                raise SandboxDenied(
+                    1,
+                    f"sandbox: a pandas expression may not use modules ({name} is the module "
+                    f"{getattr(value, '__name__', '?')!r}: pandas would read its attributes "
+                    f"unguarded); {PANDAS_ADVICE}",
+                )
+            return value
+
+        resolve.__doc__ = real_resolve.__doc__
+        cls.resolve = resolve
+
+    def import_optional_dependency(name: str, *args: Any, **kwargs: Any) -> Any:
+        # The signature differs between pandas versions: passed on as given.
+        try:
+            return real_optional[0](name, *args, **kwargs)
+        except ImportError:
+            pass
+        extra = kwargs.get("extra", args[0] if args else "")
+        if name in ("pyarrow", "fastparquet"):
+            raise ImportError(PARQUET_MISSING) from None
+        raise ImportError(
+            f"sandbox: the optional dependency {name!r} of pandas is not available in this "
+            f"sandbox and packages cannot be installed here{'; ' + extra if extra else ''}"
+        ) from None
+
+    def wrap_engine(parquet: Any) -> None:
+        real_engine = parquet.get_engine
+
+        def get_engine(engine: str) -> Any:
+            try:
+                return real_engine(engine)
+            except ImportError as exc:
+                if str(exc).startswith("sandbox:"):
+                    raise
+                raise ImportError(PARQUET_MISSING) from None
+
+        get_engine.__doc__ = real_engine.__doc__
+        parquet.get_engine = get_engine
+
+    def patch(modules: Any) -> None:
+        if "pandas.compat._optional" not in modules:
+            return
+        if not real_optional:
+            real_optional.append(modules["pandas.compat._optional"].import_optional_dependency)
+        real = real_optional[0]
+        for name, module in list(modules.items()):
+            if name in done or not name.startswith("pandas") or module is None:
+                continue
+            done.add(name)
+            namespace = getattr(module, "__dict__", {})
+            if namespace.get("import_optional_dependency") is real:
+                module.import_optional_dependency = import_optional_dependency
+            if name == "pandas.core.computation.scope":
+                refuse_modules(module.Scope)
+            elif name == "pandas.io.parquet":
+                wrap_engine(module)
+
+    return patch
+
+
 def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
     """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
 
@@ -1123,10 +1301,12 @@ def install_python_guards(
         make_sqlite_authorizer(workspace, realpath, _within)
     )
     unittest_patch = make_unittest_guard()
+    pandas_patch = make_pandas_guard()
 
-    def on_load(modules: Any) -> None:  # standard modules patched once they are loaded
+    def on_load(modules: Any) -> None:  # modules patched once they are loaded
         sqlite_patch(modules)
         unittest_patch(modules)
+        pandas_patch(modules)
 
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
@@ -1162,11 +1342,13 @@ def install_python_guards(
     blocked = _BLOCKED_EVENTS
     if cfg.get("native_extensions"):
         blocked = blocked - NATIVE_ALLOWED_EVENTS
+    native = bool(cfg.get("native_extensions"))
     generated_check = make_generated_code_check(
         frozenset(cfg["allowed_dunders"]),
         _INTROSPECTION | frozenset(cfg.get("static_forbidden_attributes", ())),
         allowed,
         denied,
+        expressions=native,
     )
     sys.addaudithook(
         make_audit_hook(
@@ -1177,7 +1359,9 @@ def install_python_guards(
             list_roots,
             blocked=blocked,
             generated_check=generated_check,
+            generated_advice=f"{GENERATED_ADVICE}; {PANDAS_ADVICE}" if native else GENERATED_ADVICE,
             sqlite_handle=sqlite_handle,
+            no_chmod=cfg["seccomp"] is not None,
         )
     )
     return user_builtins
@@ -1238,6 +1422,10 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
     applied is a setup failure (reported on the setup channel; the process ends).
 
+    A spawn-mode child (``cfg["enter_workspace"]``) starts in ``/``: it imports the
+    configuration's preload (:func:`import_preloads`) and then moves into the workspace, before
+    any layer, as the warm zygote imports it in ``/`` before forking.
+
     A ready child (``cfg["code_fd"]``, see :mod:`pysandbox._pool`) has no code yet: once
     every layer is in place it reads the code from that descriptor (at most
     ``cfg["max_code_bytes"]``; more, or less than announced, ends the process with
@@ -1247,6 +1435,9 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     if _setup_channel[0] < 0:
         open_setup_channel(cfg.get("setup_fd", -1))
     try:
+        if cfg.get("enter_workspace"):  # spawn mode: started in "/"
+            import_preloads(cfg)
+            os.chdir(cfg["workspace"])
         user_ns = _set_up(cfg, libc, ruleset)
     except BaseException as exc:
         _fail(f"{type(exc).__name__}: {exc}")
@@ -1273,6 +1464,26 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     except Exception:  # noqa: S110 - the parent may have closed the pipes
         pass
     return status
+
+
+def import_preloads(cfg: dict[str, Any]) -> list[str]:
+    """Import ``cfg["preload"]`` (after adding ``cfg["sys_path"]``), outside the workspace.
+
+    A module that fails to import is skipped: the user's own import reports it, under every
+    layer.
+
+    Returns:
+        The modules imported.
+    """
+    sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)
+    done = []
+    for name in cfg.get("preload", ()):
+        try:
+            __import__(name)
+        except Exception:  # noqa: S112 - reported by the user's import, if it has one
+            continue
+        done.append(name)
+    return done
 
 
 #: Exit status of a ready child whose code was refused (too large, or cut short): nothing ran.

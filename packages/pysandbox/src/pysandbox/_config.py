@@ -81,6 +81,10 @@ class ChildConfig:
             events of :data:`pysandbox._child.NATIVE_ALLOWED_EVENTS` (the kernel layers are
             required then).
         seccomp_debug: The seccomp program traps unlisted calls and the child names them.
+        preload: Modules imported before the child enters the workspace: by the warm zygote
+            once (its working directory is ``/``), by a spawn-mode child before its ``chdir``
+            (a library that reads configuration from the working directory at import,
+            matplotlib's ``matplotlibrc``, never sees one a run left in the workspace).
     """
 
     workspace: str
@@ -96,6 +100,7 @@ class ChildConfig:
     no_create: bool = False
     native_extensions: bool = False
     seccomp_debug: bool = False
+    preload: tuple[str, ...] = ()
 
     def _syscall_names(self) -> dict[int, str]:
         """Map each system-call number of this machine to its name (for the debug reporter)."""
@@ -174,6 +179,7 @@ class ChildConfig:
             "format_router": rules.format_router if rules else "",
             "python_guards": rules is not None,
             "native_extensions": self.native_extensions,
+            "preload": list(self.preload),
             # The figure channel's caps (figures, bytes); its descriptor comes per run.
             "figure_caps": list(_figures.channel_caps()),
             "abi": {
@@ -213,6 +219,7 @@ def build(
     env: Mapping[str, str],
     native_extensions: bool = False,
     seccomp_debug: bool = False,
+    preload: tuple[str, ...] = (),
 ) -> ChildConfig:
     """Build a child configuration (the one builder: sandboxes and the capability probe).
 
@@ -229,6 +236,8 @@ def build(
         native_extensions: Extra modules ship native code (see :class:`ChildConfig`).
         seccomp_debug: ``seccomp`` was built with ``debug=True``; the child names trapped
             calls.
+        preload: Modules imported before the child enters the workspace (see
+            :class:`ChildConfig`).
 
     Returns:
         The configuration.
@@ -251,4 +260,5 @@ def build(
         abi=MappingProxyType(_abi.child_abi(required=kernel)),
         native_extensions=native_extensions,
         seccomp_debug=seccomp_debug and seccomp is not None,
+        preload=tuple(preload),
     )

@@ -209,6 +209,7 @@ class SpawnLauncher:
         wire = config.wire(spec.code, spec.code_object)
         wire["setup_fd"] = setup_w
         wire["figure_fd"] = figure_w
+        wire["enter_workspace"] = True  # started in "/": preloads first, then the chdir
         try:
             cfg_fd = _payload_fd(_bootstrap.payload(_bootstrap.CHILD, wire))
         except BaseException:
@@ -223,7 +224,7 @@ class SpawnLauncher:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                cwd=config.workspace,
+                cwd="/",
                 env=_run_env(config, spec.marker),
                 close_fds=True,
                 pass_fds=(cfg_fd, setup_w, figure_w),

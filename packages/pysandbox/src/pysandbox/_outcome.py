@@ -208,7 +208,9 @@ def decide(
                 detail = (
                     f"the output names a MemoryError; the memory limit is {limits.memory_bytes} "
                     f"bytes of data ({2 * limits.memory_bytes} of address space), but the "
-                    "parent did not measure a peak near it"
+                    "parent did not measure a peak near it: a single allocation larger than "
+                    "the limit is refused at once, before any of it is used; allocate less at "
+                    "a time, or raise the limit (Limits.memory_bytes)"
                 )
             elif exit_code != 0 and "[Errno 27]" in stderr[-2000:]:
                 # The output is the code's: it explains, never decides (the status stands).

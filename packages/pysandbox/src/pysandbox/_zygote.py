@@ -15,7 +15,8 @@ its figure channel (:mod:`pysandbox._figures`); the message body carries the cod
 limits only. The zygote forks; the child sets ``PR_SET_PDEATHSIG``, starts a new session,
 puts the pipes on descriptors 1 and 2, closes every other descriptor (the control and run
 sockets included) except the prebuilt Landlock ruleset, the setup channel and the figure
-channel, reseeds ``random``, and then applies every layer through the same
+channel, reseeds every global random generator it inherited (``random``, numpy's legacy
+``RandomState``: :mod:`pysandbox._generators`), and then applies every layer through the same
 :func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
 
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
@@ -306,9 +307,8 @@ def _child_main(
         else:  # pragma: no cover - only if the zygote's environment was changed
             os.environ.clear()
             os.environ.update(wanted)
-        import random
-
-        random.seed()
+        # Each run gets fresh generators, not the zygote's state at the fork (_generators).
+        child["reseed_global_generators"]()
         run_cfg = dict(cfg)
         run_cfg.update(request)
         status = child["run_config"](run_cfg, libc, ruleset)

@@ -33,6 +33,7 @@ from pysandbox import (
     _distributions,
     _figures,
     _gate,
+    _home,
     _landlock,
     _matplotlib,
     _pool,
@@ -169,9 +170,11 @@ class Sandbox:
             same layers forks a fresh child per run and applies every layer after the fork
             (Linux; where the zygote cannot start, runs fall back to spawn and the capability
             report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
-        preload: Modules the warm zygote imports once, before forking (each must be allowed:
-            on the policy's allow-list or in ``extra_modules``); the zygote then checks that it
-            still has exactly one thread. Spawn-mode runs import them as the code does.
+        preload: Modules imported before a run enters its workspace (each must be allowed:
+            on the policy's allow-list or in ``extra_modules``): once by the warm zygote,
+            before forking (it then checks that it still has exactly one thread), and by each
+            spawn-mode child before its ``chdir``. matplotlib, when allowed, is always
+            imported so (it reads ``matplotlibrc`` from the working directory).
         ready_children: Warm mode: how many children the zygote keeps forked and confined
             (every layer applied) for the sandbox's own configuration, waiting for code
             (default :data:`READY_CHILDREN`, 2; 0 switches the pool off). Each serves one
@@ -203,7 +206,9 @@ class Sandbox:
     dependency closure become readable (see :mod:`pysandbox._distributions`). When one of them
     ships native extension modules the Python-level layers are no barrier, so both kernel
     layers must be on and required. When matplotlib is among them, its font cache is built
-    once per process into a directory children may only read (``MPLCONFIGDIR``).
+    once per process into a directory children may only read (``MPLCONFIGDIR``). ``HOME`` is
+    an empty directory of the process that children may only read (:mod:`pysandbox._home`);
+    ``TMPDIR`` is the workspace.
 
     Raises:
         ValueError: The workspace or an argument is invalid; an extra module's distribution
@@ -298,6 +303,8 @@ class Sandbox:
         self._mpl_dir = _matplotlib.config_dir() if "matplotlib" in dist_names else None
         if self._mpl_dir is not None:
             module_roots = (*module_roots, self._mpl_dir)
+        self._home = _home.home_dir()
+        module_roots = (*module_roots, self._home)
         extra_paths = []
         for path in extra_read_paths:
             real = os.path.realpath(os.fspath(path))
@@ -333,6 +340,9 @@ class Sandbox:
                 raise ValueError(
                     f"preload: module {name!r} is not allowed; add it to extra_modules"
                 )
+        # matplotlib reads $PWD/matplotlibrc when imported: imported before the chdir always.
+        mpl_first = ("matplotlib",) if self._mpl_dir is not None else ()
+        self._import_first = tuple(dict.fromkeys((*self._preload, *mpl_first)))
         self._closed = False
         self._run_slots = threading.BoundedSemaphore(max_concurrent_runs)
         self._active: set[Supervisor] = set()
@@ -716,6 +726,7 @@ class Sandbox:
                 env=self._base_env(),
                 native_extensions=self._grants.native,
                 seccomp_debug=self._seccomp_debug,
+                preload=self._import_first,
             )
         return self._config
 
@@ -858,7 +869,6 @@ class Sandbox:
             fixed["preimport"] = [
                 name for name in _PREIMPORT if self._rules.allowed.intersection({name})
             ]
-            fixed["preload"] = list(self._preload)
             env = {**self._base_env(), MARKER_NAME: "zygote-" + secrets.token_hex(8)}
             # cwd "/": the zygote holds nothing in the workspace; each child chdirs there.
             zygote = _zygote.Zygote(fixed, "/", env)
@@ -905,7 +915,7 @@ class Sandbox:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "LC_ALL": "C.UTF-8",
-            "HOME": self._workspace,
+            "HOME": self._home,
             "TMPDIR": self._workspace,
             **RUN_ENV,
         }

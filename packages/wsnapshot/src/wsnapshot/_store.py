@@ -220,7 +220,7 @@ class SnapshotStore:
     @property
     def store_dir(self) -> str:
         """Absolute path of the store directory."""
-        return self._files.path
+        return self._files.location
 
     # -- the inconsistent state -------------------------------------------------------------------
 
@@ -396,8 +396,7 @@ class SnapshotStore:
         files = self._files
         with self._locked():
             self._recover()
-            path = files.manifest_path(sid)
-            if not os.path.lexists(path):
+            if not files.has_manifest(sid):
                 raise SnapshotNotFound(sid)
             try:
                 drop: set[str] | None = {
@@ -406,8 +405,7 @@ class SnapshotStore:
             except CorruptSnapshot:
                 drop = None  # unknown references: sweep every blob no manifest names
             self._blobs.mark_gc()
-            files.unlink(path, missing_ok=False)
-            files.fsync_dir(files.snapdir)
+            files.remove_manifest(sid)
             self._capture.forget(sid)
             self._blobs.forget_usage()
             self._blobs.gc(drop)

@@ -50,11 +50,13 @@ __all__ = [
     "GC_MARK",
     "INCONSISTENT",
     "JOURNAL",
+    "MAX_MANIFEST_BYTES",
     "O_NOFOLLOW",
     "RESERVED_PREFIX",
     "Key",
     "Limits",
     "StoreDir",
+    "manifest_bytes",
     "order",
     "parts",
     "shown",
@@ -79,7 +81,8 @@ DEFAULT_STORE_MAX_BYTES = 10 << 30
 #: Bytes read (and written) per system call when streaming a file. Read through the module
 #: (``_storedir.CHUNK``) by every part of the store, so a test can shrink it in one place.
 CHUNK = 1024 * 1024
-_MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+#: Largest manifest read, in bytes.
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: The intent journal of a restore in progress.
 JOURNAL = "restore.journal"
@@ -337,6 +340,28 @@ class StoreDir:
         """Path of snapshot ``sid``'s manifest."""
         return os.path.join(self.snapdir, f"{sid}.json")
 
+    @property
+    def location(self) -> str:
+        """Where the snapshots live, as shown to users (this store: its directory's path)."""
+        return self.path
+
+    def has_manifest(self, sid: str) -> bool:
+        """Whether snapshot ``sid``'s manifest is stored (one ``lstat``)."""
+        return os.path.lexists(self.manifest_path(sid))
+
+    def remove_manifest(self, sid: str) -> None:
+        """Remove snapshot ``sid``'s manifest durably (the snapshot is no longer listed).
+
+        Raises:
+            FileNotFoundError: It is not stored.
+        """
+        self.unlink(self.manifest_path(sid), missing_ok=False)
+        self.fsync_dir(self.snapdir)
+
+    def catalogue_key(self) -> tuple[str, ...]:
+        """A value that changes whenever the set of stored manifests does (cache keys)."""
+        return tuple(sorted(self.ops.listdir(self.snapdir)))
+
     def load(self, sid: str) -> Manifest:
         """Read and validate snapshot ``sid``'s manifest.
 
@@ -346,11 +371,19 @@ class StoreDir:
         """
         path = self.manifest_path(sid)
         try:
-            raw = self.read_file(path, _MAX_MANIFEST_BYTES)
+            raw = self.read_file(path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             raise SnapshotNotFound(sid) from None
         except OSError as exc:
             raise CorruptSnapshot(sid, path, f"cannot read manifest: {exc.strerror}") from None
+        return self.parse_manifest_bytes(sid, raw)
+
+    def parse_manifest_bytes(self, sid: str, raw: bytes) -> Manifest:
+        """Validate the stored manifest ``raw`` of snapshot ``sid`` (every backend's format).
+
+        Raises:
+            CorruptSnapshot: It is not JSON, fails validation or names another snapshot.
+        """
 
         def fail(where: str, reason: str) -> SnapshotError:
             return CorruptSnapshot(sid, f"manifest{where}", reason)
@@ -420,5 +453,9 @@ class StoreDir:
 
     def save_manifest(self, m: Manifest) -> None:
         """Write manifest ``m`` atomically (this makes its snapshot listed)."""
-        data = json.dumps(m.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
-        self.write_file(self.snapdir, f"{m.id}.json", data)
+        self.write_file(self.snapdir, f"{m.id}.json", manifest_bytes(m))
+
+
+def manifest_bytes(m: Manifest) -> bytes:
+    """Manifest ``m`` as stored by every backend: compact UTF-8 JSON."""
+    return json.dumps(m.to_json(), ensure_ascii=False, separators=(",", ":")).encode()

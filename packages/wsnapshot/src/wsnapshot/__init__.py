@@ -26,10 +26,12 @@ from wsnapshot.exceptions import (
     SnapshotNotFound,
     SnapshotTooLarge,
     StoreConfigError,
+    StoreUnavailable,
     UnsafePathError,
     WorkspaceError,
     WorkspaceInconsistent,
     WorkspaceLimitError,
+    WorkspaceServedElsewhere,
 )
 from wsnapshot.snapshot import (
     Diff,
@@ -65,10 +67,12 @@ __all__ = [
     "SnapshotStore",
     "SnapshotTooLarge",
     "StoreConfigError",
+    "StoreUnavailable",
     "UnsafePathError",
     "WorkspaceError",
     "WorkspaceInconsistent",
     "WorkspaceLimitError",
+    "WorkspaceServedElsewhere",
     "__version__",
     "split_relpath",
 ]

@@ -18,6 +18,7 @@ import builtins
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
@@ -31,11 +32,17 @@ from wsnapshot._storedir import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
     DEFAULT_STORE_MAX_BYTES,
+    S3_SCHEME,
     Limits,
     StoreDir,
     order,
 )
-from wsnapshot.exceptions import CorruptSnapshot, SnapshotNotFound, WorkspaceInconsistent
+from wsnapshot.exceptions import (
+    CorruptSnapshot,
+    SnapshotNotFound,
+    StoreConfigError,
+    WorkspaceInconsistent,
+)
 from wsnapshot.snapshot import (
     Diff,
     FileRecord,
@@ -53,6 +60,25 @@ __all__ = [
     "DEFAULT_STORE_MAX_BYTES",
     "SnapshotStore",
 ]
+
+
+def _open_s3(
+    workspace_root: str,
+    url: str,
+    state_dir: str | os.PathLike[str] | None,
+    limits: Limits,
+    *,
+    read_only: bool,
+) -> tuple[StoreDir, BlobStore]:
+    """The S3 backend's two halves, imported only when an ``s3://`` store is opened."""
+    try:
+        from wsnapshot import _s3
+    except ImportError:
+        raise StoreConfigError(
+            url, "the S3 backend is not installed: pip install 'wsnapshot[s3]'"
+        ) from None
+    local = os.fspath(state_dir) if state_dir is not None else tempfile.mkdtemp(prefix="wsnapshot-")
+    return _s3.open_s3(workspace_root, url, local, get_ops(), limits, read_only=read_only)
 
 
 def _check_description(description: object) -> None:
@@ -85,14 +111,24 @@ class SnapshotStore:
     Args:
         workspace: The workspace directory (must exist).
         store_dir: The store directory (created with mode 0o700 if missing). It must not be
-            inside the workspace, nor contain it.
+            inside the workspace, nor contain it. Or ``s3://BUCKET/PREFIX``: the S3 backend
+            (extra ``wsnapshot[s3]``; see :mod:`wsnapshot._s3`), endpoint and credentials from
+            the standard ``AWS_*`` environment; opening it as a writer takes the workspace
+            over from any other writer of that prefix.
         max_bytes: Largest snapshot content accepted, in bytes (default 1 GiB).
         max_files: Most entries (files, directories, symlinks) in one snapshot (default 100,000).
         store_max_bytes: Store-wide quota of blob bytes (default 10 GiB).
         workers: Threads hashing files during ``create`` (default ``min(4, cpu_count)``).
+        state_dir: With an ``s3://`` store only: the local directory of the writers' lock,
+            staging files and restore journal (default: a new private temporary directory,
+            so an interrupted restore is completed only within the same process).
 
     Raises:
-        StoreConfigError: A directory is missing, overlapping or not a wsnapshot store.
+        StoreConfigError: A directory is missing, overlapping or not a wsnapshot store; a bad
+            ``s3://`` URL; the S3 extra is not installed.
+        StoreUnavailable: The ``s3://`` store cannot be reached.
+        WorkspaceServedElsewhere: Other writers kept taking the ``s3://`` store over while it
+            was being opened.
         ValueError: A limit is not a positive integer.
     """
 
@@ -105,6 +141,7 @@ class SnapshotStore:
         max_files: int = DEFAULT_MAX_FILES,
         store_max_bytes: int = DEFAULT_STORE_MAX_BYTES,
         workers: int | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         for name, value in (
             ("max_bytes", max_bytes),
@@ -117,11 +154,20 @@ class SnapshotStore:
             workers = min(4, os.cpu_count() or 1)
         if type(workers) is not int or workers <= 0:
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
-        self._open(workspace, store_dir, Limits(max_bytes, max_files, store_max_bytes, workers))
+        self._open(
+            workspace,
+            store_dir,
+            Limits(max_bytes, max_files, store_max_bytes, workers),
+            state_dir=state_dir,
+        )
 
     @classmethod
     def open_read_only(
-        cls, workspace: str | os.PathLike[str], store_dir: str | os.PathLike[str]
+        cls,
+        workspace: str | os.PathLike[str],
+        store_dir: str | os.PathLike[str],
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> SnapshotStore:
         """Open an existing store for reading only (``list``, ``get``, ``diff``, ``export``).
 
@@ -133,7 +179,9 @@ class SnapshotStore:
 
         Args:
             workspace: The workspace directory (must exist).
-            store_dir: The store directory (must be a wsnapshot store already).
+            store_dir: The store directory (must be a wsnapshot store already), or an
+                ``s3://`` URL (a reader never takes the store over from its writer).
+            state_dir: As for the constructor (``s3://`` only).
 
         Returns:
             The read-only store.
@@ -147,6 +195,7 @@ class SnapshotStore:
             store_dir,
             Limits(DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, DEFAULT_STORE_MAX_BYTES, 1),
             read_only=True,
+            state_dir=state_dir,
         )
         return store
 
@@ -157,13 +206,20 @@ class SnapshotStore:
         limits: Limits,
         *,
         read_only: bool = False,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._limits = limits
         self._ws = SafeWorkspace(workspace)
-        self._files = StoreDir(
-            self._ws.root, os.fspath(store_dir), get_ops(), self._limits, read_only=read_only
-        )
-        self._blobs = BlobStore(self._files)
+        location = os.fspath(store_dir)
+        if location.startswith(S3_SCHEME):
+            self._files, self._blobs = _open_s3(
+                self._ws.root, location, state_dir, self._limits, read_only=read_only
+            )
+        else:
+            self._files = StoreDir(
+                self._ws.root, location, get_ops(), self._limits, read_only=read_only
+            )
+            self._blobs = BlobStore(self._files)
         self._capture = Capture(self._files, self._blobs, self._ws)
         self._restorer = Restorer(self._files, self._blobs, self._capture, self._ws)
         self._records = Records(self._files, self._blobs)
@@ -219,8 +275,18 @@ class SnapshotStore:
 
     @property
     def store_dir(self) -> str:
-        """Absolute path of the store directory."""
+        """Absolute path of the store directory, or the ``s3://BUCKET/PREFIX`` URL."""
         return self._files.location
+
+    @property
+    def backend(self) -> str:
+        """Where the snapshots are kept: ``"local"`` (a directory) or ``"s3"``."""
+        return self._files.backend_name
+
+    @property
+    def bucket(self) -> str | None:
+        """The bucket of an ``s3://`` store (``None`` for a local one)."""
+        return self._files.bucket
 
     # -- the inconsistent state -------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ __all__ = [
     "MAX_MANIFEST_BYTES",
     "O_NOFOLLOW",
     "RESERVED_PREFIX",
+    "S3_SCHEME",
     "Key",
     "Limits",
     "StoreDir",
@@ -94,6 +95,8 @@ _STORE_MARK = "wsnapshot-store.json"
 _OWN_NAMES = frozenset(
     {"snapshots", "blobs", "tmp", "lock", JOURNAL, GC_MARK, INCONSISTENT, _STORE_MARK}
 )
+#: The scheme of a store location naming the S3 backend (``s3://BUCKET/PREFIX``).
+S3_SCHEME = "s3://"
 #: Workspace names starting with this are the store's own temporary entries: never snapshotted.
 RESERVED_PREFIX = ".wsnapshot-"
 
@@ -149,6 +152,11 @@ class StoreDir:
         StoreConfigError: The directory is not a directory, overlaps the workspace, or is
             neither empty nor a wsnapshot store.
     """
+
+    #: The backend's name, as reported by a server's status (``"local"``, ``"s3"``).
+    backend_name = "local"
+    #: The bucket holding the store (``None``: not an object store).
+    bucket: str | None = None
 
     def __init__(
         self,

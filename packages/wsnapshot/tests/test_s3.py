@@ -12,12 +12,14 @@ import hashlib
 import io
 import json
 import os
+import uuid
 from pathlib import Path
 
 import obstore
 import pytest
 from obstore.store import S3Store
 
+import wsnapshot
 from _helpers import build_tree, tree_state
 from conftest import BUCKET
 from wsnapshot import (
@@ -38,7 +40,7 @@ TREE = {
 
 
 def _raw(url: str) -> S3Store:
-    bucket, prefix = _s3.parse_url(url)
+    bucket, prefix = wsnapshot.parse_s3_url(url)
     return S3Store(bucket, prefix=prefix)
 
 
@@ -256,3 +258,38 @@ def test_the_location_never_carries_credentials(s3_url: str, tmp_path: Path) -> 
     store = SnapshotStore(_workspace(tmp_path, "ws"), s3_url, state_dir=tmp_path / "s")
     for shown in (store.store_dir, repr(store.bucket), store.backend):
         assert "testing" not in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://AKIAEXAMPLE:wJalrSECRET@bucket/prefix",
+        "s3://wJalrSECRET@bucket/prefix",
+        "s3://bucket:wJalrSECRET/prefix",
+    ],
+)
+def test_credentials_in_the_url_are_refused_unechoed(url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreConfigError) as err:
+        SnapshotStore(_workspace(tmp_path, "ws"), url, state_dir=tmp_path / "s")
+    assert "credentials never go in the URL" in str(err.value)
+    assert "wJalr" not in str(err.value)
+
+
+def test_a_reader_without_network_diffs_a_mirror(s3_url: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "ws")
+    (ws / "kept").write_bytes(b"k")
+    (ws / "gone").write_bytes(b"g")
+    store = SnapshotStore(ws, s3_url, state_dir=tmp_path / "s")
+    one = store.create().id
+    (ws / "gone").unlink()
+    (ws / "new").write_bytes(b"n")
+    two = store.create().id
+    with store.mirror_for_reader([one, two]) as local:
+        assert local == str((tmp_path / "s").resolve())
+        reader = SnapshotStore.open_read_only(ws, local)
+        diff = reader.diff(one, two)
+        assert (diff.added, diff.removed) == (("new",), ("gone",))
+        assert reader.diff(two).to_dict()["modified"] == []
+    assert list((tmp_path / "s" / "snapshots").iterdir()) == []  # the mirror is gone
+    with pytest.raises(wsnapshot.SnapshotNotFound), store.mirror_for_reader([str(uuid.uuid4())]):
+        pass

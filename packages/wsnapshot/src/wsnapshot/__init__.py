@@ -14,6 +14,7 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
+from wsnapshot._storedir import parse_s3_url
 from wsnapshot.exceptions import (
     CorruptSnapshot,
     ExportTooLarge,
@@ -74,5 +75,6 @@ __all__ = [
     "WorkspaceLimitError",
     "WorkspaceServedElsewhere",
     "__version__",
+    "parse_s3_url",
     "split_relpath",
 ]

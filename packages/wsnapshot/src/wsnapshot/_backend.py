@@ -59,6 +59,9 @@ class ManifestBackend(Protocol):
     def remove_manifest(self, sid: str) -> None:
         """Remove snapshot ``sid``'s manifest (``FileNotFoundError`` when not stored)."""
 
+    def mirrored(self, sids: list[str]) -> contextlib.AbstractContextManager[str]:
+        """A local directory holding manifests ``sids`` that a local read-only store opens."""
+
     def catalogue_key(self) -> tuple[str, ...]:
         """A value that changes whenever the set of manifests does."""
 

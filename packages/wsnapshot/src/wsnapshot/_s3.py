@@ -61,6 +61,7 @@ from wsnapshot._storedir import (
     Limits,
     StoreDir,
     manifest_bytes,
+    parse_s3_url,
 )
 from wsnapshot.exceptions import (
     CorruptSnapshot,
@@ -81,7 +82,6 @@ __all__ = [
     "PART_CONCURRENCY",
     "S3BlobStore",
     "S3StoreDir",
-    "parse_url",
 ]
 
 log = logging.getLogger("wsnapshot")
@@ -98,39 +98,8 @@ _OPEN_TRIES = 8
 _MARK = "wsnapshot-store.json"
 _LOG = "log/"
 _LOG_NAME = re.compile(r"[0-9]{20}\.json")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
-_SEGMENT = re.compile(r"[A-Za-z0-9._=+@-]{1,255}")
 _HEX = re.compile(r"[0-9a-f]+")
 _REASON_CHARS = 300
-
-
-def parse_url(url: str) -> tuple[str, str]:
-    """Split ``s3://BUCKET/PREFIX`` into the bucket and the prefix (no slash at either end).
-
-    Args:
-        url: The store's URL, as given on a command line.
-
-    Returns:
-        ``(bucket, prefix)``.
-
-    Raises:
-        StoreConfigError: Not of that form: the scheme, an invalid bucket name, a missing
-            prefix, or a prefix segment that is empty, ``.``, ``..`` or holds other characters
-            than letters, digits and ``._=+@-``.
-    """
-    form = "give s3://BUCKET/PREFIX, the prefix naming the workspace (s3://snapshots/team/ws1)"
-    if not url.startswith(S3_SCHEME):
-        raise StoreConfigError(str(url), f"not an s3:// URL; {form}")
-    bucket, _, prefix = url[len(S3_SCHEME) :].partition("/")
-    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
-        raise StoreConfigError(url, f"{bucket!r} is not a valid bucket name; {form}")
-    prefix = prefix.rstrip("/")
-    if not prefix:
-        raise StoreConfigError(url, f"the prefix is missing; {form}")
-    for segment in prefix.split("/"):
-        if segment in (".", "..") or not _SEGMENT.fullmatch(segment):
-            raise StoreConfigError(url, f"prefix segment {segment!r} is not allowed; {form}")
-    return bucket, prefix
 
 
 def _reason(exc: BaseException) -> str:
@@ -174,7 +143,7 @@ class S3StoreDir(StoreDir):
         read_only: bool = False,
         client: S3Store | None = None,
     ) -> None:
-        self.bucket, self.prefix = parse_url(url)
+        self.bucket, self.prefix = parse_s3_url(url)
         self.url = f"{S3_SCHEME}{self.bucket}/{self.prefix}"
         super().__init__(workspace_root, state_dir, ops, limits)
         self.read_only = read_only
@@ -404,6 +373,31 @@ class S3StoreDir(StoreDir):
         key = self.manifest_key(sid)
         with self.call(f"delete {key}"):
             obstore.delete(self.client, key)
+
+    @contextlib.contextmanager
+    def mirrored(self, sids: list[str]) -> Iterator[str]:
+        """Copy the manifests ``sids`` into the local state directory while the block runs.
+
+        A confined process without network (the MCP server's diff worker) then opens the state
+        directory as a local store, read-only: manifests only, no blob (a diff needs none).
+        One mirror at a time per store.
+
+        Yields:
+            The local state directory.
+
+        Raises:
+            SnapshotNotFound, CorruptSnapshot, StoreUnavailable: As :meth:`load`.
+        """
+        written: list[str] = []
+        try:
+            for sid in sids:
+                StoreDir.save_manifest(self, self.load(sid))
+                written.append(sid)
+            yield self.path
+        finally:
+            for sid in written:
+                with contextlib.suppress(FileNotFoundError):
+                    StoreDir.remove_manifest(self, sid)
 
     def catalogue_key(self) -> tuple[str, ...]:
         """The sorted manifest ids (one ``LIST``)."""

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from wsnapshot._blobs import BlobStore
@@ -287,6 +287,28 @@ class SnapshotStore:
     def bucket(self) -> str | None:
         """The bucket of an ``s3://`` store (``None`` for a local one)."""
         return self._files.bucket
+
+    def mirror_for_reader(
+        self, snapshot_ids: Iterable[str]
+    ) -> contextlib.AbstractContextManager[str]:
+        """A local store directory holding the manifests ``snapshot_ids``, for a reader.
+
+        A process without network opens it with :meth:`open_read_only`. A local store
+        yields its own directory. An ``s3://`` store copies those manifests into its state
+        directory for the duration of the block (``diff`` needs nothing else; reading a blob
+        there fails with ``CorruptSnapshot``). One block at a time per store.
+
+        Args:
+            snapshot_ids: UUIDs.
+
+        Returns:
+            A context manager yielding the directory's path.
+
+        Raises:
+            InvalidSnapshotId: An id is not a UUID.
+            SnapshotNotFound, CorruptSnapshot, StoreUnavailable: Reading a manifest failed.
+        """
+        return self._files.mirrored([check_id(sid) for sid in snapshot_ids])
 
     # -- the inconsistent state -------------------------------------------------------------------
 

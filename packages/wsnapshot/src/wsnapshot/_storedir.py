@@ -21,6 +21,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import stat
 import uuid
 from collections.abc import Iterator
@@ -59,6 +60,7 @@ __all__ = [
     "StoreDir",
     "manifest_bytes",
     "order",
+    "parse_s3_url",
     "parts",
     "shown",
     "stat_key",
@@ -97,6 +99,8 @@ _OWN_NAMES = frozenset(
 )
 #: The scheme of a store location naming the S3 backend (``s3://BUCKET/PREFIX``).
 S3_SCHEME = "s3://"
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_SEGMENT = re.compile(r"[A-Za-z0-9._=+@-]{1,255}")
 #: Workspace names starting with this are the store's own temporary entries: never snapshotted.
 RESERVED_PREFIX = ".wsnapshot-"
 
@@ -107,6 +111,44 @@ Key = tuple[int, int, int, int, int]
 def stat_key(st: os.stat_result) -> Key:
     """The stat key of ``st``: while it is unchanged, a file's content and mode are taken as is."""
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """Split ``s3://BUCKET/PREFIX`` into the bucket and the prefix (no slash at either end).
+
+    Args:
+        url: The store's URL, as given on a command line.
+
+    Returns:
+        ``(bucket, prefix)``.
+
+    Raises:
+        StoreConfigError: Credentials in the URL (it is then not echoed), or not of that
+            form: the scheme, an invalid bucket name, a missing prefix, or a prefix segment
+            that is empty, ``.``, ``..`` or holds other characters than letters, digits and
+            ``._=+@-``.
+    """
+    form = "give s3://BUCKET/PREFIX, the prefix naming the workspace (s3://snapshots/team/ws1)"
+    if not url.startswith(S3_SCHEME):
+        raise StoreConfigError(str(url), f"not an s3:// URL; {form}")
+    host = url[len(S3_SCHEME) :].partition("/")[0]
+    if "@" in host or ":" in host:
+        # user:secret@bucket: the URL is not echoed, it may hold a credential
+        raise StoreConfigError(
+            "s3://...",
+            "credentials never go in the URL: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            f"in the environment; {form}",
+        )
+    bucket, _, prefix = url[len(S3_SCHEME) :].partition("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise StoreConfigError(url, f"{bucket!r} is not a valid bucket name; {form}")
+    prefix = prefix.rstrip("/")
+    if not prefix:
+        raise StoreConfigError(url, f"the prefix is missing; {form}")
+    for segment in prefix.split("/"):
+        if segment in (".", "..") or not _SEGMENT.fullmatch(segment):
+            raise StoreConfigError(url, f"prefix segment {segment!r} is not allowed; {form}")
+    return bucket, prefix
 
 
 def shown(path: str) -> str:
@@ -365,6 +407,15 @@ class StoreDir:
         """
         self.unlink(self.manifest_path(sid), missing_ok=False)
         self.fsync_dir(self.snapdir)
+
+    @contextlib.contextmanager
+    def mirrored(self, sids: list[str]) -> Iterator[str]:
+        """A local store directory holding the manifests ``sids``, for a reader without network.
+
+        Yields:
+            This store's directory (it holds every manifest already).
+        """
+        yield self.path
 
     def catalogue_key(self) -> tuple[str, ...]:
         """A value that changes whenever the set of stored manifests does (cache keys)."""

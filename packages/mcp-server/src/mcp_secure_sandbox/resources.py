@@ -65,7 +65,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
 
     Returns versions of every package, the settings in force (absolute directories, limits,
     concurrency, allowed modules; never a secret), the isolation layers pysandbox reports, the
-    workspace's file count and bytes, the snapshot count, and ``warnings``: sentences about an
+    workspace's file count and bytes, the snapshot count, the snapshot store's backend
+    (``local`` or ``s3``) and bucket, and ``warnings``: sentences about an
     unsafe exposure (HTTP without a token), empty when there is none.
     """
     try:
@@ -84,6 +85,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
         "isolation": state.sandbox.capabilities().to_dict(),
         "workspace": usage,
         "snapshot_count": snapshot_count,
+        # where the snapshots live: the backend and its bucket, never a credential
+        "snapshot_store": {"backend": state.store.backend, "bucket": state.store.bucket},
         "active_runs": state.gate.active_runs,
         "warnings": http_warnings(state.settings),
     }

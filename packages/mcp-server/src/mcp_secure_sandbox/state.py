@@ -78,7 +78,12 @@ class ServerState:
             ready_children=settings.ready_children,
             ready_max_idle_s=settings.ready_max_idle_s,
         )
-        self.store = SnapshotStore(settings.workspace, settings.snapshots)
+        if settings.snapshots_url is not None:  # S3: settings.snapshots holds the local state
+            self.store = SnapshotStore(
+                settings.workspace, settings.snapshots_url, state_dir=settings.snapshots
+            )
+        else:
+            self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)
         self.registry: SchemaRegistry = default_registry()
         self.gate = WorkspaceGate()
@@ -105,12 +110,16 @@ class ServerState:
         # Diffs load two manifests of up to 100,000 entries, or scan and hash the workspace:
         # a worker of their own, read-only on the store and the workspace (one diff at a time,
         # the "snapshot" admission).
+        # The worker has no network: an S3 store mirrors the manifests a diff needs into its
+        # local state directory first (``SnapshotStore.mirror_for_reader``), which it reads.
         self.diff_workers = WorkerPool(
             size=1,
             deadline_s=settings.diff_deadline_s,
             memory_bytes=settings.diff_memory_bytes,
             workspace=settings.workspace,
-            store=Path(self.store.store_dir),
+            store=Path(
+                self.store.store_dir if self.store.backend == "local" else settings.snapshots
+            ),
             require_kernel_layers=bool(settings.require_layers),
             too_expensive="the snapshots are too large to compare",
         )

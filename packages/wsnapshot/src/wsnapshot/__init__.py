@@ -14,7 +14,7 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
-from wsnapshot._storedir import parse_s3_url
+from wsnapshot._storedir import S3_SCHEME, parse_s3_url
 from wsnapshot.exceptions import (
     CorruptSnapshot,
     ExportTooLarge,
@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_FILES",
     "DEFAULT_STORE_MAX_BYTES",
+    "S3_SCHEME",
     "CorruptSnapshot",
     "Diff",
     "ExportTooLarge",

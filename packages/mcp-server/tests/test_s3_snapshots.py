@@ -1,0 +1,185 @@
+"""``--snapshots s3://BUCKET/PREFIX``: the snapshot tools on S3-compatible storage, in process
+(``mcp.Client(server)``) against a moto server on loopback that this module starts once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from mcp_secure_sandbox.server import create_server
+from mcp_secure_sandbox.settings import (
+    ConfigError,
+    Settings,
+    prepare_directories,
+    settings_from_args,
+)
+
+pytest.importorskip("obstore", reason="the [s3] extra is missing")
+
+BUCKET = "mcp-s3-tests"
+SECRET = "wJalrXUtnFEMI-K7MDENG-SECRETKEY"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto S3 server on loopback with ``BUCKET``; the ``AWS_*`` environment pointing at it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    url = f"http://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("moto") / "moto.log"
+    with logs.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        for _ in range(600):  # until it answers (each try waits for a connection or a refusal)
+            if proc.poll() is not None:
+                pytest.fail(f"moto exited: {logs.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=5).close()  # noqa: S310
+                break
+            except (urllib.error.URLError, ConnectionError):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.05)
+        request = urllib.request.Request(f"{url}/{BUCKET}", method="PUT")  # noqa: S310
+        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AWS_ENDPOINT_URL", url)
+            mp.setenv("AWS_ALLOW_HTTP", "true")
+            mp.setenv("AWS_ACCESS_KEY_ID", "testing-key-id")
+            mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+            mp.setenv("AWS_REGION", "us-east-1")
+            mp.delenv("AWS_SESSION_TOKEN", raising=False)
+            yield url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        body = p.read_bytes() if stat.S_ISREG(st.st_mode) else None
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_mtime_ns, body)
+    return out
+
+
+async def _tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, f"{name}: {result.content}"
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def _tool_error(client: Client, name: str, **arguments: Any) -> str:
+    result = await client.call_tool(name, arguments)
+    assert result.is_error, f"{name} succeeded: {result.structured_content}"
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def _settings(base: Path, name: str, url: str) -> Settings:
+    ws = base / name / "workspace"
+    ws.mkdir(parents=True)
+    parsed = settings_from_args(["--workspace", str(ws), "--snapshots", url], environ={})
+    # the local state directory beside the workspace (./sandbox_snapshots by default)
+    return prepare_directories(
+        replace(parsed, snapshots=base / name / "state", require_layers=(), execution="spawn")
+    )
+
+
+def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
+    s3_endpoint: str, tmp_path: Path
+) -> None:
+    url = f"s3://{BUCKET}/fleet/{uuid.uuid4().hex}"
+    first, second = _settings(tmp_path, "one", url), _settings(tmp_path, "two", url)
+    assert first.snapshots_url == url
+    (first.workspace / "data").mkdir()
+    (first.workspace / "data" / "in.csv").write_bytes(b"a,b\n1,2\n")
+    (first.workspace / "blob.bin").write_bytes(os.urandom(200_000))
+    (first.workspace / "blob.bin").chmod(0o600)
+    os.utime(first.workspace / "data" / "in.csv", ns=(1, 1_700_000_000_123_456_789))
+
+    async def scenario() -> None:
+        app1, _state1 = create_server(first)
+        async with Client(app1) as one:
+            made = await _tool(one, "create_state_snapshot", description="from one")
+            expected = _tree(first.workspace)
+            app2, _state2 = create_server(second)  # takes the workspace over
+            async with Client(app2) as two:
+                listing = await _tool(two, "list_state_snapshots")
+                assert [s["id"] for s in listing["snapshots"]] == [made["id"]]
+                assert _tree(second.workspace) == {}
+                await _tool(two, "restore_state_snapshot", snapshot_id=made["id"])
+                assert _tree(second.workspace) == expected  # bytes, modes, mtimes
+                # a diff runs in the confined worker, from the mirrored manifest
+                diff = await _tool(two, "diff_state_snapshots", snapshot_id=made["id"])
+                assert diff["added"] == diff["removed"] == diff["modified"] == []
+                status = await two.read_resource("sandbox://status")
+                text = status.contents[0].text  # type: ignore[union-attr]
+                document = json.loads(text)
+                assert document["snapshot_store"] == {"backend": "s3", "bucket": BUCKET}
+                assert document["snapshot_count"] == 1
+                assert SECRET not in text
+                assert "testing-key-id" not in text
+                # the first server lost the fence: it says so on every snapshot call
+                for name, args in (
+                    ("create_state_snapshot", {}),
+                    ("list_state_snapshots", {}),
+                    ("restore_state_snapshot", {"snapshot_id": made["id"]}),
+                ):
+                    error = await _tool_error(one, name, **args)
+                    assert "this workspace is now served elsewhere; snapshots since" in error
+                    assert SECRET not in error
+                # the second one keeps saving
+                await _tool(two, "create_state_snapshot", description="from two")
+                assert (await _tool(two, "list_state_snapshots"))["count"] == 2
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [
+        ("s3://KEYID:SECRETVALUE@bucket/ws", "credentials never go in the URL"),
+        ("s3://SECRETVALUE@bucket/ws", "credentials never go in the URL"),
+        ("s3://bucket", "the prefix is missing"),
+        ("s3://bucket/../x", "not allowed"),
+        ("s3://Bad_Bucket/x", "not a valid bucket name"),
+    ],
+)
+def test_bad_s3_urls_are_configuration_errors(value: str, wanted: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_args(["--snapshots", value], environ={})
+    assert str(err.value).startswith("--snapshots: ")
+    assert wanted in str(err.value)
+    assert "SECRETVALUE" not in str(err.value)
+    assert "give s3://BUCKET/PREFIX" in str(err.value)
+
+
+def test_a_directory_stays_a_directory() -> None:
+    parsed = settings_from_args(["--snapshots", "some/dir"], environ={})
+    assert parsed.snapshots_url is None
+    assert parsed.snapshots == Path.cwd() / "some" / "dir"
+    from_env = settings_from_args([], environ={"SANDBOX_SNAPSHOTS": "s3://bucket-a/w"})
+    assert from_env.snapshots_url == "s3://bucket-a/w"
+    assert from_env.snapshots == Path.cwd() / "sandbox_snapshots"

@@ -100,6 +100,9 @@ _LOG = "log/"
 _LOG_NAME = re.compile(r"[0-9]{20}\.json")
 _HEX = re.compile(r"[0-9a-f]+")
 _REASON_CHARS = 300
+#: Called with the operation's name after each request to the bucket, answered or failed
+#: (``None``: nothing). The fault-injection tests kill the writer there, request by request.
+_after_request: Callable[[str], None] | None = None
 
 
 def _reason(exc: BaseException) -> str:
@@ -183,6 +186,9 @@ class S3StoreDir(StoreDir):
             raise
         except (BaseError, OSError) as exc:
             raise StoreUnavailable(self.url, operation, _reason(exc)) from None
+        finally:
+            if _after_request is not None:
+                _after_request(operation)
 
     def keys(self, under: str) -> Iterator[tuple[str, int]]:
         """``(key, size)`` of every object under ``under`` (relative to the prefix)."""

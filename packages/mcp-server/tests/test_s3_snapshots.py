@@ -21,7 +21,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from starlette.testclient import TestClient
 
+from mcp_secure_sandbox import state as state_module
+from mcp_secure_sandbox.http_transport import BearerAuth
 from mcp_secure_sandbox.server import create_server
 from mcp_secure_sandbox.settings import (
     ConfigError,
@@ -108,8 +111,9 @@ def _settings(base: Path, name: str, url: str) -> Settings:
 
 
 def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
-    s3_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)  # every call checks the fence
     url = f"s3://{BUCKET}/fleet/{uuid.uuid4().hex}"
     first, second = _settings(tmp_path, "one", url), _settings(tmp_path, "two", url)
     assert first.snapshots_url == url
@@ -120,7 +124,7 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
     os.utime(first.workspace / "data" / "in.csv", ns=(1, 1_700_000_000_123_456_789))
 
     async def scenario() -> None:
-        app1, _state1 = create_server(first)
+        app1, state1 = create_server(first)
         async with Client(app1) as one:
             made = await _tool(one, "create_state_snapshot", description="from one")
             expected = _tree(first.workspace)
@@ -137,11 +141,24 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
                 status = await two.read_resource("sandbox://status")
                 text = status.contents[0].text  # type: ignore[union-attr]
                 document = json.loads(text)
-                assert document["snapshot_store"] == {"backend": "s3", "bucket": BUCKET}
+                assert document["snapshot_store"] == {
+                    "backend": "s3",
+                    "bucket": BUCKET,
+                    "served_elsewhere": None,
+                }
                 assert document["snapshot_count"] == 1
                 assert SECRET not in text
                 assert "testing-key-id" not in text
-                # the first server lost the fence: it says so on every snapshot call
+                # the first server lost the fence: a call that changes only its workspace
+                # is refused too (the fence is checked first), and its health fails
+                assert state1.health() is None
+                error = await _tool_error(one, "write_workspace_file", path="late.txt", content="x")
+                assert "this workspace is now served elsewhere; snapshots since" in error
+                assert not (first.workspace / "late.txt").exists()
+                reason = state1.health()
+                assert reason is not None
+                assert reason in error
+                # and so on every snapshot call
                 for name, args in (
                     ("create_state_snapshot", {}),
                     ("list_state_snapshots", {}),
@@ -150,6 +167,11 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
                     error = await _tool_error(one, name, **args)
                     assert "this workspace is now served elsewhere; snapshots since" in error
                     assert SECRET not in error
+                gone = json.loads(
+                    (await one.read_resource("sandbox://status")).contents[0].text  # type: ignore[union-attr]
+                )
+                assert gone["snapshot_store"]["served_elsewhere"] == state1.health()
+                assert gone["snapshot_count"] is None
                 # the second one keeps saving
                 await _tool(two, "create_state_snapshot", description="from two")
                 assert (await _tool(two, "list_state_snapshots"))["count"] == 2
@@ -183,3 +205,16 @@ def test_a_directory_stays_a_directory() -> None:
     from_env = settings_from_args([], environ={"SANDBOX_SNAPSHOTS": "s3://bucket-a/w"})
     assert from_env.snapshots_url == "s3://bucket-a/w"
     assert from_env.snapshots == Path.cwd() / "sandbox_snapshots"
+
+
+def test_healthz_fails_with_the_reason() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the health check never reaches the app")
+
+    reason: list[str | None] = [None]
+    client = TestClient(BearerAuth(app, "token", lambda: reason[0]))
+    assert client.get("/healthz").json() == {"status": "ok"}
+    reason[0] = "this workspace is now served elsewhere; snapshots since T were not saved"
+    answer = client.get("/healthz")
+    assert answer.status_code == 503
+    assert answer.json() == {"status": "unavailable", "reason": reason[0]}

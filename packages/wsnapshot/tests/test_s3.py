@@ -293,3 +293,17 @@ def test_a_reader_without_network_diffs_a_mirror(s3_url: str, tmp_path: Path) ->
     assert list((tmp_path / "s" / "snapshots").iterdir()) == []  # the mirror is gone
     with pytest.raises(wsnapshot.SnapshotNotFound), store.mirror_for_reader([str(uuid.uuid4())]):
         pass
+
+
+def test_check_fence_finds_a_take_over_without_a_commit(s3_url: str, tmp_path: Path) -> None:
+    a = SnapshotStore(_workspace(tmp_path, "a"), s3_url, state_dir=tmp_path / "sa")
+    a.check_fence()
+    before = [a.served_elsewhere]
+    SnapshotStore(_workspace(tmp_path, "b"), s3_url, state_dir=tmp_path / "sb")
+    before.append(a.served_elsewhere)  # not known before a request
+    with pytest.raises(WorkspaceServedElsewhere) as lost:
+        a.check_fence()
+    assert before == [None, None]
+    reason = a.served_elsewhere
+    assert reason == str(lost.value)
+    assert reason.startswith("this workspace is now served elsewhere; snapshots since")

@@ -52,24 +52,11 @@ def _baseline(ws: Path, url: str, state: Path) -> str:
     return sid
 
 
-#: The requests the child makes (counted by a run without a kill: a change of the backend's
-#: requests fails the count test, which names the new number).
-REQUESTS = 27
-#: The sweep is split into this many parts (pytest-xdist runs them side by side).
+#: The sweep is split into this many parts (pytest-xdist runs them side by side): part p kills
+#: the child at requests p + 1, p + 1 + PARTS, ... until a child finishes before its k-th
+#: request. (How many requests a writer makes varies: a file changed within the timestamp
+#: granularity of a snapshot is hashed again by the next one, which then asks for its blob.)
 PARTS = 2
-
-
-def test_the_child_makes_the_requests_counted(s3_endpoint: str, tmp_path: Path) -> None:
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    url = f"s3://wsnapshot-tests/faults/{os.getpid()}-count"
-    baseline = _baseline(ws, url, tmp_path / "s0")
-    proc = _child(ws, url, tmp_path / "s1", 0, baseline)
-    out, _ = proc.communicate(timeout=120)
-    assert proc.returncode == 0
-    assert int(out) == REQUESTS, f"the writer now makes {out.strip()} requests: set REQUESTS"
-    reader = SnapshotStore.open_read_only(ws, url, state_dir=tmp_path / "r")
-    assert [i.description for i in reader.list()] == ["by the child"]
 
 
 @pytest.mark.skipif(
@@ -81,7 +68,10 @@ def test_sigkill_after_each_request_leaves_only_complete_snapshots(
     s3_endpoint: str, tmp_path: Path, part: int
 ) -> None:
     states = set()
-    for k in range(1 + part, REQUESTS + 1, PARTS):
+    finished = False
+    k = 1 + part - PARTS
+    while not finished:
+        k += PARTS
         base = tmp_path / f"k{k}"
         ws = base / "ws"
         ws.mkdir(parents=True)
@@ -89,8 +79,13 @@ def test_sigkill_after_each_request_leaves_only_complete_snapshots(
         baseline = _baseline(ws, url, base / "s0")
         wanted = tree_state(ws)
         proc = _child(ws, url, base / "s1", k, baseline)
-        proc.communicate(timeout=120)
-        assert proc.returncode == -signal.SIGKILL, f"request {k} of {REQUESTS}: not killed"
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode == 0:  # it made fewer than k requests: the sweep is complete
+            assert int(out) < k
+            assert k > 20  # open (3), create (blobs, log entry, manifest), delete (log, gc)
+            finished = True
+        else:
+            assert proc.returncode == -signal.SIGKILL, f"request {k}: {proc.returncode}"
         # a reader on another machine: every listed snapshot is complete and restores exactly
         reader = SnapshotStore.open_read_only(ws, url, state_dir=base / "r")
         listed = {i.description: i.id for i in reader.list()}

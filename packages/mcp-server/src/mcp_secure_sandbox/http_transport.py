@@ -102,6 +102,8 @@ class BearerAuth:
         app: The wrapped ASGI application.
         token: The expected token, or ``None`` to disable auth (loopback development only, see
             ``--allow-unauthenticated-http``).
+        health: Returns why the server cannot serve (``/healthz`` then answers 503 with
+            ``{"status": "unavailable", "reason"}``), or ``None``; no callback: always healthy.
 
     Raises:
         RuntimeError: From a call, for a scope type other than ``http``, ``websocket`` and
@@ -109,9 +111,12 @@ class BearerAuth:
             know); the wrapped app is never called with it.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, health: Callable[[], str | None] | None = None
+    ) -> None:
         self.app = app
         self._token = None if token is None else token.encode()
+        self._health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer ``/healthz``, refuse unauthorised requests, pass the rest to the app."""
@@ -125,6 +130,10 @@ class BearerAuth:
         if kind != "http":
             raise RuntimeError(f"refusing an ASGI scope of unknown type {kind!r}")
         if scope.get("path") == HEALTH_PATH:
+            reason = self._health() if self._health is not None else None
+            if reason is not None:  # e.g. the workspace is now served by another server
+                await _json_response(send, 503, {"status": "unavailable", "reason": reason}, [])
+                return
             await _json_response(send, 200, {"status": "ok"}, [])
             return
         if not self._authorized(scope):
@@ -358,18 +367,23 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def build_http_app(app: MCPServer[Any], settings: Settings) -> ASGIApp:
-    """Return the ASGI application serving ``app`` over streamable HTTP with our protections."""
+def build_http_app(
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+) -> ASGIApp:
+    """Return the ASGI application serving ``app`` over streamable HTTP with our protections.
+
+    ``health`` is :class:`BearerAuth`'s (``/healthz``).
+    """
     starlette_app = app.streamable_http_app(
         max_request_body_size=settings.max_body_bytes,
         transport_security=transport_security(settings),
         host=settings.host,
     )
-    return BearerAuth(starlette_app, settings.token)
+    return BearerAuth(starlette_app, settings.token, health)
 
 
 def build_uvicorn_config(
-    app: MCPServer[Any], settings: Settings
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
 ) -> tuple[uvicorn.Config, ConnectionGuard]:
     """The uvicorn configuration serving ``app``, and the guard its connections report to.
 
@@ -381,7 +395,7 @@ def build_uvicorn_config(
     )
     protocol = type("ServerH11Protocol", (GuardedH11Protocol,), {"guard": guard})
     config = uvicorn.Config(
-        build_http_app(app, settings),
+        build_http_app(app, settings, health),
         host=settings.host,
         port=settings.port,
         http=protocol,
@@ -393,13 +407,17 @@ def build_uvicorn_config(
     return config, guard
 
 
-def serve_http(app: MCPServer[Any], settings: Settings) -> None:
+def serve_http(
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+) -> None:
     """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking).
+
+    ``health`` is :class:`BearerAuth`'s (``/healthz``).
 
     Raises:
         ConfigError: As :func:`build_uvicorn_config`.
     """
-    config, guard = build_uvicorn_config(app, settings)
+    config, guard = build_uvicorn_config(app, settings, health)
     for warning in http_warnings(settings):
         log.warning("%s", warning)
     log.info(

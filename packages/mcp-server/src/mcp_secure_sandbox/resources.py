@@ -66,7 +66,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
     Returns versions of every package, the settings in force (absolute directories, limits,
     concurrency, allowed modules; never a secret), the isolation layers pysandbox reports, the
     workspace's file count and bytes, the snapshot count, the snapshot store's backend
-    (``local`` or ``s3``) and bucket, and ``warnings``: sentences about an
+    (``local`` or ``s3``), bucket and ``served_elsewhere`` (why nothing more is saved, or
+    ``None``), and ``warnings``: sentences about an
     unsafe exposure (HTTP without a token), empty when there is none.
     """
     try:
@@ -86,7 +87,11 @@ def status_document(state: ServerState) -> dict[str, Any]:
         "workspace": usage,
         "snapshot_count": snapshot_count,
         # where the snapshots live: the backend and its bucket, never a credential
-        "snapshot_store": {"backend": state.store.backend, "bucket": state.store.bucket},
+        "snapshot_store": {
+            "backend": state.store.backend,
+            "bucket": state.store.bucket,
+            "served_elsewhere": state.store.served_elsewhere,  # why nothing more is saved
+        },
         "active_runs": state.gate.active_runs,
         "warnings": http_warnings(state.settings),
     }

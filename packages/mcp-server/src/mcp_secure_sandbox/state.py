@@ -22,9 +22,14 @@ from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import Limits, Sandbox
-from wsnapshot import SafeWorkspace, SnapshotStore
+from wsnapshot import SafeWorkspace, SnapshotStore, StoreUnavailable, WorkspaceServedElsewhere
 
-__all__ = ["ServerState"]
+__all__ = ["FENCE_CHECK_S", "ServerState"]
+
+#: Seconds between two checks of an ``s3://`` snapshot store's fence by the calls that do not
+#: reach the store themselves (:meth:`ServerState._check_fence`); a snapshot call checks it
+#: every time.
+FENCE_CHECK_S = 5.0
 
 log = logging.getLogger("mcp_secure_sandbox")
 
@@ -85,6 +90,7 @@ class ServerState:
         else:
             self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)
+        self._fence_checked = -math.inf  # when _check_fence last asked the store (monotonic s)
         self.registry: SchemaRegistry = default_registry()
         self.gate = WorkspaceGate()
         self.admission = Admission(
@@ -243,6 +249,7 @@ class ServerState:
         outcome: dict[str, str] = {"status": "ok", "message": ""}
         level = "INFO"
         try:
+            await self._check_fence()
             yield outcome
         except Busy as exc:
             outcome["status"], outcome["message"], level = "busy", str(exc), "WARNING"
@@ -267,6 +274,43 @@ class ServerState:
             asyncio.get_running_loop().call_soon(
                 self._account, tool, elapsed_ms, level, outcome["status"], outcome["message"]
             )
+
+    def health(self) -> str | None:
+        """Why this server cannot serve (``/healthz`` fails with it), or ``None``.
+
+        Set once another server took the workspace's ``s3://`` snapshot store over.
+        """
+        return self.store.served_elsewhere
+
+    async def _check_fence(self) -> None:
+        """Refuse every call once another server took the ``s3://`` store over.
+
+        At most every :data:`FENCE_CHECK_S` seconds, a call first checks the store's fence
+        (one request; an unreachable store does not stop the call): so a call that changes
+        only the workspace (a run, a file write) is not acknowledged long after the workspace
+        moved to another server.
+
+        Raises:
+            ToolError: The workspace is served elsewhere ("this workspace is now served
+                elsewhere; snapshots since T were not saved").
+        """
+        store = self.store
+        if store.backend == "local":
+            return
+        now = time.monotonic()
+        if store.served_elsewhere is None and now - self._fence_checked >= FENCE_CHECK_S:
+            self._fence_checked = now
+            try:
+                await anyio.to_thread.run_sync(
+                    store.check_fence, limiter=self.admission.limiter("light")
+                )
+            except WorkspaceServedElsewhere:
+                pass
+            except StoreUnavailable as exc:
+                log.warning("cannot check the snapshot store's fence: %s", exc)
+        reason = store.served_elsewhere
+        if reason is not None:
+            raise ToolError(reason)
 
     def _account(self, tool: str, elapsed_ms: float, level: str, status: str, message: str) -> None:
         """Count one call of ``tool``, trace it and log it (see :meth:`instrument`)."""

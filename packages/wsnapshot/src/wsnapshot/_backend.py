@@ -38,6 +38,12 @@ class ManifestBackend(Protocol):
     def locked(self, *, blocking: bool = True) -> contextlib.AbstractContextManager[bool]:
         """Hold the writers' lock (and, on a shared backend, check this writer still serves)."""
 
+    def lost_reason(self) -> str | None:
+        """Why this writer stopped saving (another writer took the store over), or ``None``."""
+
+    def check_fence(self) -> None:
+        """Check, with a request, that no other writer took over (``WorkspaceServedElsewhere``)."""
+
     def has_manifest(self, sid: str) -> bool:
         """Whether snapshot ``sid`` is stored."""
 

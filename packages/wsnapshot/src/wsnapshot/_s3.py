@@ -283,6 +283,14 @@ class S3StoreDir(StoreDir):
         if self.exists(self._log_key(self.head + 1)):
             self._lose()
 
+    def lost_reason(self) -> str | None:
+        """The :class:`WorkspaceServedElsewhere` sentence once the fence is lost, else ``None``."""
+        return str(WorkspaceServedElsewhere(self.url, self.saved_at)) if self.lost else None
+
+    def check_fence(self) -> None:
+        """:meth:`check_head` (one ``HEAD``)."""
+        self.check_head()
+
     @contextlib.contextmanager
     def locked(self, *, blocking: bool = True) -> Iterator[bool]:
         """The local writers' lock, then the fence check (:meth:`check_head`).

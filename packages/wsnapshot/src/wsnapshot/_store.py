@@ -288,6 +288,30 @@ class SnapshotStore:
         """The bucket of an ``s3://`` store (``None`` for a local one)."""
         return self._files.bucket
 
+    @property
+    def served_elsewhere(self) -> str | None:
+        """Why this store saves nothing more, or ``None`` while it is the writer.
+
+        Set once another writer took the ``s3://`` store over (found by any call, or by
+        :meth:`check_fence`): the sentence of
+        :class:`~wsnapshot.exceptions.WorkspaceServedElsewhere`, which every later call
+        raises. Always ``None`` for a local store and for a read-only one.
+        """
+        return self._files.lost_reason()
+
+    def check_fence(self) -> None:
+        """Check now, with one request, that no other writer took the ``s3://`` store over.
+
+        Nothing to check on a local store (one machine's, serialised by ``flock``).
+
+        Raises:
+            WorkspaceServedElsewhere: Another writer took over (:attr:`served_elsewhere` is
+                set from now on).
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        if not self._files.read_only:
+            self._files.check_fence()
+
     def mirror_for_reader(
         self, snapshot_ids: Iterable[str]
     ) -> contextlib.AbstractContextManager[str]:

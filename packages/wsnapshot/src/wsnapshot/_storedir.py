@@ -408,6 +408,13 @@ class StoreDir:
         self.unlink(self.manifest_path(sid), missing_ok=False)
         self.fsync_dir(self.snapdir)
 
+    def lost_reason(self) -> str | None:
+        """Why this writer stopped saving (another writer took over), or ``None``."""
+        return None
+
+    def check_fence(self) -> None:
+        """Check that no other writer took over (a local store is one machine's: nothing)."""
+
     @contextlib.contextmanager
     def mirrored(self, sids: list[str]) -> Iterator[str]:
         """A local store directory holding the manifests ``sids``, for a reader without network.

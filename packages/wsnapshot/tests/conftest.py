@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -127,3 +128,74 @@ def open_like(store: SnapshotStore, ws: Path | str, **kwargs: object) -> Snapsho
         state = Path(os.fspath(ws)).parent / f"state-{uuid.uuid4().hex[:8]}"
         return SnapshotStore(ws, store.store_dir, state_dir=state, **kwargs)  # type: ignore[arg-type]
     return SnapshotStore(ws, store.store_dir, **kwargs)  # type: ignore[arg-type]
+
+
+class Cut:
+    """A TCP proxy on loopback in front of the moto server, which a test can cut and restore.
+
+    While cut, every connection (the open keep-alive ones included) is closed and new ones are
+    closed at once: the bucket is unreachable. Attributes: ``url``, the proxy's endpoint.
+    """
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.removeprefix("http://").partition(":")
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._up = threading.Event()
+        self._up.set()
+        self._open: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self._up.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self._target)
+            with self._lock:
+                self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        """Make the bucket unreachable (now, for the open connections too)."""
+        self._up.clear()
+        with self._lock:
+            for s in self._open:
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            self._open.clear()
+
+    def restore(self) -> None:
+        """Make it reachable again."""
+        self._up.set()
+
+    def close(self) -> None:
+        self.cut()
+        self._listener.close()
+
+
+@pytest.fixture
+def cut(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cut]:
+    """The ``AWS_ENDPOINT_URL`` of the stores this test opens goes through a :class:`Cut`."""
+    proxy = Cut(s3_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    try:
+        yield proxy
+    finally:
+        proxy.close()

@@ -21,7 +21,7 @@ from obstore.store import S3Store
 
 import wsnapshot
 from _helpers import build_tree, tree_state
-from conftest import BUCKET
+from conftest import BUCKET, Cut
 from wsnapshot import (
     SnapshotStore,
     StoreConfigError,
@@ -307,3 +307,55 @@ def test_check_fence_finds_a_take_over_without_a_commit(s3_url: str, tmp_path: P
     reason = a.served_elsewhere
     assert reason == str(lost.value)
     assert reason.startswith("this workspace is now served elsewhere; snapshots since")
+
+
+def test_an_outage_refuses_what_would_lose_data_and_passes(
+    s3_url: str, tmp_path: Path, cut: Cut, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    ws = _workspace(tmp_path, "ws")
+    (ws / "f").write_bytes(b"saved")
+    store = SnapshotStore(ws, s3_url, state_dir=tmp_path / "s")
+    saved = store.create("before").id
+    (ws / "f").write_bytes(b"edited during the outage")
+    cut.cut()
+    for call in (
+        lambda: store.create("during"),
+        lambda: store.restore(saved),  # refused before the workspace is touched
+        lambda: store.delete(saved),
+        store.list,
+        lambda: store.export(saved),
+    ):
+        with pytest.raises(StoreUnavailable) as err:
+            call()
+        assert s3_url in str(err.value)
+        assert "retry when it is back" in str(err.value)
+    assert (ws / "f").read_bytes() == b"edited during the outage"
+    assert store.served_elsewhere is None
+    cut.restore()
+    # the same writer goes on: nothing was half saved, the fence is still its own
+    after = store.create("after")
+    assert [i.description for i in store.list()] == ["before", "after"]
+    store.restore(saved)
+    assert (ws / "f").read_bytes() == b"saved"
+    assert store.export(after.id)["files"]["f"]["content"] == "edited during the outage"
+
+
+def test_a_log_entry_whose_answer_was_lost_is_this_writers_own(s3_url: str, tmp_path: Path) -> None:
+    ws = _workspace(tmp_path, "ws")
+    (ws / "f").write_bytes(b"x")
+    store = SnapshotStore(ws, s3_url, state_dir=tmp_path / "s")
+    files = store._files
+    # the create of the next entry reached the bucket but its answer did not (an outage)
+    body = {"op": "create", "id": None, "at": "t", "writer": files.writer}  # type: ignore[attr-defined]
+    nxt = f"log/{files.head + 1:020d}.json"  # type: ignore[attr-defined]
+    obstore.put(_raw(s3_url), nxt, json.dumps(body).encode(), mode="create")
+    info = store.create()
+    assert store.served_elsewhere is None
+    assert [i.id for i in store.list()] == [info.id]
+    # another writer's entry is a take-over
+    other = {"op": "open", "id": None, "at": "t", "writer": "elsewhere"}
+    nxt = f"log/{files.head + 1:020d}.json"  # type: ignore[attr-defined]
+    obstore.put(_raw(s3_url), nxt, json.dumps(other).encode(), mode="create")
+    with pytest.raises(WorkspaceServedElsewhere):
+        store.create()

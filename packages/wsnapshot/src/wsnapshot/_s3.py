@@ -263,10 +263,12 @@ class S3StoreDir(StoreDir):
             StoreUnavailable: The bucket cannot be reached.
         """
         self.check_serving()
-        try:
-            self._append(op, sid)
-        except AlreadyExistsError:
-            self._lose()
+        while True:
+            try:
+                self._append(op, sid)
+                return
+            except AlreadyExistsError:
+                self._skip_own_or_lose()
 
     def check_serving(self) -> None:
         """Raise :class:`WorkspaceServedElsewhere` if this writer lost the fence."""
@@ -280,8 +282,24 @@ class S3StoreDir(StoreDir):
             WorkspaceServedElsewhere: It exists (this writer is lost from now on).
         """
         self.check_serving()
-        if self.exists(self._log_key(self.head + 1)):
-            self._lose()
+        while self.exists(self._log_key(self.head + 1)):
+            self._skip_own_or_lose()
+
+    def _skip_own_or_lose(self) -> None:
+        """The next log entry exists: skip this writer's own, lose to another writer's.
+
+        This writer's own is a create whose answer an outage lost (its commit went no further).
+        """
+        key = self._log_key(self.head + 1)
+        try:
+            with self.call(f"get {key}"):
+                body = json.loads(bytes(obstore.get(self.client, key).bytes()))
+        except (FileNotFoundError, NotFoundError, ValueError):
+            body = None
+        if isinstance(body, dict) and body.get("writer") == self.writer:
+            self.head += 1
+            return
+        self._lose()
 
     def lost_reason(self) -> str | None:
         """The :class:`WorkspaceServedElsewhere` sentence once the fence is lost, else ``None``."""

@@ -10,6 +10,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -145,6 +146,7 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
                     "backend": "s3",
                     "bucket": BUCKET,
                     "served_elsewhere": None,
+                    "error": None,
                 }
                 assert document["snapshot_count"] == 1
                 assert SECRET not in text
@@ -171,6 +173,7 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
                     (await one.read_resource("sandbox://status")).contents[0].text  # type: ignore[union-attr]
                 )
                 assert gone["snapshot_store"]["served_elsewhere"] == state1.health()
+                assert gone["snapshot_store"]["error"] == state1.health()
                 assert gone["snapshot_count"] is None
                 # the second one keeps saving
                 await _tool(two, "create_state_snapshot", description="from two")
@@ -218,3 +221,87 @@ def test_healthz_fails_with_the_reason() -> None:
     answer = client.get("/healthz")
     assert answer.status_code == 503
     assert answer.json() == {"status": "unavailable", "reason": reason[0]}
+
+
+class _Cut:
+    """A TCP proxy on loopback in front of moto that a test cuts (every connection closed)."""
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.removeprefix("http://").partition(":")
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.up = threading.Event()
+        self.up.set()
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self.up.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self._target)
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.up.clear()
+        for s in list(self._open):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        self._open.clear()
+
+
+def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
+    proxy = _Cut(s3_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    url = f"s3://{BUCKET}/outage/{uuid.uuid4().hex}"
+    settings = _settings(tmp_path, "one", url)
+    (settings.workspace / "f.txt").write_text("saved")
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            saved = await _tool(client, "create_state_snapshot", description="before")
+            proxy.cut()
+            # the workspace keeps working (the fence check does not stop a call)
+            wrote = await _tool(client, "write_workspace_file", path="f.txt", content="edited")
+            assert wrote["bytes_written"] == 6
+            for name, args in (
+                ("create_state_snapshot", {}),
+                ("restore_state_snapshot", {"snapshot_id": saved["id"]}),
+                ("list_state_snapshots", {}),
+            ):
+                error = await _tool_error(client, name, **args)
+                assert f"the snapshot store {url} is unavailable" in error, error
+                assert SECRET not in error
+            assert (settings.workspace / "f.txt").read_text() == "edited"  # restore refused
+            status = await client.read_resource("sandbox://status")
+            document = json.loads(status.contents[0].text)  # type: ignore[union-attr]
+            assert "is unavailable" in document["snapshot_store"]["error"]
+            proxy.up.set()
+            await _tool(client, "create_state_snapshot", description="after")
+            assert (await _tool(client, "list_state_snapshots"))["count"] == 2
+
+    anyio.run(scenario)

@@ -288,6 +288,8 @@ def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
             # the workspace keeps working (the fence check does not stop a call)
             wrote = await _tool(client, "write_workspace_file", path="f.txt", content="edited")
             assert wrote["bytes_written"] == 6
+            ran = await _tool(client, "run_sandbox_code", code="print(open('f.txt').read())")
+            assert (ran["status"], ran["stdout"]) == ("ok", "edited\n")
             for name, args in (
                 ("create_state_snapshot", {}),
                 ("restore_state_snapshot", {"snapshot_id": saved["id"]}),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -175,9 +176,23 @@ def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
                 assert gone["snapshot_store"]["served_elsewhere"] == state1.health()
                 assert gone["snapshot_store"]["error"] == state1.health()
                 assert gone["snapshot_count"] is None
-                # the second one keeps saving
+                # the second one keeps saving, exports in chunks (ranged reads) and deletes
                 await _tool(two, "create_state_snapshot", description="from two")
                 assert (await _tool(two, "list_state_snapshots"))["count"] == 2
+                export = await _tool(two, "export_state_snapshot", snapshot_id=made["id"])
+                assert export["record"] is None and export["chunk_count"] >= 2
+                parts = []
+                for k in range(export["chunk_count"]):
+                    read = await two.read_resource(f"sandbox://exports/{made['id']}/{k}")
+                    parts.append(base64.b64decode(read.contents[0].blob))  # type: ignore[union-attr]
+                record = json.loads(b"".join(parts))
+                for path, entry in record["files"].items():
+                    if entry["type"] == "file":
+                        content = base64.b64decode(entry["content"])
+                        assert content == expected[path][2], path
+                await _tool(two, "delete_state_snapshot", snapshot_id=made["id"])
+                listing = await _tool(two, "list_state_snapshots")
+                assert [s["description"] for s in listing["snapshots"]] == ["from two"]
 
     anyio.run(scenario)
 

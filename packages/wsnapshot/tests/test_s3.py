@@ -359,3 +359,8 @@ def test_a_log_entry_whose_answer_was_lost_is_this_writers_own(s3_url: str, tmp_
     obstore.put(_raw(s3_url), nxt, json.dumps(other).encode(), mode="create")
     with pytest.raises(WorkspaceServedElsewhere):
         store.create()
+
+
+def test_state_dir_is_for_s3_stores_only(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="state_dir is for s3:// stores"):
+        SnapshotStore(_workspace(tmp_path, "ws"), tmp_path / "store", state_dir=tmp_path / "s")

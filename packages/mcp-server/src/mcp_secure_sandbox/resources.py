@@ -68,8 +68,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
     workspace's file count and bytes, the snapshot count, the snapshot store's backend
     (``local`` or ``s3``), bucket, ``served_elsewhere`` (why nothing more is saved, or
     ``None``) and ``error`` (why the store cannot be read now, e.g. unreachable), and
-    ``warnings``: sentences about an
-    unsafe exposure (HTTP without a token), empty when there is none.
+    ``warnings``: sentences about an unsafe exposure (HTTP without a token), empty when there
+    is none.
     """
     try:
         files, total = state.workspace.usage(max_entries=STATUS_WALK_ENTRIES)

@@ -129,7 +129,7 @@ class SnapshotStore:
         StoreUnavailable: The ``s3://`` store cannot be reached.
         WorkspaceServedElsewhere: Other writers kept taking the ``s3://`` store over while it
             was being opened.
-        ValueError: A limit is not a positive integer.
+        ValueError: A limit is not a positive integer; ``state_dir`` with a local store.
     """
 
     def __init__(
@@ -216,6 +216,8 @@ class SnapshotStore:
                 self._ws.root, location, state_dir, self._limits, read_only=read_only
             )
         else:
+            if state_dir is not None:
+                raise ValueError("state_dir is for s3:// stores (a local store keeps its own)")
             self._files = StoreDir(
                 self._ws.root, location, get_ops(), self._limits, read_only=read_only
             )

@@ -149,7 +149,7 @@ def _source(tmp_path: Path, tree: dict[str, Any]) -> tuple[SnapshotStore, str, P
     return store, store.create("d\u00e9sc \U0001f600").id, ws
 
 
-def _target(tmp_path: Path, **limits: int) -> tuple[SnapshotStore, Path, Path]:
+def _target(tmp_path: Path, **limits: Any) -> tuple[SnapshotStore, Path, Path]:
     ws = tmp_path / "dst"
     ws.mkdir(exist_ok=True)
     store_dir = tmp_path / "dst-store"

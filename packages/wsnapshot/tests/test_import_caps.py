@@ -64,14 +64,14 @@ class Tripwire(io.BytesIO):
         return super().read(n)
 
 
-def _store(tmp_path: Path, **limits: int) -> tuple[SnapshotStore, Path]:
+def _store(tmp_path: Path, **limits: Any) -> tuple[SnapshotStore, Path]:
     ws = tmp_path / "ws"
     ws.mkdir(parents=True, exist_ok=True)
     store_dir = tmp_path / "store"
     return SnapshotStore(ws, store_dir, workers=1, **limits), store_dir
 
 
-def _refused(tmp_path: Path, head: bytes, **limits: int) -> Exception:
+def _refused(tmp_path: Path, head: bytes, **limits: Any) -> Exception:
     """Import ``head`` + TAIL; return the error, after checking nothing was read past ``head``
     by more than a read buffer, and nothing was left in the store."""
     store, store_dir = _store(tmp_path, **limits)

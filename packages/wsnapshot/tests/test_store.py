@@ -9,6 +9,7 @@ import pytest
 
 import wsnapshot
 from _helpers import build_tree, tree_state
+from conftest import open_like
 from wsnapshot import (
     CorruptSnapshot,
     InvalidRecord,
@@ -33,8 +34,11 @@ TREE = {
 }
 
 
-def blobs(store_dir: Path) -> set[str]:
-    return {p.parent.name + p.name for p in (store_dir / "blobs").glob("*/*")}
+pytestmark = pytest.mark.both_backends
+
+
+def blobs(store: SnapshotStore) -> set[str]:
+    return set(store._blobs.all())
 
 
 def test_version_and_exports() -> None:
@@ -43,7 +47,7 @@ def test_version_and_exports() -> None:
         assert hasattr(wsnapshot, name), name
 
 
-def test_create_list_get(store: SnapshotStore, ws: Path, store_dir: Path) -> None:
+def test_create_list_get(store: SnapshotStore, ws: Path) -> None:
     build_tree(ws, TREE)
     info = store.create("first")
     assert info.description == "first"
@@ -53,7 +57,7 @@ def test_create_list_get(store: SnapshotStore, ws: Path, store_dir: Path) -> Non
     assert info.total_bytes == 6 + 2560 + 1 + 4 + 4
     assert info.new_bytes == 6 + 2560 + 1 + 4  # "same" stored once
     assert info.skipped == ()
-    assert len(blobs(store_dir)) == 4
+    assert len(blobs(store)) == 4
     assert [i.id for i in store.list()] == [info.id]
     snap = store.get(info.id)
     assert snap.info == info
@@ -262,7 +266,7 @@ def test_store_quota(ws: Path, store_dir: Path) -> None:
     assert exc.value.used == 60
     assert exc.value.needed == 60
     assert len(s.list()) == 1
-    assert len(blobs(store_dir)) == 1
+    assert len(blobs(s)) == 1
     (ws / "b").write_bytes(b"y" * 30)
     assert s.create().new_bytes == 30
 
@@ -289,13 +293,14 @@ def test_incremental_rehashes_only_changed(
     assert opened == ["f7"]
     assert second.new_bytes == len(b"changed!")
     # a fresh store object (another process) uses the newest manifest's stat keys too
-    fresh = SnapshotStore(ws, store.store_dir, workers=1)
+    fresh = open_like(store, ws, workers=1)
     monkeypatch.setattr(fresh.workspace, "open_regular", spy)
     opened.clear()
     assert fresh.create().new_bytes == 0
     assert opened == []
 
 
+@pytest.mark.local_only  # two writers at once: on S3 the second takes over (test_s3.py)
 def test_incremental_cache_not_trusted_after_delete(
     store: SnapshotStore, ws: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -311,19 +316,19 @@ def test_incremental_cache_not_trusted_after_delete(
     assert store.export(second.id)["files"]["f"]["content"] == "data"
 
 
-def test_delete_collects_unshared_blobs(store: SnapshotStore, ws: Path, store_dir: Path) -> None:
+def test_delete_collects_unshared_blobs(store: SnapshotStore, ws: Path) -> None:
     (ws / "shared").write_bytes(b"shared")
     (ws / "only1").write_bytes(b"only in one")
     one = store.create()
     (ws / "only1").unlink()
     (ws / "only2").write_bytes(b"only in two")
     two = store.create()
-    assert len(blobs(store_dir)) == 3
+    assert len(blobs(store)) == 3
     store.delete(one.id)
     assert [i.id for i in store.list()] == [two.id]
-    assert len(blobs(store_dir)) == 2
+    assert len(blobs(store)) == 2
     store.delete(two.id)
-    assert blobs(store_dir) == set()
+    assert blobs(store) == set()
     with pytest.raises(SnapshotNotFound):
         store.delete(two.id)
 

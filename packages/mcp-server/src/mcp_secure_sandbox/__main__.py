@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from mcp_secure_sandbox.http_transport import serve_http
 
                 try:
-                    serve_http(app, settings)
+                    serve_http(app, settings, state.health)
                 except ConfigError as exc:
                     print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
                     return 2

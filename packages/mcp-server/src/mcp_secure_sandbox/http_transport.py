@@ -113,6 +113,8 @@ class BearerAuth:
         app: The wrapped ASGI application.
         token: The expected token, or ``None`` to disable auth (loopback development only, see
             ``--allow-unauthenticated-http``).
+        health: Returns why the server cannot serve (``/healthz`` then answers 503 with
+            ``{"status": "unavailable", "reason"}``), or ``None``; no callback: always healthy.
 
     Raises:
         RuntimeError: From a call, for a scope type other than ``http``, ``websocket`` and
@@ -120,9 +122,12 @@ class BearerAuth:
             know); the wrapped app is never called with it.
     """
 
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None, health: Callable[[], str | None] | None = None
+    ) -> None:
         self.app = app
         self._token = None if token is None else token.encode()
+        self._health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer ``/healthz``, refuse unauthorised requests, pass the rest to the app."""
@@ -136,6 +141,10 @@ class BearerAuth:
         if kind != "http":
             raise RuntimeError(f"refusing an ASGI scope of unknown type {kind!r}")
         if scope.get("path") == HEALTH_PATH:
+            reason = self._health() if self._health is not None else None
+            if reason is not None:  # e.g. the workspace is now served by another server
+                await _json_response(send, 503, {"status": "unavailable", "reason": reason}, [])
+                return
             await _json_response(send, 200, {"status": "ok"}, [])
             return
         if not self._authorized(scope):
@@ -547,11 +556,14 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def build_http_app(app: MCPServer[Any], settings: Settings) -> ASGIApp:
+def build_http_app(
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+) -> ASGIApp:
     """Return the ASGI application serving ``app`` over streamable HTTP with our protections.
 
-    From the outside in: :class:`BearerAuth` (``/healthz``, the token), :class:`BodyLimit`
-    (``--max-body``, ``--max-body-in-flight``), the SDK's app (Host and Origin checks).
+    From the outside in: :class:`BearerAuth` (``/healthz``, answered from ``health``; the
+    token), :class:`BodyLimit` (``--max-body``, ``--max-body-in-flight``), the SDK's app (Host
+    and Origin checks).
     """
     starlette_app = app.streamable_http_app(
         max_request_body_size=settings.max_body_bytes,
@@ -564,11 +576,11 @@ def build_http_app(app: MCPServer[Any], settings: Settings) -> ASGIApp:
         BodyBudget(settings.max_body_in_flight_bytes),
         settings.admission_wait_s,
     )
-    return BearerAuth(limited, settings.token)
+    return BearerAuth(limited, settings.token, health)
 
 
 def build_uvicorn_config(
-    app: MCPServer[Any], settings: Settings
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
 ) -> tuple[uvicorn.Config, ConnectionGuard]:
     """The uvicorn configuration serving ``app``, and the guard its connections report to.
 
@@ -580,7 +592,7 @@ def build_uvicorn_config(
     )
     protocol = type("ServerH11Protocol", (GuardedH11Protocol,), {"guard": guard})
     config = uvicorn.Config(
-        build_http_app(app, settings),
+        build_http_app(app, settings, health),
         host=settings.host,
         port=settings.port,
         http=protocol,
@@ -592,13 +604,17 @@ def build_uvicorn_config(
     return config, guard
 
 
-def serve_http(app: MCPServer[Any], settings: Settings) -> None:
+def serve_http(
+    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+) -> None:
     """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking).
+
+    ``health`` is :class:`BearerAuth`'s (``/healthz``).
 
     Raises:
         ConfigError: As :func:`build_uvicorn_config`.
     """
-    config, guard = build_uvicorn_config(app, settings)
+    config, guard = build_uvicorn_config(app, settings, health)
     for warning in http_warnings(settings):
         log.warning("%s", warning)
     log.info(

@@ -65,18 +65,23 @@ def status_document(state: ServerState) -> dict[str, Any]:
 
     Returns versions of every package, the settings in force (absolute directories, limits,
     concurrency, allowed modules; never a secret), the isolation layers pysandbox reports, the
-    workspace's file count and bytes, the snapshot count, and ``warnings``: sentences about an
-    unsafe exposure (HTTP without a token), empty when there is none.
+    workspace's file count and bytes, the snapshot count, the snapshot store's backend
+    (``local`` or ``s3``), bucket, ``served_elsewhere`` (why nothing more is saved, or
+    ``None``) and ``error`` (why the store cannot be read now, e.g. unreachable), and
+    ``warnings``: sentences about an unsafe exposure (HTTP without a token), empty when there
+    is none.
     """
     try:
         files, total = state.workspace.usage(max_entries=STATUS_WALK_ENTRIES)
         usage: dict[str, Any] = {"file_count": files, "total_bytes": total}
     except WorkspaceError as exc:
         usage = {"error": str(exc)}
+    store_error: str | None = None
     try:
         snapshot_count: int | None = len(state.store.list())
-    except SnapshotError:
+    except SnapshotError as exc:
         snapshot_count = None
+        store_error = str(exc)  # e.g. an unreachable s3:// store: the workspace is not saved
     return {
         "versions": _versions(),
         "settings": state.settings.to_dict(),
@@ -84,6 +89,13 @@ def status_document(state: ServerState) -> dict[str, Any]:
         "isolation": state.sandbox.capabilities().to_dict(),
         "workspace": usage,
         "snapshot_count": snapshot_count,
+        # where the snapshots live: the backend and its bucket, never a credential
+        "snapshot_store": {
+            "backend": state.store.backend,
+            "bucket": state.store.bucket,
+            "served_elsewhere": state.store.served_elsewhere,  # why nothing more is saved
+            "error": store_error,  # why the snapshots cannot be read now (None: they can)
+        },
         "active_runs": state.gate.active_runs,
         "queued_calls": state.admission.queued,
         "warnings": http_warnings(state.settings),

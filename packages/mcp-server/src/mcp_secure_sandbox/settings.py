@@ -22,6 +22,7 @@ from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
 from mcp_secure_sandbox.profiles import PROFILES
 from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
+from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
 __all__ = [
     "DEFAULT_SNAPSHOTS",
@@ -63,7 +64,12 @@ class Settings:
 
     Attributes:
         workspace: Directory the sandboxed code runs in (absolute once prepared).
-        snapshots: Directory of the snapshot store (absolute once prepared).
+        snapshots: Directory of the snapshot store (absolute once prepared); with
+            ``snapshots_url``, the local state directory of that store (its lock, staging files
+            and restore journal), ``./sandbox_snapshots`` by default.
+        snapshots_url: ``s3://BUCKET/PREFIX`` when ``--snapshots`` names S3-compatible
+            storage (endpoint and credentials only from the ``AWS_*`` environment), else
+            ``None``.
         default_timeout_s: Wall-clock time-out of a run when the call gives none, in seconds.
         max_timeout_s: Largest time-out a call may ask for, in seconds; also the CPU-time limit
             (rounded up) of every run.
@@ -177,6 +183,7 @@ class Settings:
     max_images: int = 4
     stream_excerpt_bytes: int = 16 * 1024
     workspace_fallback: bool = False
+    snapshots_url: str | None = None
     token: str | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -299,7 +306,9 @@ _OPTIONS: tuple[_Option, ...] = (
         "--snapshots",
         "SNAPSHOTS",
         DEFAULT_SNAPSHOTS,
-        "directory of the snapshot store; created if missing",
+        "directory of the snapshot store, created if missing; or s3://BUCKET/PREFIX for "
+        "S3-compatible storage (the [s3] extra; endpoint and credentials from the AWS_* "
+        "environment, never a flag)",
     ),
     _Option(
         "--default-timeout",
@@ -689,6 +698,17 @@ def _check_unauthenticated_http(host: str, allowed: bool, environ: Mapping[str, 
         )
 
 
+def _snapshots_url(value: str) -> str | None:
+    """``--snapshots`` as an ``s3://`` URL (checked by wsnapshot), or ``None`` for a directory."""
+    if not value.startswith(S3_SCHEME):
+        return None
+    try:
+        bucket, prefix = parse_s3_url(value)
+    except StoreConfigError as exc:
+        raise ConfigError(f"--snapshots: {exc}") from None
+    return f"{S3_SCHEME}{bucket}/{prefix}"
+
+
 def settings_from_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -763,6 +783,7 @@ def settings_from_args(
     token = _read_token(args.token_file, env)
     if args.transport == "streamable-http" and token is None:
         _check_unauthenticated_http(args.host, args.allow_unauthenticated_http, env)
+    url = _snapshots_url(args.snapshots)
     values: dict[str, Any] = {
         option.settings_field: getattr(args, option.dest)
         for option in _OPTIONS
@@ -771,7 +792,8 @@ def settings_from_args(
     values.update(
         # absolute, without symlink resolution: the workspace checks resolve it themselves
         workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100
-        snapshots=Path(os.path.abspath(args.snapshots)),  # noqa: PTH100
+        snapshots=Path(os.path.abspath(DEFAULT_SNAPSHOTS if url else args.snapshots)),  # noqa: PTH100
+        snapshots_url=url,
         require_layers=require,
         allow_unauthenticated_http=args.allow_unauthenticated_http,
         token=token,

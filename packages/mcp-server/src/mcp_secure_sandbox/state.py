@@ -30,9 +30,14 @@ from mcp_secure_sandbox.profiles import PROFILES, install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import Limits, Sandbox
-from wsnapshot import SafeWorkspace, SnapshotStore
+from wsnapshot import SafeWorkspace, SnapshotStore, StoreUnavailable, WorkspaceServedElsewhere
 
-__all__ = ["ServerState"]
+__all__ = ["FENCE_CHECK_S", "ServerState"]
+
+#: Seconds between two checks of an ``s3://`` snapshot store's fence by the calls that do not
+#: reach the store themselves (:meth:`ServerState._check_fence`); a snapshot call checks it
+#: every time.
+FENCE_CHECK_S = 5.0
 
 log = logging.getLogger("mcp_secure_sandbox")
 
@@ -86,8 +91,14 @@ class ServerState:
             ready_children=settings.ready_children,
             ready_max_idle_s=settings.ready_max_idle_s,
         )
-        self.store = SnapshotStore(settings.workspace, settings.snapshots)
+        if settings.snapshots_url is not None:  # S3: settings.snapshots holds the local state
+            self.store = SnapshotStore(
+                settings.workspace, settings.snapshots_url, state_dir=settings.snapshots
+            )
+        else:
+            self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)
+        self._fence_checked = -math.inf  # when _check_fence last asked the store (monotonic s)
         self.registry: SchemaRegistry = default_registry()
         self.gate = WorkspaceGate()
         heavy = {
@@ -113,12 +124,16 @@ class ServerState:
         # Diffs load two manifests of up to 100,000 entries, or scan and hash the workspace:
         # a worker of their own, read-only on the store and the workspace (one diff at a time,
         # the "snapshot" admission).
+        # The worker has no network: an S3 store mirrors the manifests a diff needs into its
+        # local state directory first (``SnapshotStore.mirror_for_reader``), which it reads.
         self.diff_workers = WorkerPool(
             size=1,
             deadline_s=settings.diff_deadline_s,
             memory_bytes=settings.diff_memory_bytes,
             workspace=settings.workspace,
-            store=Path(self.store.store_dir),
+            store=Path(
+                self.store.store_dir if self.store.backend == "local" else settings.snapshots
+            ),
             require_kernel_layers=bool(settings.require_layers),
             too_expensive="the snapshots are too large to compare",
         )
@@ -271,6 +286,7 @@ class ServerState:
         outcome: dict[str, str] = {"status": "ok", "message": ""}
         level = "INFO"
         try:
+            await self._check_fence()
             yield outcome
         except Busy as exc:
             outcome["status"], outcome["message"], level = "busy", str(exc), "WARNING"
@@ -295,6 +311,43 @@ class ServerState:
             asyncio.get_running_loop().call_soon(
                 self._account, tool, elapsed_ms, level, outcome["status"], outcome["message"]
             )
+
+    def health(self) -> str | None:
+        """Why this server cannot serve (``/healthz`` fails with it), or ``None``.
+
+        Set once another server took the workspace's ``s3://`` snapshot store over.
+        """
+        return self.store.served_elsewhere
+
+    async def _check_fence(self) -> None:
+        """Refuse every call once another server took the ``s3://`` store over.
+
+        At most every :data:`FENCE_CHECK_S` seconds, a call first checks the store's fence
+        (one request; an unreachable store does not stop the call): so a call that changes
+        only the workspace (a run, a file write) is not acknowledged long after the workspace
+        moved to another server.
+
+        Raises:
+            ToolError: The workspace is served elsewhere ("this workspace is now served
+                elsewhere; snapshots since T were not saved").
+        """
+        store = self.store
+        if store.backend == "local":
+            return
+        now = time.monotonic()
+        if store.served_elsewhere is None and now - self._fence_checked >= FENCE_CHECK_S:
+            self._fence_checked = now
+            try:
+                await anyio.to_thread.run_sync(
+                    store.check_fence, limiter=self.admission.limiter("light")
+                )
+            except WorkspaceServedElsewhere:
+                pass
+            except StoreUnavailable as exc:
+                log.warning("cannot check the snapshot store's fence: %s", exc)
+        reason = store.served_elsewhere
+        if reason is not None:
+            raise ToolError(reason)
 
     def _account(self, tool: str, elapsed_ms: float, level: str, status: str, message: str) -> None:
         """Count one call of ``tool``, trace it and log it (see :meth:`instrument`)."""

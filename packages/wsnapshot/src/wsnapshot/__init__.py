@@ -14,6 +14,7 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
+from wsnapshot._storedir import S3_SCHEME, parse_s3_url
 from wsnapshot.exceptions import (
     CorruptSnapshot,
     ExportTooLarge,
@@ -26,10 +27,12 @@ from wsnapshot.exceptions import (
     SnapshotNotFound,
     SnapshotTooLarge,
     StoreConfigError,
+    StoreUnavailable,
     UnsafePathError,
     WorkspaceError,
     WorkspaceInconsistent,
     WorkspaceLimitError,
+    WorkspaceServedElsewhere,
 )
 from wsnapshot.snapshot import (
     Diff,
@@ -45,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_MAX_FILES",
     "DEFAULT_STORE_MAX_BYTES",
+    "S3_SCHEME",
     "CorruptSnapshot",
     "Diff",
     "ExportTooLarge",
@@ -65,10 +69,13 @@ __all__ = [
     "SnapshotStore",
     "SnapshotTooLarge",
     "StoreConfigError",
+    "StoreUnavailable",
     "UnsafePathError",
     "WorkspaceError",
     "WorkspaceInconsistent",
     "WorkspaceLimitError",
+    "WorkspaceServedElsewhere",
     "__version__",
+    "parse_s3_url",
     "split_relpath",
 ]

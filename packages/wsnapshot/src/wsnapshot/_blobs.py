@@ -157,6 +157,33 @@ class BlobStore:
         if total != size or h.hexdigest() != sha:
             raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
 
+    def read_part(self, sha: str, size: int, sid: str | None, lo: int, hi: int) -> bytes:
+        """Bytes ``[lo, hi)`` of blob ``sha`` (``size`` bytes by its manifest).
+
+        A part is checked by the blob's size; the whole blob (``lo == 0``, ``hi == size``) is
+        also checked against its SHA-256.
+
+        Raises:
+            CorruptSnapshot: The blob is missing, of another size or does not match.
+        """
+        ops = self._files.ops
+        path = self.path(sha)
+        try:
+            fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
+        except FileNotFoundError:
+            raise CorruptSnapshot(sid, path, "blob is missing") from None
+        try:
+            if ops.fstat(fd).st_size != size:
+                raise CorruptSnapshot(sid, path, "blob size does not match the manifest")
+            data = os.pread(fd, hi - lo, lo)
+        finally:
+            ops.close(fd)
+        if len(data) != hi - lo or (
+            lo == 0 and hi == size and hashlib.sha256(data).hexdigest() != sha
+        ):
+            raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
+        return data
+
     def copier(self, sha: str, size: int, sid: str) -> Callable[[Callable[[Any], None]], None]:
         """Return a producer that streams blob ``sha`` into the ``write`` it is given."""
         return lambda write: self.stream(sha, size, sid, write)
@@ -260,11 +287,9 @@ class BlobStore:
         If undoing fails too, the gc marker stays and the next open collects what is left.
         """
         files = self._files
-        path = files.manifest_path(sid)
         try:
-            if os.path.lexists(path):
-                files.unlink(path)
-                files.fsync_dir(files.snapdir)
+            if files.has_manifest(sid):
+                files.remove_manifest(sid)
             for sha in new_blobs:
                 files.unlink(self.path(sha))
         except OSError:
@@ -281,7 +306,7 @@ class BlobStore:
 
     def usage(self, *, exact: bool = False) -> int:
         """Bytes of blobs in the store (cached while the set of manifests is unchanged)."""
-        key = tuple(sorted(self._files.ops.listdir(self._files.snapdir)))
+        key = self._files.catalogue_key()
         if not exact and self._usage_cache is not None and self._usage_cache[0] == key:
             return self._usage_cache[1]
         used = self._blob_usage()
@@ -292,7 +317,7 @@ class BlobStore:
         """Account for a snapshot just saved that added ``new_bytes`` (when usage is cached)."""
         if self._usage_cache is not None:
             used = self._usage_cache[1] + new_bytes
-            self._usage_cache = (tuple(sorted(self._files.ops.listdir(self._files.snapdir))), used)
+            self._usage_cache = (self._files.catalogue_key(), used)
 
     def forget_usage(self) -> None:
         """Drop the cached usage (the next quota check measures again)."""

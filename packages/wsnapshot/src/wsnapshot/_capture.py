@@ -149,7 +149,7 @@ class Capture:
         Every blob a stored manifest names is present (blobs are only collected when no manifest
         names them), so a cache entry is only trusted while its manifest still exists.
         """
-        if self._cache is not None and os.path.lexists(self._files.manifest_path(self._cache[0])):
+        if self._cache is not None and self._files.has_manifest(self._cache[0]):
             return self._cache[1]
         m = self._files.newest_manifest()
         if m is None:
@@ -172,7 +172,7 @@ class Capture:
         """
         if load_newest:
             newest = self.hash_cache()
-        elif self._cache is not None and os.path.lexists(self._files.manifest_path(self._cache[0])):
+        elif self._cache is not None and self._files.has_manifest(self._cache[0]):
             newest = self._cache[1]
         else:
             newest = {}

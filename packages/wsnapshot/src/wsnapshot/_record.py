@@ -41,7 +41,6 @@ from wsnapshot._manifest import (
 )
 from wsnapshot._storedir import O_NOFOLLOW, StoreDir
 from wsnapshot.exceptions import (
-    CorruptSnapshot,
     ExportTooLarge,
     InvalidRecord,
     SnapshotError,
@@ -294,22 +293,7 @@ class Records:
     def _b64_slice(self, sid: str, sha: str, size: int, lo: int, hi: int) -> bytes:
         """Characters ``[lo, hi)`` of the Base64 text of blob ``sha`` (``size`` bytes)."""
         raw_lo, raw_hi = lo // 4 * 3, min(size, -(-hi // 4) * 3)
-        ops = self._files.ops
-        path = self._blobs.path(sha)
-        try:
-            fd = ops.open(path, os.O_RDONLY | O_NOFOLLOW)
-        except FileNotFoundError:
-            raise CorruptSnapshot(sid, path, "blob is missing") from None
-        try:
-            if ops.fstat(fd).st_size != size:
-                raise CorruptSnapshot(sid, path, "blob size does not match the manifest")
-            data = os.pread(fd, raw_hi - raw_lo, raw_lo)
-        finally:
-            ops.close(fd)
-        if len(data) != raw_hi - raw_lo or (
-            raw_lo == 0 and raw_hi == size and hashlib.sha256(data).hexdigest() != sha
-        ):
-            raise CorruptSnapshot(sid, path, "blob content does not match its SHA-256")
+        data = self._blobs.read_part(sha, size, sid, raw_lo, raw_hi)
         text = base64.b64encode(data)
         start = raw_lo // 3 * 4
         return text[lo - start : hi - start]
@@ -640,7 +624,7 @@ class Records:
         """
         files, blobs = self._files, self._blobs
         sid = rec.sid
-        if os.path.lexists(files.manifest_path(sid)):
+        if files.has_manifest(sid):
             raise SnapshotExists(sid)
         new = {sha: data for sha, data in rec.contents.items() if not blobs.exists(sha)}
         staged: dict[str, tuple[str, int]] = dict(rec.staged)

@@ -18,7 +18,8 @@ import builtins
 import contextlib
 import logging
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
 from typing import Any, BinaryIO
 
 from wsnapshot._blobs import BlobStore
@@ -31,11 +32,17 @@ from wsnapshot._storedir import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
     DEFAULT_STORE_MAX_BYTES,
+    S3_SCHEME,
     Limits,
     StoreDir,
     order,
 )
-from wsnapshot.exceptions import CorruptSnapshot, SnapshotNotFound, WorkspaceInconsistent
+from wsnapshot.exceptions import (
+    CorruptSnapshot,
+    SnapshotNotFound,
+    StoreConfigError,
+    WorkspaceInconsistent,
+)
 from wsnapshot.snapshot import (
     Diff,
     FileRecord,
@@ -53,6 +60,25 @@ __all__ = [
     "DEFAULT_STORE_MAX_BYTES",
     "SnapshotStore",
 ]
+
+
+def _open_s3(
+    workspace_root: str,
+    url: str,
+    state_dir: str | os.PathLike[str] | None,
+    limits: Limits,
+    *,
+    read_only: bool,
+) -> tuple[StoreDir, BlobStore]:
+    """The S3 backend's two halves, imported only when an ``s3://`` store is opened."""
+    try:
+        from wsnapshot import _s3
+    except ImportError:
+        raise StoreConfigError(
+            url, "the S3 backend is not installed: pip install 'wsnapshot[s3]'"
+        ) from None
+    local = os.fspath(state_dir) if state_dir is not None else tempfile.mkdtemp(prefix="wsnapshot-")
+    return _s3.open_s3(workspace_root, url, local, get_ops(), limits, read_only=read_only)
 
 
 def _check_description(description: object) -> None:
@@ -85,15 +111,25 @@ class SnapshotStore:
     Args:
         workspace: The workspace directory (must exist).
         store_dir: The store directory (created with mode 0o700 if missing). It must not be
-            inside the workspace, nor contain it.
+            inside the workspace, nor contain it. Or ``s3://BUCKET/PREFIX``: the S3 backend
+            (extra ``wsnapshot[s3]``; see :mod:`wsnapshot._s3`), endpoint and credentials from
+            the standard ``AWS_*`` environment; opening it as a writer takes the workspace
+            over from any other writer of that prefix.
         max_bytes: Largest snapshot content accepted, in bytes (default 1 GiB).
         max_files: Most entries (files, directories, symlinks) in one snapshot (default 100,000).
         store_max_bytes: Store-wide quota of blob bytes (default 10 GiB).
         workers: Threads hashing files during ``create`` (default ``min(4, cpu_count)``).
+        state_dir: With an ``s3://`` store only: the local directory of the writers' lock,
+            staging files and restore journal (default: a new private temporary directory,
+            so an interrupted restore is completed only within the same process).
 
     Raises:
-        StoreConfigError: A directory is missing, overlapping or not a wsnapshot store.
-        ValueError: A limit is not a positive integer.
+        StoreConfigError: A directory is missing, overlapping or not a wsnapshot store; a bad
+            ``s3://`` URL; the S3 extra is not installed.
+        StoreUnavailable: The ``s3://`` store cannot be reached.
+        WorkspaceServedElsewhere: Other writers kept taking the ``s3://`` store over while it
+            was being opened.
+        ValueError: A limit is not a positive integer; ``state_dir`` with a local store.
     """
 
     def __init__(
@@ -105,6 +141,7 @@ class SnapshotStore:
         max_files: int = DEFAULT_MAX_FILES,
         store_max_bytes: int = DEFAULT_STORE_MAX_BYTES,
         workers: int | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         for name, value in (
             ("max_bytes", max_bytes),
@@ -117,11 +154,20 @@ class SnapshotStore:
             workers = min(4, os.cpu_count() or 1)
         if type(workers) is not int or workers <= 0:
             raise ValueError(f"workers must be a positive integer, got {workers!r}")
-        self._open(workspace, store_dir, Limits(max_bytes, max_files, store_max_bytes, workers))
+        self._open(
+            workspace,
+            store_dir,
+            Limits(max_bytes, max_files, store_max_bytes, workers),
+            state_dir=state_dir,
+        )
 
     @classmethod
     def open_read_only(
-        cls, workspace: str | os.PathLike[str], store_dir: str | os.PathLike[str]
+        cls,
+        workspace: str | os.PathLike[str],
+        store_dir: str | os.PathLike[str],
+        *,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> SnapshotStore:
         """Open an existing store for reading only (``list``, ``get``, ``diff``, ``export``).
 
@@ -133,7 +179,9 @@ class SnapshotStore:
 
         Args:
             workspace: The workspace directory (must exist).
-            store_dir: The store directory (must be a wsnapshot store already).
+            store_dir: The store directory (must be a wsnapshot store already), or an
+                ``s3://`` URL (a reader never takes the store over from its writer).
+            state_dir: As for the constructor (``s3://`` only).
 
         Returns:
             The read-only store.
@@ -147,6 +195,7 @@ class SnapshotStore:
             store_dir,
             Limits(DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, DEFAULT_STORE_MAX_BYTES, 1),
             read_only=True,
+            state_dir=state_dir,
         )
         return store
 
@@ -157,13 +206,22 @@ class SnapshotStore:
         limits: Limits,
         *,
         read_only: bool = False,
+        state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._limits = limits
         self._ws = SafeWorkspace(workspace)
-        self._files = StoreDir(
-            self._ws.root, os.fspath(store_dir), get_ops(), self._limits, read_only=read_only
-        )
-        self._blobs = BlobStore(self._files)
+        location = os.fspath(store_dir)
+        if location.startswith(S3_SCHEME):
+            self._files, self._blobs = _open_s3(
+                self._ws.root, location, state_dir, self._limits, read_only=read_only
+            )
+        else:
+            if state_dir is not None:
+                raise ValueError("state_dir is for s3:// stores (a local store keeps its own)")
+            self._files = StoreDir(
+                self._ws.root, location, get_ops(), self._limits, read_only=read_only
+            )
+            self._blobs = BlobStore(self._files)
         self._capture = Capture(self._files, self._blobs, self._ws)
         self._restorer = Restorer(self._files, self._blobs, self._capture, self._ws)
         self._records = Records(self._files, self._blobs)
@@ -219,8 +277,64 @@ class SnapshotStore:
 
     @property
     def store_dir(self) -> str:
-        """Absolute path of the store directory."""
-        return self._files.path
+        """Absolute path of the store directory, or the ``s3://BUCKET/PREFIX`` URL."""
+        return self._files.location
+
+    @property
+    def backend(self) -> str:
+        """Where the snapshots are kept: ``"local"`` (a directory) or ``"s3"``."""
+        return self._files.backend_name
+
+    @property
+    def bucket(self) -> str | None:
+        """The bucket of an ``s3://`` store (``None`` for a local one)."""
+        return self._files.bucket
+
+    @property
+    def served_elsewhere(self) -> str | None:
+        """Why this store saves nothing more, or ``None`` while it is the writer.
+
+        Set once another writer took the ``s3://`` store over (found by any call, or by
+        :meth:`check_fence`): the sentence of
+        :class:`~wsnapshot.exceptions.WorkspaceServedElsewhere`, which every later call
+        raises. Always ``None`` for a local store and for a read-only one.
+        """
+        return self._files.lost_reason()
+
+    def check_fence(self) -> None:
+        """Check now, with one request, that no other writer took the ``s3://`` store over.
+
+        Nothing to check on a local store (one machine's, serialised by ``flock``).
+
+        Raises:
+            WorkspaceServedElsewhere: Another writer took over (:attr:`served_elsewhere` is
+                set from now on).
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        if not self._files.read_only:
+            self._files.check_fence()
+
+    def mirror_for_reader(
+        self, snapshot_ids: Iterable[str]
+    ) -> contextlib.AbstractContextManager[str]:
+        """A local store directory holding the manifests ``snapshot_ids``, for a reader.
+
+        A process without network opens it with :meth:`open_read_only`. A local store
+        yields its own directory. An ``s3://`` store copies those manifests into its state
+        directory for the duration of the block (``diff`` needs nothing else; reading a blob
+        there fails with ``CorruptSnapshot``). One block at a time per store.
+
+        Args:
+            snapshot_ids: UUIDs.
+
+        Returns:
+            A context manager yielding the directory's path.
+
+        Raises:
+            InvalidSnapshotId: An id is not a UUID.
+            SnapshotNotFound, CorruptSnapshot, StoreUnavailable: Reading a manifest failed.
+        """
+        return self._files.mirrored([check_id(sid) for sid in snapshot_ids])
 
     # -- the inconsistent state -------------------------------------------------------------------
 
@@ -396,8 +510,7 @@ class SnapshotStore:
         files = self._files
         with self._locked():
             self._recover()
-            path = files.manifest_path(sid)
-            if not os.path.lexists(path):
+            if not files.has_manifest(sid):
                 raise SnapshotNotFound(sid)
             try:
                 drop: set[str] | None = {
@@ -406,8 +519,7 @@ class SnapshotStore:
             except CorruptSnapshot:
                 drop = None  # unknown references: sweep every blob no manifest names
             self._blobs.mark_gc()
-            files.unlink(path, missing_ok=False)
-            files.fsync_dir(files.snapdir)
+            files.remove_manifest(sid)
             self._capture.forget(sid)
             self._blobs.forget_usage()
             self._blobs.gc(drop)

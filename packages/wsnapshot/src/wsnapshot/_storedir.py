@@ -21,6 +21,7 @@ import fcntl
 import json
 import logging
 import os
+import re
 import stat
 import uuid
 from collections.abc import Iterator
@@ -50,12 +51,16 @@ __all__ = [
     "GC_MARK",
     "INCONSISTENT",
     "JOURNAL",
+    "MAX_MANIFEST_BYTES",
     "O_NOFOLLOW",
     "RESERVED_PREFIX",
+    "S3_SCHEME",
     "Key",
     "Limits",
     "StoreDir",
+    "manifest_bytes",
     "order",
+    "parse_s3_url",
     "parts",
     "shown",
     "stat_key",
@@ -79,7 +84,8 @@ DEFAULT_STORE_MAX_BYTES = 10 << 30
 #: Bytes read (and written) per system call when streaming a file. Read through the module
 #: (``_storedir.CHUNK``) by every part of the store, so a test can shrink it in one place.
 CHUNK = 1024 * 1024
-_MAX_MANIFEST_BYTES = 256 * 1024 * 1024
+#: Largest manifest read, in bytes.
+MAX_MANIFEST_BYTES = 256 * 1024 * 1024
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 #: The intent journal of a restore in progress.
 JOURNAL = "restore.journal"
@@ -91,6 +97,10 @@ _STORE_MARK = "wsnapshot-store.json"
 _OWN_NAMES = frozenset(
     {"snapshots", "blobs", "tmp", "lock", JOURNAL, GC_MARK, INCONSISTENT, _STORE_MARK}
 )
+#: The scheme of a store location naming the S3 backend (``s3://BUCKET/PREFIX``).
+S3_SCHEME = "s3://"
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+_SEGMENT = re.compile(r"[A-Za-z0-9._=+@-]{1,255}")
 #: Workspace names starting with this are the store's own temporary entries: never snapshotted.
 RESERVED_PREFIX = ".wsnapshot-"
 
@@ -101,6 +111,44 @@ Key = tuple[int, int, int, int, int]
 def stat_key(st: os.stat_result) -> Key:
     """The stat key of ``st``: while it is unchanged, a file's content and mode are taken as is."""
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def parse_s3_url(url: str) -> tuple[str, str]:
+    """Split ``s3://BUCKET/PREFIX`` into the bucket and the prefix (no slash at either end).
+
+    Args:
+        url: The store's URL, as given on a command line.
+
+    Returns:
+        ``(bucket, prefix)``.
+
+    Raises:
+        StoreConfigError: Credentials in the URL (it is then not echoed), or not of that
+            form: the scheme, an invalid bucket name, a missing prefix, or a prefix segment
+            that is empty, ``.``, ``..`` or holds other characters than letters, digits and
+            ``._=+@-``.
+    """
+    form = "give s3://BUCKET/PREFIX, the prefix naming the workspace (s3://snapshots/team/ws1)"
+    if not url.startswith(S3_SCHEME):
+        raise StoreConfigError(str(url), f"not an s3:// URL; {form}")
+    host = url[len(S3_SCHEME) :].partition("/")[0]
+    if "@" in host or ":" in host:
+        # user:secret@bucket: the URL is not echoed, it may hold a credential
+        raise StoreConfigError(
+            "s3://...",
+            "credentials never go in the URL: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+            f"in the environment; {form}",
+        )
+    bucket, _, prefix = url[len(S3_SCHEME) :].partition("/")
+    if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+        raise StoreConfigError(url, f"{bucket!r} is not a valid bucket name; {form}")
+    prefix = prefix.rstrip("/")
+    if not prefix:
+        raise StoreConfigError(url, f"the prefix is missing; {form}")
+    for segment in prefix.split("/"):
+        if segment in (".", "..") or not _SEGMENT.fullmatch(segment):
+            raise StoreConfigError(url, f"prefix segment {segment!r} is not allowed; {form}")
+    return bucket, prefix
 
 
 def shown(path: str) -> str:
@@ -146,6 +194,11 @@ class StoreDir:
         StoreConfigError: The directory is not a directory, overlaps the workspace, or is
             neither empty nor a wsnapshot store.
     """
+
+    #: The backend's name, as reported by a server's status (``"local"``, ``"s3"``).
+    backend_name = "local"
+    #: The bucket holding the store (``None``: not an object store).
+    bucket: str | None = None
 
     def __init__(
         self,
@@ -337,6 +390,44 @@ class StoreDir:
         """Path of snapshot ``sid``'s manifest."""
         return os.path.join(self.snapdir, f"{sid}.json")
 
+    @property
+    def location(self) -> str:
+        """Where the snapshots live, as shown to users (this store: its directory's path)."""
+        return self.path
+
+    def has_manifest(self, sid: str) -> bool:
+        """Whether snapshot ``sid``'s manifest is stored (one ``lstat``)."""
+        return os.path.lexists(self.manifest_path(sid))
+
+    def remove_manifest(self, sid: str) -> None:
+        """Remove snapshot ``sid``'s manifest durably (the snapshot is no longer listed).
+
+        Raises:
+            FileNotFoundError: It is not stored.
+        """
+        self.unlink(self.manifest_path(sid), missing_ok=False)
+        self.fsync_dir(self.snapdir)
+
+    def lost_reason(self) -> str | None:
+        """Why this writer stopped saving (another writer took over), or ``None``."""
+        return None
+
+    def check_fence(self) -> None:
+        """Check that no other writer took over (a local store is one machine's: nothing)."""
+
+    @contextlib.contextmanager
+    def mirrored(self, sids: list[str]) -> Iterator[str]:
+        """A local store directory holding the manifests ``sids``, for a reader without network.
+
+        Yields:
+            This store's directory (it holds every manifest already).
+        """
+        yield self.path
+
+    def catalogue_key(self) -> tuple[str, ...]:
+        """A value that changes whenever the set of stored manifests does (cache keys)."""
+        return tuple(sorted(self.ops.listdir(self.snapdir)))
+
     def load(self, sid: str) -> Manifest:
         """Read and validate snapshot ``sid``'s manifest.
 
@@ -346,11 +437,19 @@ class StoreDir:
         """
         path = self.manifest_path(sid)
         try:
-            raw = self.read_file(path, _MAX_MANIFEST_BYTES)
+            raw = self.read_file(path, MAX_MANIFEST_BYTES)
         except FileNotFoundError:
             raise SnapshotNotFound(sid) from None
         except OSError as exc:
             raise CorruptSnapshot(sid, path, f"cannot read manifest: {exc.strerror}") from None
+        return self.parse_manifest_bytes(sid, raw)
+
+    def parse_manifest_bytes(self, sid: str, raw: bytes) -> Manifest:
+        """Validate the stored manifest ``raw`` of snapshot ``sid`` (every backend's format).
+
+        Raises:
+            CorruptSnapshot: It is not JSON, fails validation or names another snapshot.
+        """
 
         def fail(where: str, reason: str) -> SnapshotError:
             return CorruptSnapshot(sid, f"manifest{where}", reason)
@@ -420,5 +519,9 @@ class StoreDir:
 
     def save_manifest(self, m: Manifest) -> None:
         """Write manifest ``m`` atomically (this makes its snapshot listed)."""
-        data = json.dumps(m.to_json(), ensure_ascii=False, separators=(",", ":")).encode()
-        self.write_file(self.snapdir, f"{m.id}.json", data)
+        self.write_file(self.snapdir, f"{m.id}.json", manifest_bytes(m))
+
+
+def manifest_bytes(m: Manifest) -> bytes:
+    """Manifest ``m`` as stored by every backend: compact UTF-8 JSON."""
+    return json.dumps(m.to_json(), ensure_ascii=False, separators=(",", ":")).encode()

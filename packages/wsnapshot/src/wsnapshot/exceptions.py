@@ -18,10 +18,12 @@ __all__ = [
     "SnapshotNotFound",
     "SnapshotTooLarge",
     "StoreConfigError",
+    "StoreUnavailable",
     "UnsafePathError",
     "WorkspaceError",
     "WorkspaceInconsistent",
     "WorkspaceLimitError",
+    "WorkspaceServedElsewhere",
 ]
 
 
@@ -269,4 +271,51 @@ class ExportTooLarge(SnapshotError):
             f"the export of snapshot {self.snapshot_id} is {self.size} bytes, more than the "
             f"{self.limit} allowed here; stream it instead (SnapshotStore.export_to, or "
             f"wsnapshot export {self.snapshot_id} -o FILE on the host)"
+        )
+
+
+class WorkspaceServedElsewhere(SnapshotError):
+    """Another writer took over this store's prefix (the single-writer fence was lost).
+
+    Raised by the call that found out and by every later call of the store: nothing more is
+    saved from this writer.
+
+    Attributes:
+        location: The store (``s3://BUCKET/PREFIX``).
+        since: When this writer last saved (ISO 8601 UTC): snapshots after it were not saved.
+    """
+
+    def __init__(self, location: str, since: str) -> None:
+        super().__init__(location, since)
+        self.location = location
+        self.since = since
+
+    def __str__(self) -> str:
+        return (
+            f"this workspace is now served elsewhere; snapshots since {self.since} were not "
+            f"saved (another writer took over {self.location}; stop this one, or open the "
+            f"store again to take it back)"
+        )
+
+
+class StoreUnavailable(SnapshotError):
+    """The backend holding the snapshots cannot be reached or refused the request.
+
+    Attributes:
+        location: The store (``s3://BUCKET/PREFIX``; never a credential).
+        operation: What was being done (``"put blobs/ab/..."``).
+        reason: The backend's answer, shortened.
+    """
+
+    def __init__(self, location: str, operation: str, reason: str) -> None:
+        super().__init__(location, operation, reason)
+        self.location = location
+        self.operation = operation
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return (
+            f"the snapshot store {self.location} is unavailable ({self.operation}: "
+            f"{self.reason}); nothing was changed by this call; retry when it is back "
+            f"(check AWS_ENDPOINT_URL, the network and the credentials in the environment)"
         )

@@ -77,11 +77,27 @@ async def _call(
 async def _in_diff_worker(state: ServerState, job: dict[str, Any], argument: str) -> Diff:
     """Run a diff job in the confined diff worker; map its failures to tool errors.
 
+    The worker reads the store's local directory (it has no network): for an S3 store the
+    manifests of the job are mirrored there while it runs.
+
     Raises:
         ToolError: Stopped past the diff deadline or memory budget ("diff stopped after 30 s /
             512 MiB: ..."), a malformed answer (the worker was replaced), an unknown or
             malformed id (with :data:`LIST_HINT`), a store error, a diff too large to answer.
     """
+    if state.store.backend != "local":
+        ids = [job["a"], *([job["b"]] if job["b"] else [])]
+        heavy = state.admission.limiter("snapshot")
+        mirror = await _call(argument, lambda: state.store.mirror_for_reader(ids), heavy)
+        await _call(argument, mirror.__enter__, heavy)
+        try:
+            return await _diff_job(state, job, argument)
+        finally:
+            await anyio.to_thread.run_sync(mirror.__exit__, None, None, None, limiter=heavy)
+    return await _diff_job(state, job, argument)
+
+
+async def _diff_job(state: ServerState, job: dict[str, Any], argument: str) -> Diff:
     try:
         found: Diff = await state.diff_workers.call(job, what="diff", check=_answers.diff)
         return found

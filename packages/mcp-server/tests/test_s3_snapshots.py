@@ -1,0 +1,324 @@
+"""``--snapshots s3://BUCKET/PREFIX``: the snapshot tools on S3-compatible storage, in process
+(``mcp.Client(server)``) against a moto server on loopback that this module starts once."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from starlette.testclient import TestClient
+
+from mcp_secure_sandbox import state as state_module
+from mcp_secure_sandbox.http_transport import BearerAuth
+from mcp_secure_sandbox.server import create_server
+from mcp_secure_sandbox.settings import (
+    ConfigError,
+    Settings,
+    prepare_directories,
+    settings_from_args,
+)
+
+pytest.importorskip("obstore", reason="the [s3] extra is missing")
+
+BUCKET = "mcp-s3-tests"
+SECRET = "wJalrXUtnFEMI-K7MDENG-SECRETKEY"
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A moto S3 server on loopback with ``BUCKET``; the ``AWS_*`` environment pointing at it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    url = f"http://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("moto") / "moto.log"
+    with logs.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        for _ in range(600):  # until it answers (each try waits for a connection or a refusal)
+            if proc.poll() is not None:
+                pytest.fail(f"moto exited: {logs.read_text()[-2000:]}")
+            try:
+                urllib.request.urlopen(url + "/moto-api/", timeout=5).close()  # noqa: S310
+                break
+            except (urllib.error.URLError, ConnectionError):
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(0.05)
+        request = urllib.request.Request(f"{url}/{BUCKET}", method="PUT")  # noqa: S310
+        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("AWS_ENDPOINT_URL", url)
+            mp.setenv("AWS_ALLOW_HTTP", "true")
+            mp.setenv("AWS_ACCESS_KEY_ID", "testing-key-id")
+            mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+            mp.setenv("AWS_REGION", "us-east-1")
+            mp.delenv("AWS_SESSION_TOKEN", raising=False)
+            yield url
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _tree(root: Path) -> dict[str, tuple[Any, ...]]:
+    out: dict[str, tuple[Any, ...]] = {}
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        body = p.read_bytes() if stat.S_ISREG(st.st_mode) else None
+        out[str(p.relative_to(root))] = (st.st_mode, st.st_mtime_ns, body)
+    return out
+
+
+async def _tool(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(name, arguments)
+    assert not result.is_error, f"{name}: {result.content}"
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def _tool_error(client: Client, name: str, **arguments: Any) -> str:
+    result = await client.call_tool(name, arguments)
+    assert result.is_error, f"{name} succeeded: {result.structured_content}"
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+def _settings(base: Path, name: str, url: str) -> Settings:
+    ws = base / name / "workspace"
+    ws.mkdir(parents=True)
+    parsed = settings_from_args(["--workspace", str(ws), "--snapshots", url], environ={})
+    # the local state directory beside the workspace (./sandbox_snapshots by default)
+    return prepare_directories(
+        replace(parsed, snapshots=base / name / "state", require_layers=(), execution="spawn")
+    )
+
+
+def test_a_second_server_lists_and_restores_the_first_ones_snapshots(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)  # every call checks the fence
+    url = f"s3://{BUCKET}/fleet/{uuid.uuid4().hex}"
+    first, second = _settings(tmp_path, "one", url), _settings(tmp_path, "two", url)
+    assert first.snapshots_url == url
+    (first.workspace / "data").mkdir()
+    (first.workspace / "data" / "in.csv").write_bytes(b"a,b\n1,2\n")
+    (first.workspace / "blob.bin").write_bytes(os.urandom(200_000))
+    (first.workspace / "blob.bin").chmod(0o600)
+    os.utime(first.workspace / "data" / "in.csv", ns=(1, 1_700_000_000_123_456_789))
+
+    async def scenario() -> None:
+        app1, state1 = create_server(first)
+        async with Client(app1) as one:
+            made = await _tool(one, "create_state_snapshot", description="from one")
+            expected = _tree(first.workspace)
+            app2, _state2 = create_server(second)  # takes the workspace over
+            async with Client(app2) as two:
+                listing = await _tool(two, "list_state_snapshots")
+                assert [s["id"] for s in listing["snapshots"]] == [made["id"]]
+                assert _tree(second.workspace) == {}
+                await _tool(two, "restore_state_snapshot", snapshot_id=made["id"])
+                assert _tree(second.workspace) == expected  # bytes, modes, mtimes
+                # a diff runs in the confined worker, from the mirrored manifest
+                diff = await _tool(two, "diff_state_snapshots", snapshot_id=made["id"])
+                assert diff["added"] == diff["removed"] == diff["modified"] == []
+                status = await two.read_resource("sandbox://status")
+                text = status.contents[0].text  # type: ignore[union-attr]
+                document = json.loads(text)
+                assert document["snapshot_store"] == {
+                    "backend": "s3",
+                    "bucket": BUCKET,
+                    "served_elsewhere": None,
+                    "error": None,
+                }
+                assert document["snapshot_count"] == 1
+                assert SECRET not in text
+                assert "testing-key-id" not in text
+                # the first server lost the fence: a call that changes only its workspace
+                # is refused too (the fence is checked first), and its health fails
+                assert state1.health() is None
+                error = await _tool_error(one, "write_workspace_file", path="late.txt", content="x")
+                assert "this workspace is now served elsewhere; snapshots since" in error
+                assert not (first.workspace / "late.txt").exists()
+                reason = state1.health()
+                assert reason is not None
+                assert reason in error
+                # and so on every snapshot call
+                for name, args in (
+                    ("create_state_snapshot", {}),
+                    ("list_state_snapshots", {}),
+                    ("restore_state_snapshot", {"snapshot_id": made["id"]}),
+                ):
+                    error = await _tool_error(one, name, **args)
+                    assert "this workspace is now served elsewhere; snapshots since" in error
+                    assert SECRET not in error
+                gone = json.loads(
+                    (await one.read_resource("sandbox://status")).contents[0].text  # type: ignore[union-attr]
+                )
+                assert gone["snapshot_store"]["served_elsewhere"] == state1.health()
+                assert gone["snapshot_store"]["error"] == state1.health()
+                assert gone["snapshot_count"] is None
+                # the second one keeps saving, exports in chunks (ranged reads) and deletes
+                await _tool(two, "create_state_snapshot", description="from two")
+                assert (await _tool(two, "list_state_snapshots"))["count"] == 2
+                export = await _tool(two, "export_state_snapshot", snapshot_id=made["id"])
+                assert export["record"] is None and export["chunk_count"] >= 2
+                parts = []
+                for k in range(export["chunk_count"]):
+                    read = await two.read_resource(f"sandbox://exports/{made['id']}/{k}")
+                    parts.append(base64.b64decode(read.contents[0].blob))  # type: ignore[union-attr]
+                record = json.loads(b"".join(parts))
+                for path, entry in record["files"].items():
+                    if entry["type"] == "file":
+                        content = base64.b64decode(entry["content"])
+                        assert content == expected[path][2], path
+                await _tool(two, "delete_state_snapshot", snapshot_id=made["id"])
+                listing = await _tool(two, "list_state_snapshots")
+                assert [s["description"] for s in listing["snapshots"]] == ["from two"]
+
+    anyio.run(scenario)
+
+
+@pytest.mark.parametrize(
+    ("value", "wanted"),
+    [
+        ("s3://KEYID:SECRETVALUE@bucket/ws", "credentials never go in the URL"),
+        ("s3://SECRETVALUE@bucket/ws", "credentials never go in the URL"),
+        ("s3://bucket", "the prefix is missing"),
+        ("s3://bucket/../x", "not allowed"),
+        ("s3://Bad_Bucket/x", "not a valid bucket name"),
+    ],
+)
+def test_bad_s3_urls_are_configuration_errors(value: str, wanted: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        settings_from_args(["--snapshots", value], environ={})
+    assert str(err.value).startswith("--snapshots: ")
+    assert wanted in str(err.value)
+    assert "SECRETVALUE" not in str(err.value)
+    assert "give s3://BUCKET/PREFIX" in str(err.value)
+
+
+def test_a_directory_stays_a_directory() -> None:
+    parsed = settings_from_args(["--snapshots", "some/dir"], environ={})
+    assert parsed.snapshots_url is None
+    assert parsed.snapshots == Path.cwd() / "some" / "dir"
+    from_env = settings_from_args([], environ={"SANDBOX_SNAPSHOTS": "s3://bucket-a/w"})
+    assert from_env.snapshots_url == "s3://bucket-a/w"
+    assert from_env.snapshots == Path.cwd() / "sandbox_snapshots"
+
+
+def test_healthz_fails_with_the_reason() -> None:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("the health check never reaches the app")
+
+    reason: list[str | None] = [None]
+    client = TestClient(BearerAuth(app, "token", lambda: reason[0]))
+    assert client.get("/healthz").json() == {"status": "ok"}
+    reason[0] = "this workspace is now served elsewhere; snapshots since T were not saved"
+    answer = client.get("/healthz")
+    assert answer.status_code == 503
+    assert answer.json() == {"status": "unavailable", "reason": reason[0]}
+
+
+class _Cut:
+    """A TCP proxy on loopback in front of moto that a test cuts (every connection closed)."""
+
+    def __init__(self, target: str) -> None:
+        host, _, port = target.removeprefix("http://").partition(":")
+        self._target = (host, int(port))
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self.up = threading.Event()
+        self.up.set()
+        self._open: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            if not self.up.is_set():
+                client.close()
+                continue
+            upstream = socket.create_connection(self._target)
+            self._open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def cut(self) -> None:
+        self.up.clear()
+        for s in list(self._open):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+        self._open.clear()
+
+
+def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
+    proxy = _Cut(s3_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    url = f"s3://{BUCKET}/outage/{uuid.uuid4().hex}"
+    settings = _settings(tmp_path, "one", url)
+    (settings.workspace / "f.txt").write_text("saved")
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            saved = await _tool(client, "create_state_snapshot", description="before")
+            proxy.cut()
+            # the workspace keeps working (the fence check does not stop a call)
+            wrote = await _tool(client, "write_workspace_file", path="f.txt", content="edited")
+            assert wrote["bytes_written"] == 6
+            ran = await _tool(client, "run_sandbox_code", code="print(open('f.txt').read())")
+            assert (ran["status"], ran["stdout"]) == ("ok", "edited\n")
+            for name, args in (
+                ("create_state_snapshot", {}),
+                ("restore_state_snapshot", {"snapshot_id": saved["id"]}),
+                ("list_state_snapshots", {}),
+            ):
+                error = await _tool_error(client, name, **args)
+                assert f"the snapshot store {url} is unavailable" in error, error
+                assert SECRET not in error
+            assert (settings.workspace / "f.txt").read_text() == "edited"  # restore refused
+            status = await client.read_resource("sandbox://status")
+            document = json.loads(status.contents[0].text)  # type: ignore[union-attr]
+            assert "is unavailable" in document["snapshot_store"]["error"]
+            proxy.up.set()
+            await _tool(client, "create_state_snapshot", description="after")
+            assert (await _tool(client, "list_state_snapshots"))["count"] == 2
+
+    anyio.run(scenario)

@@ -1,0 +1,651 @@
+"""The S3 backend (extra ``wsnapshot[s3]``): manifests and blobs in an S3-compatible bucket.
+
+Layout under ``s3://BUCKET/PREFIX/`` (the prefix names one workspace)::
+
+    wsnapshot-store.json     {"format": 1}, created once (create-only)
+    log/<20 digits>.json     the commit log: {"op", "id", "at", "writer"}, numbered from 1
+    snapshots/<uuid>.json    manifests (the local format), created create-only
+    blobs/ab/cdef...         contents by SHA-256, created create-only, verified on every read
+
+**The single-writer fence.** A writer knows the newest number of ``log/`` (its *head*). Every
+commit (``open`` when it opens the store, ``create`` before a manifest is stored, ``delete``
+before one is removed) creates ``log/<head + 1>.json`` with ``If-None-Match: *``
+(``put(mode="create")``). S3 lets only one such create succeed: a writer whose create fails
+lost the fence to another writer (which opened the store on the same prefix), stops at once,
+and every later call of its store raises
+:class:`~wsnapshot.exceptions.WorkspaceServedElsewhere`. Every writers' call also checks,
+with one ``HEAD`` of ``log/<head + 1>.json``, that nobody took over before it acknowledges
+anything (``restore`` changes only the local workspace, so this is its check).
+
+**Completeness.** A blob is stored before any manifest names it and a manifest object is
+written whole or not at all, so a reader listing ``snapshots/`` sees only complete snapshots,
+whenever a writer is killed. Blobs left by a writer killed before its manifest are not
+collected yet (that needs garbage collection under a lease); a failed or fenced writer never
+deletes blobs (another writer may have found them present and skipped them).
+
+**Bounded memory.** Blobs are uploaded from their local staging file in multipart parts of
+:data:`PART_BYTES` (:data:`PART_CONCURRENCY` at a time) and downloaded as a stream of chunks;
+a manifest is read up to ``MAX_MANIFEST_BYTES``.
+
+Endpoint, region and credentials come only from the standard environment (``AWS_ENDPOINT_URL``,
+``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
+``AWS_SESSION_TOKEN``; ``AWS_ALLOW_HTTP=true`` for a plain-HTTP endpoint), read by obstore;
+nothing here names or logs a credential.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import socket
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from datetime import timedelta
+from typing import TYPE_CHECKING, NoReturn
+
+import obstore
+from obstore.exceptions import AlreadyExistsError, BaseError, NotFoundError
+from obstore.store import S3Store
+
+from wsnapshot import _storedir
+from wsnapshot._blobs import BlobStore
+from wsnapshot._fsio import Ops
+from wsnapshot._manifest import Manifest, check_id, now_iso
+from wsnapshot._storedir import (
+    MAX_MANIFEST_BYTES,
+    S3_SCHEME,
+    Limits,
+    StoreDir,
+    manifest_bytes,
+    parse_s3_url,
+)
+from wsnapshot.exceptions import (
+    CorruptSnapshot,
+    QuotaExceeded,
+    SnapshotError,
+    SnapshotExists,
+    SnapshotNotFound,
+    StoreConfigError,
+    StoreUnavailable,
+    WorkspaceServedElsewhere,
+)
+
+if TYPE_CHECKING:
+    from wsnapshot._backend import BlobBackend, ManifestBackend
+
+__all__ = [
+    "PART_BYTES",
+    "PART_CONCURRENCY",
+    "S3BlobStore",
+    "S3StoreDir",
+]
+
+log = logging.getLogger("wsnapshot")
+
+#: Bytes of one multipart upload part (S3's minimum part size is 5 MiB).
+PART_BYTES = 8 << 20
+#: Parts uploaded at once: an upload holds at most PART_BYTES * PART_CONCURRENCY in memory.
+PART_CONCURRENCY = 2
+#: Retries of a failed request (with backoff) and the time they may take in all.
+_RETRIES = 3
+_RETRY_TIMEOUT = timedelta(seconds=20)
+#: Opening tries this many times to create the next log entry (others opening at once).
+_OPEN_TRIES = 8
+_MARK = "wsnapshot-store.json"
+_LOG = "log/"
+_LOG_NAME = re.compile(r"[0-9]{20}\.json")
+_HEX = re.compile(r"[0-9a-f]+")
+_REASON_CHARS = 300
+#: Called with the operation's name after each request to the bucket, answered or failed
+#: (``None``: nothing). The fault-injection tests kill the writer there, request by request.
+_after_request: Callable[[str], None] | None = None
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a backend error, shortened (it names URLs, never credentials)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:_REASON_CHARS]
+
+
+class S3StoreDir(StoreDir):
+    """Manifests, the commit log and the fence in ``s3://BUCKET/PREFIX``; local state locally.
+
+    The local state (the writers' ``flock``, staging files, the restore journal, the
+    inconsistent marker) is a :class:`~wsnapshot._storedir.StoreDir` on ``state_dir``.
+
+    Args:
+        workspace_root: The workspace's absolute real path.
+        url: ``s3://BUCKET/PREFIX``.
+        state_dir: The local state directory (created 0o700; must not overlap the workspace).
+        ops: The local system calls.
+        limits: The store's limits.
+        read_only: Open for reading only: no commit, no fence (a reader never takes over).
+        client: An obstore store to use instead of one built from the environment (tests).
+
+    Raises:
+        StoreConfigError: A bad URL, a prefix holding other objects than a store's, or (read
+            only) no store at the prefix.
+        StoreUnavailable: The bucket cannot be reached.
+        WorkspaceServedElsewhere: Other writers kept taking the fence while this one opened.
+    """
+
+    backend_name = "s3"
+
+    def __init__(
+        self,
+        workspace_root: str,
+        url: str,
+        state_dir: str,
+        ops: Ops,
+        limits: Limits,
+        *,
+        read_only: bool = False,
+        client: S3Store | None = None,
+    ) -> None:
+        self.bucket, self.prefix = parse_s3_url(url)
+        self.url = f"{S3_SCHEME}{self.bucket}/{self.prefix}"
+        super().__init__(workspace_root, state_dir, ops, limits)
+        self.read_only = read_only
+        self.client = client or S3Store(
+            self.bucket,
+            prefix=self.prefix,
+            retry_config={
+                "max_retries": _RETRIES,
+                "retry_timeout": _RETRY_TIMEOUT,
+                "backoff": {
+                    "init_backoff": timedelta(milliseconds=100),
+                    "max_backoff": timedelta(seconds=2),
+                    "base": 2.0,
+                },
+            },
+        )
+        self.writer = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.head = 0
+        self.saved_at = now_iso()
+        self.lost = False
+        self._check_marker()
+        if not read_only:
+            self._take_fence()
+
+    # -- requests -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def call(self, operation: str) -> Iterator[None]:
+        """Turn a backend failure of ``operation`` into :class:`StoreUnavailable`.
+
+        ``FileNotFoundError`` (a missing object) and obstore's ``AlreadyExistsError`` (a
+        create-only put that found an object) pass through for the caller to handle.
+        """
+        try:
+            yield
+        except (FileNotFoundError, NotFoundError, AlreadyExistsError):
+            raise
+        except (BaseError, OSError) as exc:
+            raise StoreUnavailable(self.url, operation, _reason(exc)) from None
+        finally:
+            if _after_request is not None:
+                _after_request(operation)
+
+    def keys(self, under: str) -> Iterator[tuple[str, int]]:
+        """``(key, size)`` of every object under ``under`` (relative to the prefix)."""
+        with self.call(f"list {under}"):
+            for batch in obstore.list(self.client, under, chunk_size=1000):
+                for meta in batch:
+                    yield meta["path"], meta["size"]
+
+    def exists(self, key: str) -> bool:
+        """Whether object ``key`` exists (one ``HEAD``)."""
+        try:
+            with self.call(f"head {key}"):
+                obstore.head(self.client, key)
+        except (FileNotFoundError, NotFoundError):
+            return False
+        return True
+
+    def _check_marker(self) -> None:
+        if self.exists(_MARK):
+            return
+        if self.read_only:
+            raise StoreConfigError(self.url, "not a wsnapshot store (opened read-only)")
+        foreign = [key for key, _size in self.keys("")][:3]
+        if foreign:
+            raise StoreConfigError(
+                self.url, f"not a wsnapshot store and not empty (holds {foreign}); use a new prefix"
+            )
+        with contextlib.suppress(AlreadyExistsError), self.call(f"put {_MARK}"):
+            obstore.put(self.client, _MARK, json.dumps({"format": 1}).encode(), mode="create")
+
+    # -- the fence ----------------------------------------------------------------------------
+
+    def _newest_log_number(self) -> int:
+        newest = 0
+        for key, _size in self.keys(_LOG):
+            name = key[len(_LOG) :]
+            if _LOG_NAME.fullmatch(name):
+                newest = max(newest, int(name[:20]))
+        return newest
+
+    def _log_key(self, number: int) -> str:
+        return f"{_LOG}{number:020d}.json"
+
+    def _take_fence(self) -> None:
+        for _ in range(_OPEN_TRIES):
+            self.head = self._newest_log_number()
+            try:
+                self._append("open", None)
+                return
+            except AlreadyExistsError:
+                continue  # another writer opened at the same moment: read the log again
+        self._lose()
+
+    def _append(self, op: str, sid: str | None) -> None:
+        body = {"op": op, "id": sid, "at": now_iso(), "writer": self.writer}
+        key = self._log_key(self.head + 1)
+        with self.call(f"put {key}"):
+            obstore.put(self.client, key, json.dumps(body).encode(), mode="create")
+        self.head += 1
+        self.saved_at = body["at"]  # type: ignore[assignment]
+
+    def _lose(self) -> NoReturn:
+        self.lost = True
+        log.error("%s: another writer took over; this one stops saving", self.url)
+        raise WorkspaceServedElsewhere(self.url, self.saved_at)
+
+    def commit_entry(self, op: str, sid: str) -> None:
+        """Create the next log entry (the fence) before a commit; lose the store if taken.
+
+        Raises:
+            WorkspaceServedElsewhere: Another writer created it first.
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        self.check_serving()
+        while True:
+            try:
+                self._append(op, sid)
+                return
+            except AlreadyExistsError:
+                self._skip_own_or_lose()
+
+    def check_serving(self) -> None:
+        """Raise :class:`WorkspaceServedElsewhere` if this writer lost the fence."""
+        if self.lost:
+            raise WorkspaceServedElsewhere(self.url, self.saved_at)
+
+    def check_head(self) -> None:
+        """One ``HEAD`` of the next log entry: if it exists, another writer took over.
+
+        Raises:
+            WorkspaceServedElsewhere: It exists (this writer is lost from now on).
+        """
+        self.check_serving()
+        while self.exists(self._log_key(self.head + 1)):
+            self._skip_own_or_lose()
+
+    def _skip_own_or_lose(self) -> None:
+        """The next log entry exists: skip this writer's own, lose to another writer's.
+
+        This writer's own is a create whose answer an outage lost (its commit went no further).
+        """
+        key = self._log_key(self.head + 1)
+        try:
+            with self.call(f"get {key}"):
+                body = json.loads(bytes(obstore.get(self.client, key).bytes()))
+        except (FileNotFoundError, NotFoundError, ValueError):
+            body = None
+        if isinstance(body, dict) and body.get("writer") == self.writer:
+            self.head += 1
+            return
+        self._lose()
+
+    def lost_reason(self) -> str | None:
+        """The :class:`WorkspaceServedElsewhere` sentence once the fence is lost, else ``None``."""
+        return str(WorkspaceServedElsewhere(self.url, self.saved_at)) if self.lost else None
+
+    def check_fence(self) -> None:
+        """:meth:`check_head` (one ``HEAD``)."""
+        self.check_head()
+
+    @contextlib.contextmanager
+    def locked(self, *, blocking: bool = True) -> Iterator[bool]:
+        """The local writers' lock, then the fence check (:meth:`check_head`).
+
+        Raises:
+            StoreConfigError: Opened read-only.
+            WorkspaceServedElsewhere: Another writer took over.
+        """
+        with super().locked(blocking=blocking) as got:
+            if got:
+                self.check_head()
+            yield got
+
+    # -- manifests ----------------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """``s3://BUCKET/PREFIX``."""
+        return self.url
+
+    def manifest_key(self, sid: str) -> str:
+        """The key of snapshot ``sid``'s manifest (relative to the prefix)."""
+        return f"snapshots/{sid}.json"
+
+    def has_manifest(self, sid: str) -> bool:
+        """Whether snapshot ``sid``'s manifest is stored (one ``HEAD``)."""
+        self.check_serving()
+        return self.exists(self.manifest_key(sid))
+
+    def load(self, sid: str) -> Manifest:
+        """Read and validate snapshot ``sid``'s manifest (streamed, bounded).
+
+        Raises:
+            SnapshotNotFound: No such manifest.
+            CorruptSnapshot: Too large or fails validation.
+            StoreUnavailable: The bucket cannot be reached.
+            WorkspaceServedElsewhere: This writer lost the fence.
+        """
+        self.check_serving()
+        key = self.manifest_key(sid)
+        buf = bytearray()
+        try:
+            with self.call(f"get {key}"):
+                got = obstore.get(self.client, key)
+                if got.meta["size"] > MAX_MANIFEST_BYTES:
+                    raise CorruptSnapshot(sid, key, f"larger than {MAX_MANIFEST_BYTES} bytes")
+                for piece in got.stream(min_chunk_size=_storedir.CHUNK):
+                    buf += piece
+                    if len(buf) > MAX_MANIFEST_BYTES:
+                        raise CorruptSnapshot(sid, key, f"larger than {MAX_MANIFEST_BYTES} bytes")
+        except (FileNotFoundError, NotFoundError):
+            raise SnapshotNotFound(sid) from None
+        return self.parse_manifest_bytes(sid, bytes(buf))
+
+    def snapshot_ids(self) -> list[str]:
+        """The ids of the manifests under ``snapshots/`` (other names are ignored)."""
+        self.check_serving()
+        out = []
+        for key, _size in self.keys("snapshots/"):
+            name = key[len("snapshots/") :]
+            if name.endswith(".json"):
+                try:
+                    out.append(check_id(name[:-5]))
+                except SnapshotError:
+                    continue
+        return out
+
+    def save_manifest(self, m: Manifest) -> None:
+        """Take the fence (the next log entry), then create the manifest object.
+
+        Raises:
+            WorkspaceServedElsewhere: Another writer took over (nothing was stored).
+            SnapshotExists: A manifest with this id exists.
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        self.commit_entry("create", m.id)
+        key = self.manifest_key(m.id)
+        try:
+            with self.call(f"put {key}"):
+                obstore.put(self.client, key, manifest_bytes(m), mode="create")
+        except AlreadyExistsError:
+            raise SnapshotExists(m.id) from None
+
+    def remove_manifest(self, sid: str) -> None:
+        """Take the fence, then delete snapshot ``sid``'s manifest.
+
+        Raises:
+            FileNotFoundError: It is not stored.
+            WorkspaceServedElsewhere: Another writer took over (nothing was removed).
+        """
+        if not self.has_manifest(sid):
+            raise FileNotFoundError(self.manifest_key(sid))
+        self.commit_entry("delete", sid)
+        key = self.manifest_key(sid)
+        with self.call(f"delete {key}"):
+            obstore.delete(self.client, key)
+
+    @contextlib.contextmanager
+    def mirrored(self, sids: list[str]) -> Iterator[str]:
+        """Copy the manifests ``sids`` into the local state directory while the block runs.
+
+        A confined process without network (the MCP server's diff worker) then opens the state
+        directory as a local store, read-only: manifests only, no blob (a diff needs none).
+        One mirror at a time per store.
+
+        Yields:
+            The local state directory.
+
+        Raises:
+            SnapshotNotFound, CorruptSnapshot, StoreUnavailable: As :meth:`load`.
+        """
+        written: list[str] = []
+        try:
+            for sid in sids:
+                StoreDir.save_manifest(self, self.load(sid))
+                written.append(sid)
+            yield self.path
+        finally:
+            for sid in written:
+                with contextlib.suppress(FileNotFoundError):
+                    StoreDir.remove_manifest(self, sid)
+
+    def catalogue_key(self) -> tuple[str, ...]:
+        """The sorted manifest ids (one ``LIST``)."""
+        return tuple(sorted(self.snapshot_ids()))
+
+
+class S3BlobStore(BlobStore):
+    """Blobs under ``blobs/`` of an :class:`S3StoreDir`; staging files stay local.
+
+    Args:
+        files: The S3 store (its local state directory holds the staging files).
+    """
+
+    def __init__(self, files: S3StoreDir) -> None:
+        super().__init__(files)
+        self._s3 = files
+
+    def key(self, sha: str) -> str:
+        """The key of blob ``sha`` (relative to the prefix)."""
+        return f"blobs/{sha[:2]}/{sha[2:]}"
+
+    def path(self, sha: str) -> str:
+        """Blob ``sha`` as named in errors: its ``s3://`` URL."""
+        return f"{self._s3.url}/{self.key(sha)}"
+
+    def exists(self, sha: str) -> bool:
+        """Whether blob ``sha`` is stored (one ``HEAD``)."""
+        return self._s3.exists(self.key(sha))
+
+    def all(self) -> Iterator[str]:
+        """The SHA-256 of every stored blob."""
+        for sha, _size in self._sizes():
+            yield sha
+
+    def _sizes(self) -> Iterator[tuple[str, int]]:
+        for key, size in self._s3.keys("blobs/"):
+            parts = key.split("/")
+            if len(parts) == 3 and len(parts[1]) == 2 and len(parts[2]) == 62:
+                sha = parts[1] + parts[2]
+                if _HEX.fullmatch(sha):
+                    yield sha, size
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def chunks(self, sha: str, size: int, sid: str | None) -> Iterator[bytes]:
+        """Yield blob ``sha`` as streamed by the backend, checking size and SHA-256 at the end.
+
+        Raises:
+            CorruptSnapshot: Missing or not matching (after the chunks read so far).
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        key = self.key(sha)
+        h = hashlib.sha256()
+        total = 0
+        try:
+            with self._s3.call(f"get {key}"):
+                got = obstore.get(self._s3.client, key)
+                for piece in got.stream(min_chunk_size=_storedir.CHUNK):
+                    data = bytes(piece)
+                    total += len(data)
+                    if total > size:
+                        break
+                    h.update(data)
+                    yield data
+        except (FileNotFoundError, NotFoundError):
+            raise CorruptSnapshot(sid, self.path(sha), "blob is missing") from None
+        if total != size or h.hexdigest() != sha:
+            raise CorruptSnapshot(sid, self.path(sha), "blob content does not match its SHA-256")
+
+    def stream(
+        self,
+        sha: str,
+        size: int,
+        sid: str | None,
+        write: Callable[[bytes], object] | None = None,
+    ) -> None:
+        """Stream blob ``sha`` to ``write`` (when given) and check it (as :meth:`chunks`)."""
+        for data in self.chunks(sha, size, sid):
+            if write is not None:
+                write(data)
+
+    def read(self, sha: str, size: int, sid: str | None) -> bytes:
+        """Blob ``sha`` whole, verified (as :meth:`chunks`)."""
+        return b"".join(self.chunks(sha, size, sid))
+
+    def read_part(self, sha: str, size: int, sid: str | None, lo: int, hi: int) -> bytes:
+        """Bytes ``[lo, hi)`` of blob ``sha`` (one ranged ``GET``); checked as locally.
+
+        Raises:
+            CorruptSnapshot: Missing, of another size, or (read whole) not matching.
+        """
+        if hi <= lo:
+            return b""
+        key = self.key(sha)
+        try:
+            with self._s3.call(f"get {key}"):
+                got = obstore.get(self._s3.client, key, options={"range": (lo, hi)})
+                if got.meta["size"] != size:
+                    raise CorruptSnapshot(sid, key, "blob size does not match the manifest")
+                data = bytes(got.bytes())
+        except (FileNotFoundError, NotFoundError):
+            raise CorruptSnapshot(sid, self.path(sha), "blob is missing") from None
+        if len(data) != hi - lo or (
+            lo == 0 and hi == size and hashlib.sha256(data).hexdigest() != sha
+        ):
+            raise CorruptSnapshot(sid, self.path(sha), "blob content does not match its SHA-256")
+        return data
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def commit(self, staged: dict[str, tuple[str, int]], out: dict[str, int]) -> None:
+        """Upload the staged blobs not yet stored, create-only, from their staging files.
+
+        Args:
+            staged: sha256 -> (staging path, size); every staging file is removed.
+            out: Filled with sha256 -> size of every blob this call created.
+
+        Raises:
+            QuotaExceeded: The new blobs would pass ``store_max_bytes`` (nothing is uploaded).
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        files = self._files
+        new = {}
+        for sha, (tmp, size) in staged.items():
+            if self.exists(sha):
+                files.unlink(tmp)
+            else:
+                new[sha] = (tmp, size)
+        if not new:
+            return
+        needed = sum(size for _tmp, size in new.values())
+        quota = files.limits.store_max_bytes
+        used = self.usage()
+        if used + needed > quota:
+            used = self.usage(exact=True)
+            if used + needed > quota:
+                raise QuotaExceeded(quota, used, needed)
+        for sha, (tmp, size) in sorted(new.items()):
+            key = self.key(sha)
+            try:
+                with open(tmp, "rb") as fh, self._s3.call(f"put {key}"):  # noqa: PTH123
+                    obstore.put(
+                        self._s3.client,
+                        key,
+                        fh,
+                        mode="create",
+                        chunk_size=PART_BYTES,
+                        max_concurrency=PART_CONCURRENCY,
+                    )
+                out[sha] = size
+            except AlreadyExistsError:
+                pass  # the same content, stored meanwhile by another writer
+            files.unlink(tmp)
+
+    def rollback(self, sid: str, new_blobs: Iterable[str]) -> None:
+        """Undo nothing: a failed create or import leaves its blobs (and a created manifest).
+
+        Another writer may have found those blobs present and skipped uploading them, and a
+        manifest, once created, names only stored blobs: a complete snapshot.
+        """
+        log.info("%s: snapshot %s not saved; its new blobs stay until collected", self._s3.url, sid)
+
+    # -- quota and collection -------------------------------------------------------------------
+
+    def _blob_usage(self) -> int:
+        return sum(size for _sha, size in self._sizes())
+
+    def mark_gc(self) -> None:
+        """No marker: a blob stored before its manifest is complete content, never harmful."""
+
+    def clear_gc_mark(self) -> None:
+        """No marker to clear (:meth:`mark_gc`)."""
+
+    def gc_pending(self) -> bool:
+        """Whether staging files of a crashed writer are left in the local state directory."""
+        return bool(self._files.ops.listdir(self._files.tmpdir))
+
+    def gc(self, drop: set[str] | None = None) -> None:
+        """Remove local staging files, then the blobs of ``drop`` no manifest names.
+
+        A sweep of every blob (``drop=None``) is not done on a shared bucket without a
+        collection lease: only the local staging files are removed then.
+        """
+        files = self._files
+        for name in files.ops.listdir(files.tmpdir):
+            files.unlink(os.path.join(files.tmpdir, name))  # noqa: PTH118
+        if not drop:
+            return
+        bad: list[str] = []
+        used: set[str | None] = set()
+        for m in files.iter_manifests(bad):
+            used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+        if bad:
+            log.warning("unreadable manifests %s: no blob removed", bad)
+            return
+        victims = [self.key(sha) for sha in sorted(drop) if sha not in used]
+        if victims:
+            with self._s3.call("delete blobs"):
+                obstore.delete(self._s3.client, victims)
+
+
+def open_s3(
+    workspace_root: str,
+    url: str,
+    state_dir: str,
+    ops: Ops,
+    limits: Limits,
+    *,
+    read_only: bool = False,
+) -> tuple[S3StoreDir, S3BlobStore]:
+    """Open the S3 backend: its store (manifests, fence, local state) and its blobs."""
+    files = S3StoreDir(workspace_root, url, state_dir, ops, limits, read_only=read_only)
+    return files, S3BlobStore(files)
+
+
+if TYPE_CHECKING:
+
+    def _s3_check(files: S3StoreDir, blobs: S3BlobStore) -> tuple[ManifestBackend, BlobBackend]:
+        return files, blobs  # mypy: the S3 backend satisfies the interface

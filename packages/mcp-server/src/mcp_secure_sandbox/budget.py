@@ -27,6 +27,7 @@ excerpt a second time, escaped again. Its text is :func:`run_text`: each scalar 
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -117,12 +118,54 @@ def _compact(structured: Mapping[str, Any]) -> str:
     return json.dumps(structured, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: Characters a line of the text content shows escaped: C0 and C1 controls and the Unicode line
+#: and paragraph separators, each of which some reader takes for a line break.
+_LINE_BREAKERS = {
+    **{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
+    ord("\\"): "\\\\",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def _one_line(text: str) -> str:
+    """``text`` on one line: backslashes, controls and line separators escaped."""
+    return text.translate(_LINE_BREAKERS)
+
+
 def _value_text(value: Any) -> str:
+    """A field's value on one line.
+
+    A string is escaped, a mapping is ``k=v`` pairs whose string values are quoted (so a value
+    holding ``, k=v`` cannot pass for another pair), anything else is JSON.
+    """
     if isinstance(value, str):
-        return value.replace("\r", "\\r").replace("\n", "\\n")
+        return _one_line(value)
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}={_value_text(v)}" for k, v in value.items())
+        return ", ".join(
+            f"{_one_line(str(k))}={_value_text(v) if not isinstance(v, str) else _quoted(v)}"
+            for k, v in value.items()
+        )
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _quoted(text: str) -> str:
+    return '"' + _one_line(text).replace('"', '\\"') + '"'
+
+
+def _boundary(streams: Sequence[str]) -> str:
+    """A line that none of ``streams`` contains, to fence the excerpts.
+
+    As MIME's multipart boundary does: output printed by the run cannot end its excerpt early or
+    pass for a field, since it was printed before the line was drawn.
+    """
+    while True:
+        line = f"----- {secrets.token_hex(6)} -----"
+        if not any(line in text for text in streams):
+            return line
 
 
 def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
@@ -133,10 +176,13 @@ def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
         streams: The names of its stream fields (``stdout``, ``stderr``), already cut.
 
     Returns:
-        One ``name: value`` line per scalar field (strings as they are, a line break shown as
-        ``\n``; numbers, booleans and null as in JSON), one ``name: k=v, k=v`` line per item of
-        a list field (nothing for an empty list), then each non-empty stream as a ``name:``
-        line followed by its excerpt, once.
+        One ``name: value`` line per scalar field (strings on one line: backslashes, controls
+        and line separators escaped as ``\\``, ``\n``, ``\x01``; numbers, booleans and null as
+        in JSON), one ``name: k=v, k=v`` line per item of a list field (string values quoted;
+        nothing for an empty list), then each non-empty stream as it was printed, between two
+        copies of a random boundary line that no stream contains, announced on the line before
+        (``stdout (between the two "----- 3f09a1c2b7d4 -----" lines):``); an empty stream is
+        ``name: (empty)``.
     """
     lines: list[str] = []
     for name, value in structured.items():
@@ -146,9 +192,13 @@ def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
             lines.extend(f"{name}: {_value_text(item)}" for item in value)
         else:
             lines.append(f"{name}: {_value_text(value)}")
-    for name in streams:
-        text = str(structured[name])
-        lines.append(f"{name}:\n{text}" if text else f"{name}: (empty)")
+    texts = [str(structured[name]) for name in streams]
+    fence = _boundary(texts)
+    for name, text in zip(streams, texts, strict=True):
+        if text:
+            lines += [f'{name} (between the two "{fence}" lines):', fence, text, fence]
+        else:
+            lines.append(f"{name}: (empty)")
     return "\n".join(lines)
 
 

@@ -300,8 +300,17 @@ def test_the_run_text_cannot_be_forged_by_what_the_run_prints(stdout: str) -> No
             continue
         header, fence, rest = rest.split("\n", 2)
         assert header == f'{name} (between the two "{fence}" lines):'
-        assert fence not in structured["stdout"] and fence not in structured["stderr"]
+        assert all(fence not in str(structured[s]) for s in ("stdout", "stderr"))
         excerpt, rest = rest.split(f"\n{fence}", 1)
         assert excerpt == value
         rest = rest.removeprefix("\n")
     assert rest == ""
+
+
+def test_a_refused_single_allocation_names_the_servers_memory_flag(dirs: tuple[Path, Path]) -> None:
+    result = _run(dirs, "b = bytearray(64 * 2**30)", "--memory-limit", "256M")
+    out = result.structured_content
+    assert out is not None and out["status"] == "error"
+    assert "MemoryError" in out["stderr"]
+    assert "Limits.memory_bytes" not in out["detail"]
+    assert "(the server's --memory-limit / SANDBOX_MEMORY_LIMIT, now 256 MiB)" in out["detail"]

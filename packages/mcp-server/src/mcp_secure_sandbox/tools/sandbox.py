@@ -146,9 +146,17 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
 
 def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout: float) -> str:
-    """The run's detail, with what to do when the time-out stopped it."""
+    """The run's detail, with what to do when the time-out stopped it.
+
+    pysandbox names its own knob where a limit can be raised (``Limits.memory_bytes``); a
+    caller of the server raises it with the server's flag, which the detail then names.
+    """
     if result.status.value != "timeout":
-        return result.detail
+        return result.detail.replace(
+            "(Limits.memory_bytes)",
+            "(the server's --memory-limit / SANDBOX_MEMORY_LIMIT, "
+            f"now {state.settings.memory_bytes // 2**20} MiB)",
+        )
     maximum = state.settings.max_timeout_s
     if default and timeout < maximum:
         return (

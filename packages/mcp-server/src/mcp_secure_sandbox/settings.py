@@ -20,8 +20,14 @@ from typing import Any
 from mcp_secure_sandbox import _sizes
 from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
-from mcp_secure_sandbox.profiles import PROFILES
-from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
+from pysandbox import (
+    KERNEL_LAYERS,
+    PROFILES,
+    READY_CHILDREN,
+    READY_MAX_IDLE_S,
+    READY_MIN_IDLE_S,
+    ExecutionMode,
+)
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
 __all__ = [
@@ -158,8 +164,8 @@ class Settings:
     extra_modules: tuple[str, ...] = ()
     profile: str = "none"
     preload: tuple[str, ...] = ()
-    require_layers: tuple[str, ...] = ("landlock", "seccomp")
-    execution: str = "warm"
+    require_layers: tuple[str, ...] = tuple(str(layer) for layer in KERNEL_LAYERS)
+    execution: str = str(ExecutionMode.WARM)
     log_level: str = "INFO"
     transport: str = "stdio"
     host: str = "127.0.0.1"
@@ -401,9 +407,12 @@ _OPTIONS: tuple[_Option, ...] = (
         "--profile",
         "PROFILE",
         None,
-        "'datascience' allows and preloads numpy, pandas and matplotlib (install "
-        "mcp-secure-sandbox[datascience]) and raises the default memory limit to 1G; it needs "
-        "both kernel layers required",
+        "; ".join(
+            f"'{p.name}' allows and preloads {', '.join(p.extra_modules)} (install "
+            f"mcp-secure-sandbox[{p.extra or p.name}]) and raises the default memory limit to "
+            f"{_size_text(p.memory_bytes)}; it needs both kernel layers required"
+            for p in PROFILES.values()
+        ),
         str,
         ("none", *PROFILES),
     ),
@@ -414,7 +423,7 @@ _OPTIONS: tuple[_Option, ...] = (
         "how runs start: 'warm' forks each run from a prepared zygote process (every layer "
         "applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
         str,
-        ("warm", "spawn"),
+        tuple(str(mode) for mode in ExecutionMode),
     ),
     _Option(
         "--require-layers",
@@ -766,10 +775,11 @@ def settings_from_args(
             f"--stream-excerpt must be between {low} and {high} bytes, got {args.stream_excerpt}"
         )
     require = tuple(x for x in args.require_layers if x.lower() != "none")
-    unknown = sorted(set(require) - {"landlock", "seccomp"})
+    unknown = sorted(set(require) - set(KERNEL_LAYERS))
     if unknown:
         raise ConfigError(
-            f"--require-layers: unknown layer {', '.join(unknown)}; use landlock, seccomp or none"
+            f"--require-layers: unknown layer {', '.join(unknown)}; use "
+            f"{', '.join(KERNEL_LAYERS)} or none"
         )
     profile = PROFILES.get(args.profile)
     if profile is not None:

@@ -26,10 +26,10 @@ from mcp_secure_sandbox.concurrency import (
     WorkspaceGate,
 )
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
-from mcp_secure_sandbox.profiles import PROFILES, install_hint
+from mcp_secure_sandbox.profiles import install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
-from pysandbox import Limits, Sandbox
+from pysandbox import KERNEL_LAYERS, PROFILES, Limits, Sandbox
 from wsnapshot import SafeWorkspace, SnapshotStore, StoreUnavailable, WorkspaceServedElsewhere
 
 __all__ = ["FENCE_CHECK_S", "ServerState"]
@@ -164,7 +164,7 @@ class ServerState:
                 f"would be refused. Make {name} available, or leave it out of --require-layers "
                 "(SANDBOX_REQUIRE_LAYERS; 'none' accepts Python-level isolation only, unsafe)"
             )
-        for name in ("landlock", "seccomp"):
+        for name in KERNEL_LAYERS:
             info = caps.layer(name)
             if not info.active:
                 warnings.append(

@@ -12,8 +12,8 @@ a client sends ``tools/list`` into the model's context with every request.
 
 from __future__ import annotations
 
-from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import Settings
+from pysandbox import PROFILES
 
 __all__ = [
     "TOOLS_LIST_MAX_BYTES",

@@ -6,6 +6,7 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 
 from pysandbox.__about__ import __version__
 from pysandbox._capabilities import Capabilities, LayerInfo
+from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
@@ -15,16 +16,24 @@ from pysandbox.exceptions import (
     SandboxError,
     SandboxSetupError,
 )
+from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
 
 __all__ = [
+    "DATASCIENCE",
+    "DEFAULT",
+    "KERNEL_LAYERS",
+    "PROFILES",
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
     "Capabilities",
+    "ExecutionMode",
     "IsolationUnavailable",
+    "Layer",
     "LayerInfo",
     "Limits",
+    "Profile",
     "RunResult",
     "RunStatus",
     "Sandbox",

@@ -40,10 +40,11 @@ from pysandbox import (
     _seccomp,
     _zygote,
 )
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
+from pysandbox._capabilities import Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._disk import Listing, changed_files, workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
+from pysandbox._layers import KERNEL_LAYERS, PYTHON_LEVEL_LAYERS, ExecutionMode, Layer
 from pysandbox._limits import Limits
 from pysandbox._outcome import Observation, Stop, decide
 from pysandbox._probe import probe_kernel, verify_kernel
@@ -69,13 +70,11 @@ _ENV_PASSTHROUGH = ("TZ",)
 RUN_ENV = MappingProxyType(
     {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
 )
-#: The layers the testing kernel-only mode switches off.
-_PYTHON_LEVEL_LAYERS = frozenset(
-    {"ast_gate", "open_guard", "audit_hook", "import_guard", "attribute_guard"}
-)
 #: The environment variable that must be ``1`` for ``Sandbox(_testing_kernel_only=True)``.
 TESTING_KERNEL_ONLY_ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
-EXECUTION_MODES = ("spawn", "warm")
+EXECUTION_MODES = tuple(str(mode) for mode in ExecutionMode)
+#: The kernel layers' names, as messages list them.
+_KERNEL_NAMES = [str(layer) for layer in KERNEL_LAYERS]
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
 _PREIMPORT = (
@@ -224,11 +223,11 @@ class Sandbox:
         *,
         limits: Limits | None = None,
         policy: astguard.Policy | None = None,
-        require: Iterable[str] = ("landlock", "seccomp"),
+        require: Iterable[str] = KERNEL_LAYERS,
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
-        execution: str = "warm",
+        execution: str = ExecutionMode.WARM,
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
         ready_children: int = READY_CHILDREN,
@@ -280,9 +279,7 @@ class Sandbox:
         self._require = tuple(dict.fromkeys(require))
         unknown = [name for name in self._require if name not in KERNEL_LAYERS]
         if unknown:
-            raise ValueError(
-                f"unknown layer(s) in require: {unknown}; known: {list(KERNEL_LAYERS)}"
-            )
+            raise ValueError(f"unknown layer(s) in require: {unknown}; known: {_KERNEL_NAMES}")
         if not isinstance(kernel_layers, bool):
             raise TypeError("kernel_layers must be a bool")
         self._kernel_layers = kernel_layers
@@ -296,7 +293,7 @@ class Sandbox:
             raise ValueError(
                 f"extra_modules: the distributions allowed ({names}) ship native extension "
                 "modules, which make the Python-level layers no barrier: they are allowed only "
-                f"with the kernel layers on and required (require={list(KERNEL_LAYERS)}, "
+                f"with the kernel layers on and required (require={_KERNEL_NAMES}, "
                 "kernel_layers=True)"
             )
         dist_names = {n for n, _ in self._grants.distributions}
@@ -326,7 +323,7 @@ class Sandbox:
                 )
         self._policy = _gate.runtime_policy(policy, self._extra_modules)
         self._pool = _pool.ReadyPool(
-            ready_children if execution == "warm" else 0,
+            ready_children if execution == ExecutionMode.WARM else 0,
             float(ready_max_idle_s),
             _pool.max_code_bytes(self._policy.max_source_bytes),
         )
@@ -428,12 +425,12 @@ class Sandbox:
     def _execution_info(self) -> MappingProxyType[str, Any]:
         mode = self._execution
         info: dict[str, Any] = {"requested": mode, "mode": mode, "reason": ""}
-        if mode == "warm" and self._zygote_reason:
-            info.update(mode="spawn", reason=self._zygote_reason)
-        if mode == "warm":
+        if mode == ExecutionMode.WARM and self._zygote_reason:
+            info.update(mode=ExecutionMode.SPAWN, reason=self._zygote_reason)
+        if mode == ExecutionMode.WARM:
             zygote = self._zygote
             info["zygote_pid"] = zygote.pid if zygote is not None and zygote.alive() else None
-            if info["mode"] == "warm":
+            if info["mode"] == ExecutionMode.WARM:
                 info["ready_children"] = self._pool.size
         return MappingProxyType(info)
 
@@ -455,13 +452,13 @@ class Sandbox:
         off = "off: testing kernel-only mode (_testing_kernel_only=True)"
         layers = [
             dataclasses.replace(info, active=False, reason=off)
-            if info.name in _PYTHON_LEVEL_LAYERS
+            if info.name in PYTHON_LEVEL_LAYERS
             else info
             for info in caps.layers
         ]
         layers.append(
             LayerInfo(
-                "testing_kernel_only",
+                Layer.TESTING_KERNEL_ONLY,
                 True,
                 True,
                 MappingProxyType({"environment": f"{TESTING_KERNEL_ONLY_ENV}=1"}),
@@ -712,8 +709,8 @@ class Sandbox:
         """The sandbox's child configuration, built once (after the capability report)."""
         if self._config is None:
             caps = self.capabilities()
-            landlock_on = caps.layer("landlock").active
-            seccomp_on = caps.layer("seccomp").active
+            landlock_on = caps.layer(Layer.LANDLOCK).active
+            seccomp_on = caps.layer(Layer.SECCOMP).active
             self._config = _config.build(
                 workspace=self._workspace,
                 read_roots=self._read_roots,
@@ -846,7 +843,7 @@ class Sandbox:
     # -- warm mode --
     def _launcher(self, config: ChildConfig) -> Launcher:
         """The zygote's launcher in warm mode (zygote started lazily), else spawn's."""
-        if self._execution == "warm":
+        if self._execution == ExecutionMode.WARM:
             zygote = self._warm_zygote(config)
             if zygote is not None:
                 return ZygoteLauncher(zygote)

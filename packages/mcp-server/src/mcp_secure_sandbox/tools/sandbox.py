@@ -16,10 +16,10 @@ from pydantic import Field, TypeAdapter
 import astguard
 from mcp_secure_sandbox import rich, surface
 from mcp_secure_sandbox._schemas import RunOutput
-from mcp_secure_sandbox.profiles import PROFILES, profile_offer
+from mcp_secure_sandbox.profiles import profile_offer
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
+from pysandbox import PROFILES, IsolationUnavailable, RunResult, SandboxSetupError
 
 __all__ = [
     "PROGRESS_AFTER_S",

@@ -27,6 +27,7 @@ from pysandbox import (
     READY_MAX_IDLE_S,
     READY_MIN_IDLE_S,
     ExecutionMode,
+    Limits,
 )
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
@@ -51,6 +52,8 @@ _MIB = 1024 * 1024
 #: Default ``--max-body``: the largest content a tool takes (8 MiB) as Base64 (x 4/3, rounded up
 #: to a MiB), plus 1 MiB for the JSON-RPC envelope and the other arguments: 12 MiB.
 DEFAULT_MAX_BODY = -(-MAX_WRITE_BYTES * 4 // 3 // _MIB) * _MIB + _MIB
+#: pysandbox's default limits: the defaults of the run limits below.
+_LIMITS = Limits()
 
 
 class ConfigError(Exception):
@@ -153,11 +156,12 @@ class Settings:
     snapshots: Path
     default_timeout_s: float = 10.0
     max_timeout_s: float = 60.0
-    memory_bytes: int = 512 * 1024 * 1024
-    output_bytes: int = 8 * 1024 * 1024
-    file_size_bytes: int = 64 * 1024 * 1024
-    workspace_bytes: int = 1024 * 1024 * 1024
-    workspace_files: int = 10_000
+    # A run's limits: pysandbox's defaults (``pysandbox.Limits``, their one home).
+    memory_bytes: int = _LIMITS.memory_bytes
+    output_bytes: int = _LIMITS.output_bytes
+    file_size_bytes: int = _LIMITS.file_size_bytes
+    workspace_bytes: int = _LIMITS.workspace_bytes
+    workspace_files: int = _LIMITS.workspace_files
     max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
     ready_children: int = READY_CHILDREN
     ready_max_idle_s: float = READY_MAX_IDLE_S

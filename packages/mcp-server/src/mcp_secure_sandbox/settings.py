@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import astguard
 from mcp_secure_sandbox import _sizes
 from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
@@ -27,7 +28,9 @@ from pysandbox import (
     READY_MAX_IDLE_S,
     READY_MIN_IDLE_S,
     ExecutionMode,
+    Layer,
     Limits,
+    SandboxConfig,
 )
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
@@ -209,6 +212,46 @@ class Settings:
                 data[key] = list(value)
         data["http_auth"] = self.token is not None
         return data
+
+    def sandbox_config(self, policy: astguard.Policy | None = None) -> SandboxConfig:
+        """The sandbox's configuration from these settings, validated by pysandbox.
+
+        The run's ceiling is the maximum time-out (each call passes its own, shorter one), and
+        the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
+
+        Args:
+            policy: The astguard policy (``None``: astguard's default with
+                :attr:`extra_modules`, as the server builds it).
+
+        Returns:
+            The configuration ``pysandbox.Sandbox.from_config`` takes.
+
+        Raises:
+            ValueError: A value is out of pysandbox's bounds (its message names the field).
+            TypeError: A value has the wrong type.
+        """
+        limits = Limits(
+            timeout_s=self.max_timeout_s,
+            cpu_time_s=math.ceil(self.max_timeout_s),
+            memory_bytes=self.memory_bytes,
+            output_bytes=self.output_bytes,
+            file_size_bytes=self.file_size_bytes,
+            workspace_bytes=self.workspace_bytes,
+            workspace_files=self.workspace_files,
+        )
+        return SandboxConfig(
+            limits=limits,
+            policy=policy
+            if policy is not None
+            else astguard.Policy().with_modules(*self.extra_modules),
+            require=tuple(Layer(name) for name in self.require_layers),
+            extra_modules=self.extra_modules,
+            execution=ExecutionMode(self.execution),
+            max_concurrent_runs=self.max_concurrent_runs,
+            preload=self.preload,
+            ready_children=self.ready_children,
+            ready_max_idle_s=self.ready_max_idle_s,
+        )
 
 
 _SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
@@ -755,17 +798,10 @@ def settings_from_args(
         raise ConfigError(
             f"--default-timeout {args.default_timeout} s exceeds --max-timeout {args.max_timeout} s"
         )
-    if args.max_concurrent_runs < 1:
-        raise ConfigError("--max-concurrent-runs must be at least 1")
     if not 0 <= args.ready_children <= MAX_READY_CHILDREN:
         raise ConfigError(
             f"--ready-children must be between 0 and {MAX_READY_CHILDREN}, "
             f"got {args.ready_children}"
-        )
-    if not READY_MIN_IDLE_S <= args.ready_max_idle < math.inf:
-        raise ConfigError(
-            f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
-            f"got {args.ready_max_idle}"
         )
     if args.max_body > args.max_body_in_flight:
         raise ConfigError(
@@ -823,7 +859,23 @@ def settings_from_args(
         values["preload"] = profile.preload
         if not explicit:
             values["memory_bytes"] = profile.memory_bytes
-    return Settings(**values)
+    settings = Settings(**values)
+    try:  # the sandbox's values, checked once, by pysandbox's declaration of their bounds
+        settings.sandbox_config()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(_by_flag(str(exc))) from None
+    return settings
+
+
+def _by_flag(message: str) -> str:
+    """Pysandbox's refusal with each field it names (``Limits.memory_bytes``) as its flag."""
+    for option in _OPTIONS:
+        name = option.settings_field
+        if name is None:
+            continue
+        for owner in ("Limits", "SandboxConfig"):
+            message = message.replace(f"{owner}.{name} ", f"{option.flag} ")
+    return message.replace("Limits.timeout_s ", "--max-timeout ")
 
 
 def _outside_the_interpreter(path: Path) -> bool:

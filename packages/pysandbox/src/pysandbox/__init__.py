@@ -5,10 +5,12 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 """
 
 from pysandbox.__about__ import __version__
+from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
 from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
+from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     IsolationUnavailable,
@@ -27,6 +29,7 @@ __all__ = [
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
+    "Bound",
     "Capabilities",
     "ExecutionMode",
     "IsolationUnavailable",
@@ -38,9 +41,11 @@ __all__ = [
     "RunStatus",
     "Sandbox",
     "SandboxClosedError",
+    "SandboxConfig",
     "SandboxError",
     "SandboxSetupError",
     "WorkerConfinement",
     "__version__",
+    "bound_of",
     "confine_worker",
 ]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Bound", "bound_of", "bounded", "check_fields"]
+__all__ = ["Bound", "bound_of", "bounded", "bounded_factory", "check_fields"]
 
 _KEY = "pysandbox.bound"
 
@@ -54,13 +55,14 @@ class Bound:
             raise TypeError(f"{where} must be a number, not {type(value).__name__}")
         if self.kind is int and not isinstance(value, int):
             raise TypeError(f"{where} must be an int, got {value!r}")
+        shown = self.minimum_text or ("" if self.minimum is None else f"{self.minimum:g}")
         if not math.isfinite(value):
             what = "a positive finite number" if self.positive else "a finite number"
-            raise ValueError(f"{where} must be {what}, got {value!r}")
+            least = f" of at least {shown}" if self.minimum is not None else ""
+            raise ValueError(f"{where} must be {what}{least}, got {value!r}")
         if self.positive and value <= 0:
             raise ValueError(f"{where} must be a positive finite number, got {value!r}")
         if self.minimum is not None and value < self.minimum:
-            shown = self.minimum_text or f"{self.minimum:g}"
             raise ValueError(f"{where} must be at least {shown}, got {value!r}")
         if self.maximum is not None and value > self.maximum:
             raise ValueError(f"{where} must be at most {self.maximum:g}, got {value!r}")
@@ -77,6 +79,19 @@ def bounded(default: Any, bound: Bound) -> Any:
         The ``dataclasses.field`` to assign in the class body.
     """
     return dataclasses.field(default=default, metadata={_KEY: bound})
+
+
+def bounded_factory(factory: Callable[[], Any], bound: Bound) -> Any:
+    """A dataclass field whose default ``factory()`` makes, with ``bound``.
+
+    Args:
+        factory: Returns the field's default (called per instance).
+        bound: What the field accepts.
+
+    Returns:
+        The ``dataclasses.field`` to assign in the class body.
+    """
+    return dataclasses.field(default_factory=factory, metadata={_KEY: bound})
 
 
 def check_fields(instance: object) -> None:

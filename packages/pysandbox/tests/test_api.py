@@ -264,8 +264,11 @@ def test_capabilities_kernel_details(sandbox: Sandbox) -> None:
 
 
 def test_result_to_dict_roundtrip() -> None:
-    result = RunResult(RunStatus.REJECTED, violations=({"rule_id": "X", "line": 1},))
-    assert result.to_dict()["violations"] == [{"rule_id": "X", "line": 1}]
+    violation = astguard.Violation("X", "m", line=1, col=2, end_line=3, end_col=4)
+    result = RunResult(RunStatus.REJECTED, violations=(violation,))
+    assert result.to_dict()["violations"] == [
+        {"rule_id": "X", "message": "m", "line": 1, "col": 2, "end_line": 3, "end_col": 4}
+    ]
     assert result.to_dict()["status"] == "rejected"
 
 

@@ -99,7 +99,16 @@ _PREIMPORT = (
     "traceback",
     "linecache",
 )
+#: The rule id of pysandbox's own refusals of a source before the AST gate (its size, or the
+#: size of its compiled form), reported as an ``astguard.Violation`` on line 1.
 SOURCE_RULE_ID = "PS001"
+
+
+def _source_violation(message: str) -> astguard.Violation:
+    """A :data:`SOURCE_RULE_ID` refusal: the whole source, line 1, column 0."""
+    return astguard.Violation(
+        rule_id=SOURCE_RULE_ID, message=message, line=1, col=0, end_line=1, end_col=0
+    )
 
 
 _executor_cache: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -670,19 +679,12 @@ class Sandbox:
             return None
         size = len(marshal.dumps(compiled))
         if size > self._max_compiled_bytes:
-            violation = {
-                "rule_id": SOURCE_RULE_ID,
-                "message": (
-                    f"the code compiles to {size} bytes; the limit is {self._max_compiled_bytes} "
-                    "(constant expressions such as 'ab' * 2000 are stored expanded: build large "
-                    "values at run time, from a variable or in a loop)"
-                ),
-                "line": 1,
-                "col": 0,
-                "end_line": 1,
-                "end_col": 0,
-            }
-            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+            violation = _source_violation(
+                f"the code compiles to {size} bytes; the limit is {self._max_compiled_bytes} "
+                "(constant expressions such as 'ab' * 2000 are stored expanded: build large "
+                "values at run time, from a variable or in a loop)"
+            )
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=(Layer.AST_GATE,))
         return compiled
 
     def _check(self, code: str, timeout: float | None) -> float | RunResult:
@@ -701,18 +703,15 @@ class Sandbox:
         caps = self.capabilities()
         size = len(code.encode("utf-8", "surrogatepass"))
         if size > self._policy.max_source_bytes:  # astguard's one source-size limit
-            violation = {
-                "rule_id": SOURCE_RULE_ID,
-                "message": f"source is {size} bytes; the limit is {self._policy.max_source_bytes}",
-                "line": 1,
-                "col": 0,
-                "end_line": 1,
-                "end_col": 0,
-            }
-            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+            violation = _source_violation(
+                f"source is {size} bytes; the limit is {self._policy.max_source_bytes}"
+            )
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=(Layer.AST_GATE,))
         gate = _gate.check_source(code, self._policy)
         if not gate.ok and not self._kernel_only:
-            return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
+            return RunResult(
+                RunStatus.REJECTED, violations=gate.violations, layers=(Layer.AST_GATE,)
+            )
         if os.name != "posix":
             raise IsolationUnavailable(
                 ("posix",), {"posix": f"pysandbox runs code on POSIX systems only, not {os.name}"}

@@ -12,6 +12,7 @@ a client sends ``tools/list`` into the model's context with every request.
 
 from __future__ import annotations
 
+from mcp_secure_sandbox._declare import size_words
 from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import Settings
 
@@ -44,14 +45,6 @@ def tools_list_max_bytes(profile: str) -> int:
         :data:`TOOLS_LIST_PROFILE_MAX_BYTES` for a profile, else :data:`TOOLS_LIST_MAX_BYTES`.
     """
     return TOOLS_LIST_PROFILE_MAX_BYTES if profile in PROFILES else TOOLS_LIST_MAX_BYTES
-
-
-def size_words(n: int) -> str:
-    """``n`` bytes as a person reads them: ``8 MiB``, ``16 KiB``, ``1 GiB``, ``1,000 bytes``."""
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size and n % (size // 16) == 0:
-            return f"{n / size:g} {unit}"
-    return f"{n:,} bytes"
 
 
 def imports_clause(settings: Settings) -> str:

@@ -224,7 +224,8 @@ class Setting:
             return None
         unit = " bytes" if self.unit == "bytes" else " seconds" if self.unit == "s" else ""
         if self.positive and not 0 < value < math.inf:
-            return f"{name} must be a positive, finite number{' of' + unit if unit else ''}, got {value}"
+            of = f" of{unit}" if unit else ""
+            return f"{name} must be a positive, finite number{of}, got {value}"
         if self.bounds is None:
             return None
         low, high = self.bounds

@@ -265,7 +265,7 @@ class Settings:
             env="SANDBOX_PROFILE",
             choices=("none", *PROFILES),
             help=_profiles_help(),
-            doc=f"{_profiles_help()} (see the README's \"Data science\")",
+            doc=f'{_profiles_help()} (see the README\'s "Data science")',
         ).metadata,
     )
     preload: tuple[str, ...] = ()
@@ -490,8 +490,7 @@ class Settings:
             parse=size,
             positive=True,
             unit="bytes",
-            help="address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G "
-            "suffixes",
+            help="address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G suffixes",
         ).metadata,
     )
     admission_wait_s: float = field(
@@ -902,7 +901,8 @@ def settings_from_args(
         value = getattr(args, item.name)
         # argparse checks choices on flags, not on defaults from variables
         if setting.choices and not isinstance(value, tuple) and value not in setting.choices:
-            raise ConfigError(f"{setting.env}={value!r}: choose one of {', '.join(setting.choices)}")
+            choices = ", ".join(setting.choices)
+            raise ConfigError(f"{setting.env}={value!r}: choose one of {choices}")
         values[item.name] = value
         if item.name in flags_given or setting.env in env:
             given.add(item.name)
@@ -944,7 +944,7 @@ def settings_page(defaults: Settings | None = None) -> str:
     """
     words: dict[str, str] = {}
     for item, setting in declarations():
-        if setting.secret or item.default is MISSING and defaults is None:
+        if setting.secret or (item.default is MISSING and defaults is None):
             continue
         value = getattr(defaults, item.name) if defaults is not None else item.default
         words[item.name] = setting.words(value)
@@ -1114,4 +1114,3 @@ def prepare_directories(
     _make_dir(settings.workspace, "workspace", created)
     _make_dir(settings.snapshots, "snapshot directory", created)
     return settings
-

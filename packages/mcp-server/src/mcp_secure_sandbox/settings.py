@@ -777,6 +777,9 @@ def build_parser(
             f"settings page:\n  {_settings_page_url()}"
         ),
         formatter_class=_HelpFormatter,
+        # No prefix of a flag stands for it: "--token SECRET" must not become --token-file,
+        # and a flag added later cannot change what an abbreviation meant.
+        allow_abbrev=False,
     )
     for item, setting in declarations():
         if setting.secret:
@@ -864,6 +867,33 @@ def _snapshots_url(value: str) -> str | None:
     return f"{S3_SCHEME}{bucket}/{prefix}"
 
 
+def _secret_flags(item: Field[Any], setting: Setting) -> set[str]:
+    """The flags a person might try for a secret: its field's name and its variable's."""
+    variable = setting.env.removeprefix("SANDBOX_").lower().replace("_", "-")
+    return {f"--{item.name.replace('_', '-')}", f"--{variable}"}
+
+
+def _refuse_secret_flags(argv: Sequence[str]) -> None:
+    """Refuse a secret on the command line, without repeating it (argparse would echo it).
+
+    Raises:
+        ConfigError: An argument is a secret's would-be flag, alone or with ``=value``.
+    """
+    for item, setting in declarations():
+        if not setting.secret:
+            continue
+        tried = _secret_flags(item, setting)
+        for arg in argv:
+            if arg.split("=", 1)[0] in tried:
+                where = f"set {setting.env}"
+                if setting.file_flag:
+                    where += f" or {setting.file_flag}"
+                raise ConfigError(
+                    f"{arg.split('=', 1)[0]}: the HTTP token has no flag, since command lines "
+                    f"are visible to every local user; {where} (the value given was not used)"
+                )
+
+
 def settings_from_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -888,7 +918,9 @@ def settings_from_args(
         SystemExit: From argparse, for unknown flags, unparsable values or ``--help``.
     """
     env = os.environ if environ is None else environ
-    args = build_parser(env).parse_args(argv)
+    given_argv = sys.argv[1:] if argv is None else argv
+    _refuse_secret_flags(given_argv)
+    args = build_parser(env).parse_args(given_argv)
     flags_given: set[str] = args.__dict__.pop("_given", set())
     values: dict[str, Any] = {}
     given: set[str] = set()

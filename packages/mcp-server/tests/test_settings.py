@@ -197,6 +197,8 @@ def test_help_page_and_descriptions_agree_on_a_changed_setting(tmp_path: Path) -
         default_timeout_s=7.0,
         output_bytes=3 * 1024**2,
         memory_bytes=768 * 1024**2,
+        diff_deadline_s=12.0,
+        export_max_bytes=100 * 1024**2,
     )
     assert fields["default_timeout_s"].default == 10.0  # what "changed" means
     help_text = _help(build_parser({}, defaults=changed).format_help())
@@ -213,6 +215,10 @@ def test_help_page_and_descriptions_agree_on_a_changed_setting(tmp_path: Path) -
     for text in (instructions, tools["run_sandbox_code"]):
         assert "time-out 7 s by default, at most 60 s" in text
         assert "768 MiB of memory" in text and "a stream past 3 MiB stops the run" in text
+    assert "within 12 s and 512 MiB (--diff-deadline" in tools["diff_state_snapshots"]
+    assert "(100 MiB, --export-max)" in tools["export_state_snapshot"]
+    assert "| `--diff-deadline` | `SANDBOX_DIFF_DEADLINE` | `12` |" in page
+    assert '"diff stopped after 12 s / 512 MiB' in page
     # And the committed page shows the declared defaults, not the changed ones.
     assert "| `--default-timeout` | `SANDBOX_DEFAULT_TIMEOUT` | `10` |" in settings_page()
 

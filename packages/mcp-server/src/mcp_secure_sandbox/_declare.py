@@ -4,7 +4,9 @@ A declaration names the flag, the ``SANDBOX_*`` variable, how text becomes a val
 every :class:`~.settings.Settings` is checked against (built from flags or in code), the help
 line and the longer text of the settings page. The parser, the environment, ``--help`` and
 ``docs/settings.md`` are derived from the declarations (:mod:`mcp_secure_sandbox.settings`);
-cross-field rules are :class:`Check` values declared once beside them.
+cross-field rules are :class:`Check` values declared once beside them. A new setting is one
+field with its ``Setting`` (and a rule in ``CHECKS`` if it relates to another); then regenerate
+the page (``python -m mcp_secure_sandbox._settings_page > docs/settings.md``).
 
 Import-free apart from the standard library: the validation workers import the settings.
 """

@@ -43,12 +43,25 @@ def test_the_sandbox_config_is_built_from_the_settings_in_one_call() -> None:
         (["--max-concurrent-runs", "0"], "--max-concurrent-runs must be at least 1, got 0"),
         (["--max-concurrent-runs", "-2"], "--max-concurrent-runs must be at least 1"),
         # pysandbox's bounds the server had no copy of: refused at start, not at the first run.
-        (["--memory-limit", "1M"], "--memory-limit must be at least 64 MiB, got 1048576"),
-        (["--memory-limit", "63M"], "--memory-limit must be at least 64 MiB"),
-        (["--ready-max-idle", "0.01"], "--ready-max-idle must be at least 0.1"),
+        (["--memory-limit", "1M"], "--memory-limit must be at least 67108864, got 1048576"),
+        (["--memory-limit", "63M"], "--memory-limit must be at least 67108864"),
+        (["--ready-max-idle", "0.01"], "--ready-max-idle must be a finite number of seconds of"),
     ],
 )
 def test_pysandbox_s_bounds_refuse_a_setting_by_its_flag(argv: list[str], message: str) -> None:
     with pytest.raises(ConfigError) as refused:
         settings_from_args(argv, {})
     assert str(refused.value).startswith(message)
+
+
+def test_the_settings_bounds_are_pysandbox_s_declarations() -> None:
+    from mcp_secure_sandbox.settings import declarations
+    from pysandbox import SandboxConfig, bound_of
+
+    bounds = {item.name: setting.bounds for item, setting in declarations()}
+    assert bounds["memory_bytes"] == (bound_of(Limits, "memory_bytes").minimum, None)
+    assert bounds["max_concurrent_runs"] == (
+        bound_of(SandboxConfig, "max_concurrent_runs").minimum,
+        None,
+    )
+    assert bounds["ready_max_idle_s"] == (bound_of(SandboxConfig, "ready_max_idle_s").minimum, None)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import math
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -20,6 +21,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import astguard
 from mcp_secure_sandbox import _sizes
 from mcp_secure_sandbox._declare import (
     SETTING,
@@ -33,8 +35,17 @@ from mcp_secure_sandbox._declare import (
 )
 from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
-from mcp_secure_sandbox.profiles import PROFILES
-from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
+from pysandbox import (
+    KERNEL_LAYERS,
+    PROFILES,
+    READY_CHILDREN,
+    READY_MAX_IDLE_S,
+    ExecutionMode,
+    Layer,
+    Limits,
+    SandboxConfig,
+    bound_of,
+)
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
 __all__ = [
@@ -64,7 +75,15 @@ DEFAULT_MAX_BODY = -(-MAX_WRITE_BYTES * 4 // 3 // _MIB) * _MIB + _MIB
 #: The memory rlimits pysandbox sets for ``Limits.memory_bytes`` (``pysandbox._config.rlimits``:
 #: the data segment, and twice it as address space); a test holds this to pysandbox's.
 RUN_MEMORY_RLIMITS = "RLIMIT_DATA of this size and RLIMIT_AS of twice it"
-_LAYERS = ("landlock", "seccomp")
+_LAYERS = tuple(str(layer) for layer in KERNEL_LAYERS)
+#: pysandbox's limit defaults (``pysandbox.Limits``, their one home): the run limits' defaults.
+_LIMITS = Limits()
+
+
+def _at_least(cls: type, name: str) -> tuple[float | None, None]:
+    """The lower bound pysandbox declares for ``cls.name``, as a :class:`Setting`'s bounds."""
+    minimum = bound_of(cls, name).minimum
+    return (int(minimum) if minimum is not None and minimum == int(minimum) else minimum, None)
 
 
 class ConfigError(Exception):
@@ -83,7 +102,7 @@ def _layers(text: str) -> tuple[str, ...]:
 def _profiles_help() -> str:
     return "; ".join(
         f"'{p.name}' allows and preloads {', '.join(p.extra_modules)} (install "
-        f"mcp-secure-sandbox[{p.name}]) and raises the default memory limit to "
+        f"mcp-secure-sandbox[{p.extra or p.name}]) and raises the default memory limit to "
         f"{size_text(p.memory_bytes)}; it needs --require-layers {','.join(p.required_layers)}"
         for p in PROFILES.values()
     )
@@ -150,18 +169,19 @@ class Settings:
         ).metadata,
     )
     memory_bytes: int = field(
-        default=512 * _MIB,
+        default=_LIMITS.memory_bytes,
         metadata=Setting(
             flag="--memory-limit",
             env="SANDBOX_MEMORY_LIMIT",
             parse=size,
             positive=True,
+            bounds=_at_least(Limits, "memory_bytes"),
             unit="bytes",
             help=f"memory limit of one run in bytes ({RUN_MEMORY_RLIMITS}); K, M, G suffixes",
         ).metadata,
     )
     output_bytes: int = field(
-        default=8 * _MIB,
+        default=_LIMITS.output_bytes,
         metadata=Setting(
             flag="--output-limit",
             env="SANDBOX_OUTPUT_LIMIT",
@@ -173,7 +193,7 @@ class Settings:
         ).metadata,
     )
     file_size_bytes: int = field(
-        default=64 * _MIB,
+        default=_LIMITS.file_size_bytes,
         metadata=Setting(
             flag="--file-size-limit",
             env="SANDBOX_FILE_SIZE_LIMIT",
@@ -185,7 +205,7 @@ class Settings:
         ).metadata,
     )
     workspace_bytes: int = field(
-        default=1024 * _MIB,
+        default=_LIMITS.workspace_bytes,
         metadata=Setting(
             flag="--workspace-quota",
             env="SANDBOX_WORKSPACE_QUOTA",
@@ -196,7 +216,7 @@ class Settings:
         ).metadata,
     )
     workspace_files: int = field(
-        default=10_000,
+        default=_LIMITS.workspace_files,
         metadata=Setting(
             flag="--workspace-max-files",
             env="SANDBOX_WORKSPACE_MAX_FILES",
@@ -210,7 +230,7 @@ class Settings:
             flag="--max-concurrent-runs",
             env="SANDBOX_MAX_CONCURRENT_RUNS",
             parse=int,
-            bounds=(1, None),
+            bounds=_at_least(SandboxConfig, "max_concurrent_runs"),
             help="runs executing at once; further runs queue",
             default_doc="CPU count",
         ).metadata,
@@ -240,7 +260,7 @@ class Settings:
             flag="--ready-max-idle",
             env="SANDBOX_READY_MAX_IDLE",
             parse=float,
-            bounds=(READY_MIN_IDLE_S, None),
+            bounds=_at_least(SandboxConfig, "ready_max_idle_s"),
             unit="s",
             help="seconds a ready child waits before it is replaced (pysandbox's "
             "READY_MAX_IDLE_S by default)",
@@ -281,11 +301,11 @@ class Settings:
         ).metadata,
     )
     execution: str = field(
-        default="warm",
+        default=str(ExecutionMode.WARM),
         metadata=Setting(
             flag="--execution",
             env="SANDBOX_EXECUTION",
-            choices=("warm", "spawn"),
+            choices=tuple(str(mode) for mode in ExecutionMode),
             help="how runs start: 'warm' forks each run from a prepared zygote process (every "
             "layer applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
             doc="`warm`: each run is forked from a prepared zygote process and gets every layer "
@@ -603,6 +623,47 @@ class Settings:
         for check in CHECKS:
             if not check.holds(self):
                 raise ConfigError(check.message(self))
+
+    def sandbox_config(self, policy: astguard.Policy | None = None) -> SandboxConfig:
+        """The sandbox's configuration from these settings, in one call (pysandbox validates it).
+
+        The run's ceiling is the maximum time-out (each call passes its own, shorter one), and
+        the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
+
+        Args:
+            policy: The astguard policy; ``None`` for astguard's default with
+                :attr:`extra_modules`, as the server builds it.
+
+        Returns:
+            The configuration ``pysandbox.Sandbox.from_config`` takes.
+
+        Raises:
+            ValueError: A value is out of pysandbox's bounds (the settings' own bounds are
+                pysandbox's, so a checked ``Settings`` passes).
+            TypeError: A value has the wrong type.
+        """
+        limits = Limits(
+            timeout_s=self.max_timeout_s,
+            cpu_time_s=math.ceil(self.max_timeout_s),
+            memory_bytes=self.memory_bytes,
+            output_bytes=self.output_bytes,
+            file_size_bytes=self.file_size_bytes,
+            workspace_bytes=self.workspace_bytes,
+            workspace_files=self.workspace_files,
+        )
+        if policy is None:
+            policy = astguard.Policy().with_modules(*self.extra_modules)
+        return SandboxConfig(
+            limits=limits,
+            policy=policy,
+            require=tuple(Layer(name) for name in self.require_layers),
+            extra_modules=self.extra_modules,
+            execution=ExecutionMode(self.execution),
+            max_concurrent_runs=self.max_concurrent_runs,
+            preload=self.preload,
+            ready_children=self.ready_children,
+            ready_max_idle_s=self.ready_max_idle_s,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as JSON-compatible data, paths absolute, without any secret.

@@ -13,8 +13,8 @@ a client sends ``tools/list`` into the model's context with every request.
 from __future__ import annotations
 
 from mcp_secure_sandbox._declare import size_words
-from mcp_secure_sandbox.profiles import PROFILES
 from mcp_secure_sandbox.settings import Settings, declarations
+from pysandbox import PROFILES
 
 __all__ = [
     "TOOLS_LIST_MAX_BYTES",
@@ -40,7 +40,7 @@ def tools_list_max_bytes(profile: str) -> int:
     """The bound of the tool listing for a server started with ``--profile profile``.
 
     Args:
-        profile: ``"none"`` or a name of :data:`mcp_secure_sandbox.profiles.PROFILES`.
+        profile: ``"none"`` or a name of :data:`pysandbox.PROFILES`.
 
     Returns:
         :data:`TOOLS_LIST_PROFILE_MAX_BYTES` for a profile, else :data:`TOOLS_LIST_MAX_BYTES`.

@@ -26,12 +26,14 @@ any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import json
 import logging
 import math
 import re
 import resource
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
@@ -53,6 +55,7 @@ __all__ = [
     "BodyLimit",
     "ConnectionGuard",
     "GuardedH11Protocol",
+    "bind_http",
     "build_http_app",
     "build_uvicorn_config",
     "connection_cap",
@@ -677,17 +680,61 @@ def build_uvicorn_config(
     return config, guard
 
 
+#: Pending connections the listening socket queues (uvicorn's default ``--backlog``).
+LISTEN_BACKLOG = 2048
+
+
+def bind_http(settings: Settings) -> socket.socket:
+    """Bind and listen on ``--host``/``--port`` before anything says the server is serving.
+
+    Returns:
+        The listening socket (close-on-exec); :func:`serve_http` serves on it.
+
+    Raises:
+        ConfigError: The address cannot be bound: the port is in use (another server, or any
+            program listening there), the address is not this machine's, or the port needs
+            privileges; the message names the host, the port and the remedy.
+    """
+    try:
+        return socket.create_server(
+            (settings.host, settings.port),
+            family=socket.AF_INET6 if ":" in settings.host else socket.AF_INET,
+            backlog=LISTEN_BACKLOG,
+        )
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {settings.port} on {settings.host} is already in use (another "
+                "mcp-secure-sandbox server, or another program listening there; `ss -ltnp "
+                f"'sport = :{settings.port}'` shows which): stop it, or choose another --port"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {where}: {exc.strerror or exc}; check --host and --port "
+            "(ports below 1024 need privileges)"
+        ) from None
+
+
 def serve_http(
-    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+    app: MCPServer[Any],
+    settings: Settings,
+    health: Callable[[], str | None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking).
 
-    ``health`` is :class:`BearerAuth`'s (``/healthz``).
+    Args:
+        app: The MCP server.
+        settings: The server's settings.
+        health: :class:`BearerAuth`'s (``/healthz``).
+        sock: The listening socket from :func:`bind_http`; bound here when ``None``.
 
     Raises:
-        ConfigError: As :func:`build_uvicorn_config`.
+        ConfigError: As :func:`build_uvicorn_config` and :func:`bind_http`.
     """
     config, guard = build_uvicorn_config(app, settings, health)
+    if sock is None:
+        sock = bind_http(settings)
     for warning in http_warnings(settings):
         log.warning("%s", warning)
     log.info(
@@ -695,4 +742,4 @@ def serve_http(
         guard.cap,
         guard.request_timeout_s,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])

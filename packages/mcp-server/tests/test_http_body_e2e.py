@@ -256,3 +256,38 @@ def test_the_sdk_client_reads_the_413_of_a_multi_megabyte_body(
             _session_calls, base, ("write_workspace_file", {"path": "b", "content": "z"})
         )
     assert answer == {"path": "b", "bytes_written": 1}
+
+
+def _readme_client() -> str:
+    """The SDK client example of the README's "Streamable HTTP" section."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Streamable HTTP", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_client_runs_and_a_wrong_token_is_named(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """New user: a wrong or missing token showed only -32603 "Server returned an error response"."""
+    with _serving(dirs, tmp_path) as base:
+        script = tmp_path / "client.py"
+        script.write_text(_readme_client().replace("http://127.0.0.1:8000", base))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+        outcomes = [
+            subprocess.run(
+                [sys.executable, str(script)],
+                env={**env, "SANDBOX_HTTP_TOKEN": token},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            for token in (TOKEN, TOKEN + "x", "not-the-token")
+        ]
+    good, *refused = outcomes
+    assert (good.returncode, good.stdout) == (0, "42\n"), good.stderr
+    for proc in refused:
+        assert proc.returncode == 1
+        assert "MCPError: missing or invalid bearer token: send the header" in proc.stderr
+        assert "SANDBOX_HTTP_TOKEN or --token-file" in proc.stderr
+        assert TOKEN not in proc.stderr

@@ -87,6 +87,12 @@ DISCARD_FACTOR = 2
 #: A ``Content-Length`` value: ASCII decimal digits only (RFC 9110 8.6).
 _DECIMAL = re.compile(rb"[0-9]{1,18}")
 
+#: The message of a 401: what the client must send, never anything about the expected token.
+UNAUTHORIZED_MESSAGE = (
+    "missing or invalid bearer token: send the header 'Authorization: Bearer <token>' with the "
+    "token this server was started with (SANDBOX_HTTP_TOKEN or --token-file)"
+)
+
 _REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"connection: close\r\ncontent-length: 33\r\n\r\nthe request was not sent in time\n"
@@ -113,7 +119,9 @@ class BearerAuth:
     """ASGI middleware that requires ``Authorization: Bearer <token>`` on every HTTP request.
 
     The comparison is constant-time (:func:`hmac.compare_digest`); a refused request gets 401 with
-    a ``WWW-Authenticate: Bearer`` header (RFC 6750) and never learns anything about the token.
+    a ``WWW-Authenticate: Bearer`` header (RFC 6750) and a JSON-RPC error whose message
+    (:data:`UNAUTHORIZED_MESSAGE`, which the SDK client shows as the call's error) says what to
+    send; it never learns anything about the token.
     ``/healthz`` is answered here, before auth. A ``websocket`` scope is closed with code 1008
     before it is accepted (the client sees 403), token or not: the server speaks no WebSocket.
     ``lifespan`` goes to the app unchanged.
@@ -158,7 +166,7 @@ class BearerAuth:
             return
         if not self._authorized(scope):
             challenge = [(b"www-authenticate", b'Bearer realm="mcp-secure-sandbox"')]
-            await _json_response(send, 401, {"error": "missing or invalid bearer token"}, challenge)
+            await _jsonrpc_refusal(send, 401, UNAUTHORIZED_MESSAGE, challenge)
             return
         await self.app(scope, receive, send)
 

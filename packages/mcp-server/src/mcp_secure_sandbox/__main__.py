@@ -61,6 +61,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from mcp_secure_sandbox.http_transport import bind_http
 
             listening = bind_http(settings)  # a port in use is refused before "serving"
+        for ancestor, pid in dict.fromkeys(claim.contested):
+            logging.getLogger("mcp_secure_sandbox").warning(
+                "%s is locked (flock) by pid %d of another user, which is not taken for a "
+                "server's lock: it is not locked here, so another server using it as its "
+                "workspace or snapshot directory would not be detected",
+                ancestor,
+                pid,
+            )
         from mcp_secure_sandbox.server import create_server
 
         app, state = create_server(settings)

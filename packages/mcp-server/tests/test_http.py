@@ -360,7 +360,8 @@ def test_plain_framing_books_its_share(headers: list[tuple[bytes, bytes]], share
     async def send(message: Any) -> None:
         pass
 
-    anyio.run(BodyLimit(app, 1024, budget, 0.1), {"type": "http", "headers": headers}, receive, send)
+    scope = {"type": "http", "headers": headers}
+    anyio.run(BodyLimit(app, 1024, budget, 0.1), scope, receive, send)
     assert booked == [share]
     assert budget.in_use == 0
 

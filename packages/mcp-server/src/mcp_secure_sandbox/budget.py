@@ -194,7 +194,8 @@ def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
         numbers, booleans and null as in JSON), one ``name: k=v, k=v`` line per item of a list
         field (string values, and keys other than identifiers, quoted; nothing for an empty
         list), then each non-empty stream as it was printed, between two copies of a random
-        boundary line that no stream contains, announced on the line before (``stdout (between the two "----- 3f09a1c2b7d4 -----" lines):``); an empty stream is
+        boundary line that no stream contains, announced on the line before
+        (``stdout (between the two "----- 3f09a1c2b7d4 -----" lines):``); an empty stream is
         ``name: (empty)``.
     """
     lines: list[str] = []

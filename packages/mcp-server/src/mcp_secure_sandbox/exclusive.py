@@ -54,7 +54,8 @@ from mcp_secure_sandbox.settings import ConfigError
 __all__ = ["DirectoryClaim", "claim_directories", "refuse_inside_claimed"]
 
 #: The kernel's table of file locks: ``<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<ino> ...``.
-_PROC_LOCKS = Path("/proc/locks")
+_PROC = Path("/proc")
+_PROC_LOCKS = _PROC / "locks"
 
 
 class DirectoryClaim:
@@ -266,7 +267,7 @@ def _of_another_user(pid: int) -> bool:
     as another user's too (its lock is gone: the caller's retry takes it).
     """
     try:
-        return os.stat(f"/proc/{pid}").st_uid != os.geteuid()
+        return (_PROC / str(pid)).stat().st_uid != os.geteuid()
     except OSError:
         return True
 

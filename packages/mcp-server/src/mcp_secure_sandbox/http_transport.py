@@ -265,9 +265,10 @@ class BodyLimit:
     times ``max_body``, before the 413 is sent, so a client that sends its whole body before
     it reads gets the answer rather than a reset. Framing that is ambiguous (both
     ``Transfer-Encoding`` and ``Content-Length``, several ``Content-Length``, one that is not
-    a decimal number) gets 400 (:func:`_body_framing`). Each request holds its share of ``budget`` (its
-    ``Content-Length``, else ``max_body``) from its headers until the app has answered it; a
-    request that cannot get its share within ``wait_s`` gets 503 with ``Retry-After: 1``.
+    a decimal number) gets 400 (:func:`_body_framing`). Each request holds its share of
+    ``budget`` (its ``Content-Length``, else ``max_body``) from its headers until the app has
+    answered it; a request that cannot get its share within ``wait_s`` gets 503 with
+    ``Retry-After: 1``.
     Refusals are JSON-RPC errors (``id`` null) the SDK client shows as the call's error.
     Requests without a body, and scopes other than ``http``, pass untouched.
 
@@ -387,7 +388,7 @@ class BodyLimit:
         return replay
 
 
-def _body_framing(headers: Iterable[tuple[bytes, bytes]]) -> int | None | str:
+def _body_framing(headers: Iterable[tuple[bytes, bytes]]) -> int | str | None:
     """How a request frames its body, from its headers, as :class:`BodyLimit` books it.
 
     Args:

@@ -397,7 +397,7 @@ def make_generated_code_check(
     # Imported now: importing it inside the hook could meet a partly initialised module.
     import ast
 
-    parse, walk = ast.parse, ast.walk
+    parse, walk, iter_children = ast.parse, ast.walk, ast.iter_child_nodes
 
     def bad_name(name: str) -> str | None:
         if local_prefix is not None and name.startswith(local_prefix):
@@ -429,23 +429,20 @@ def make_generated_code_check(
             except SyntaxError:
                 return "source that does not parse"
         nodes: list[Any] = list(walk(tree))
-        # the generator returns the functions it defined: `return __setattr__`
-        # and its parameters are local names (a namedtuple field called `opcode`)
-        defined = {node.name for node in nodes if type(node).__name__ == "FunctionDef"}
-        defined.update(node.arg for node in nodes if type(node).__name__ == "arg")
+        bound = _bound_names(tree, nodes, iter_children)
 
         def own(attribute: Any) -> bool:  # an attribute of a name the code defines (self)
             root = attribute.value
             while type(root).__name__ == "Attribute":
                 root = root.value
-            return type(root).__name__ == "Name" and root.id in defined
+            return type(root).__name__ == "Name" and root.id in bound[id(root)]
 
         for node in nodes:
             kind = type(node).__name__
             if kind not in syntax:
                 return f"the syntax {kind}"
             problem: str | None = None
-            if kind == "Name" and node.id not in defined:
+            if kind == "Name" and node.id not in bound[id(node)]:
                 problem = bad_name(node.id)
             elif kind == "Attribute":
                 attr = node.attr
@@ -479,6 +476,38 @@ def make_generated_code_check(
         return None
 
     return check
+
+
+def _bound_names(
+    tree: Any, nodes: list[Any], iter_children: Callable[[Any], Any]
+) -> dict[int, frozenset[str]]:
+    """For each node of ``tree`` (by ``id``), the names the code itself binds where it stands.
+
+    A generator returns the functions it defined (``return __setattr__``: a ``def``'s name
+    counts everywhere) and its parameters are local names (a namedtuple field called
+    ``opcode``, a dataclass's ``self``), but only inside the body of their ``def`` or
+    ``lambda``: a parameter named like an ``@`` name (``lambda __pd_eval_local_df: 0``) does
+    not make ``@df._mgr`` beside it the code's own. Iterative: the tree may be deep.
+    """
+    functions = frozenset(n.name for n in nodes if type(n).__name__ == "FunctionDef")
+    bound: dict[int, frozenset[str]] = {}
+    stack: list[tuple[Any, frozenset[str]]] = [(tree, functions)]
+    while stack:
+        node, names = stack.pop()
+        bound[id(node)] = names
+        kind = type(node).__name__
+        inner = names
+        body: list[Any] = []
+        if kind in ("FunctionDef", "Lambda"):
+            arguments = node.args
+            params = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            params += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            inner = names | frozenset(a.arg for a in params)
+            body = node.body if kind == "FunctionDef" else [node.body]
+        inside = {id(b) for b in body}
+        for child in iter_children(node):
+            stack.append((child, inner if id(child) in inside else names))
+    return bound
 
 
 def is_library_source(

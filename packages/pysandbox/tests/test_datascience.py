@@ -318,6 +318,51 @@ def test_pandas_expressions_read_no_frame_and_no_value_of_the_sandbox(stack_sb: 
         assert "pandas eval()/query() expression" in line, line
 
 
+#: Modules user code may not import, which the stack's module helpers used to hand back.
+REFUSED_MODULES = ("os", "ctypes", "pickle", "subprocess", "socket")
+#: The helpers that import a module by name and return it (F3).
+MODULE_HELPERS = (
+    "pandas.core.frame.import_optional_dependency({name!r})",
+    "pd.io.common.import_optional_dependency({name!r}, extra='x')",
+    "pd.io.parquet.import_optional_dependency({name!r}, '', 'raise')",
+    "backend_registry.load_backend_module('module://' + {name!r})",
+    "matplotlib.use('module://' + {name!r})",
+)
+
+
+def test_the_stacks_module_helpers_hand_back_no_module_the_code_may_not_import(
+    stack_sb: Sandbox,
+) -> None:
+    """F3: pandas' import_optional_dependency and matplotlib's backend loader refuse what the
+    import guard refuses, with its message (errors='ignore' answers None, as for a missing
+    package); allowed modules and matplotlib's own backends still load."""
+    calls = [helper.format(name=name) for helper in MODULE_HELPERS for name in REFUSED_MODULES]
+    table = ", ".join(f"lambda: {call}" for call in calls)
+    code = (
+        "import matplotlib, pandas as pd, pandas.core.frame, pandas.io.parquet\n"
+        "from matplotlib.backends import backend_registry\n"
+        "print(pandas.core.frame.import_optional_dependency('numpy').__name__,\n"
+        "      pandas.core.frame.import_optional_dependency('os', errors='ignore'),\n"
+        "      backend_registry.load_backend_module('agg').__name__)\n"
+        f"for compute in [{table}]:\n"
+        "    try:\n"
+        "        print('ok', type(compute()).__name__)\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, exc)\n"
+        "matplotlib.use('agg')\n"
+        "print(matplotlib.get_backend())\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "numpy None matplotlib.backends.backend_agg"
+    assert lines[-1] == "agg"
+    names = [name for _ in MODULE_HELPERS for name in REFUSED_MODULES]
+    for line, call, name in zip(lines[1:-1], calls, names, strict=True):
+        expected = f"sandbox: import of {name!r} is not permitted (not on the allow-list)"
+        assert line == f"refused ModuleNotFoundError {expected}", (call, line)
+
+
 #: Where a run could leave a matplotlib configuration for later runs: the working directory,
 #: and the configuration directories under HOME (when HOME was the workspace).
 PLANTED_RC = ("matplotlibrc", ".config/matplotlib/matplotlibrc", ".matplotlib/matplotlibrc")

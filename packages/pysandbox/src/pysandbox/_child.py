@@ -1196,6 +1196,46 @@ def make_pandas_guard(
     return patch
 
 
+def make_matplotlib_guard(allowed: frozenset[str], denied: frozenset[str]) -> Callable[[Any], None]:
+    """``patch(modules)``: matplotlib's backend loader imports only what user code may import.
+
+    ``backend_registry.load_backend_module("module://NAME")`` imports any module by name and
+    returns it (``os``, ``ctypes``); ``matplotlib.use`` and ``pyplot.switch_backend`` go
+    through it. A module user code may not import (:func:`module_allowed`,
+    :func:`refused_module`) is refused before the import, with the import guard's message
+    (:func:`import_refusal`); matplotlib's own backends (``matplotlib.backends.*``) load.
+
+    Args:
+        allowed: The import allow-list.
+        denied: The import deny-list.
+
+    Returns:
+        ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
+    """
+    patched: list[Any] = []
+
+    def patch(modules: Any) -> None:
+        registry = modules.get("matplotlib.backends.registry")
+        if registry is None or registry in patched:
+            return
+        cls = registry.BackendRegistry
+        real_load = cls.load_backend_module
+
+        def load_backend_module(self: Any, backend: str) -> Any:
+            name = self._backend_module_name(backend) if type(backend) is str else backend
+            if type(name) is not str or refused_module(name) or not module_allowed(
+                name, allowed, denied
+            ):
+                raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
+            return real_load(self, backend)
+
+        load_backend_module.__doc__ = real_load.__doc__
+        cls.load_backend_module = load_backend_module
+        patched.append(registry)
+
+    return patch
+
+
 def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
     """The formatter that ``x.format(...)``/``x.format_map(...)`` calls are routed through.
 
@@ -1435,11 +1475,13 @@ def install_python_guards(
     unittest_patch = make_unittest_guard()
     user_builtins = dict(builtins.__dict__)  # completed below, before any user code runs
     pandas_patch = make_pandas_guard(allowed, denied, user_builtins)
+    matplotlib_patch = make_matplotlib_guard(allowed, denied)
 
     def on_load(modules: Any) -> None:  # modules patched once they are loaded
         sqlite_patch(modules)
         unittest_patch(modules)
         pandas_patch(modules)
+        matplotlib_patch(modules)
 
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),

@@ -245,8 +245,9 @@ def test_pandas_expressions_work_and_refuse_what_pandas_would_read_unguarded(
 
 
 #: How user code calls each pandas expression entry point with ``expr``, the engine and ``kw``.
-PANDAS_ENTRIES = ("pd.eval({expr}, engine={engine}, {kw})", "df.eval({expr}, engine={engine}, {kw})",
-                  "df.query({expr}, engine={engine}, {kw})")  # fmt: skip
+PANDAS_ENTRIES = tuple(
+    f"{entry}({{expr}}, engine={{engine}}, {{kw}})" for entry in ("pd.eval", "df.eval", "df.query")
+)
 #: Each way a name reaches pandas' Scope, as (expression, keywords, a part of the refusal): a
 #: ``level`` above the code (the sandbox's own frame: ``_run_user_code``'s ``code_obj``), and the
 #: sandbox's own functions (the user's guarded builtins) through each dict pandas accepts.
@@ -271,13 +272,14 @@ PANDAS_SCOPE_MORE = {
 
 def pandas_scope_cases() -> dict[str, str]:
     """Every entry point x every channel x both engines (numexpr, the default, if installed)."""
-    table = {}
+    table: dict[str, str] = {}
     for entry in PANDAS_ENTRIES:
         top = entry.startswith("pd.")  # a top-level pd.eval takes no @ (its names are local)
-        for expr, kw, part in PANDAS_SCOPE_CHANNELS:
+        for written, kw, said in PANDAS_SCOPE_CHANNELS:
+            expr = written.replace("@", "") if top else written
+            part = said.replace("@", "") if top else said
             for engine in ("'python'", "None"):
-                plain = (lambda text: text.replace("@", "")) if top else (lambda text: text)
-                table[entry.format(expr=plain(expr), engine=engine, kw=kw)] = plain(part)
+                table[entry.format(expr=expr, engine=engine, kw=kw)] = part
     return {**table, **PANDAS_SCOPE_MORE}
 
 

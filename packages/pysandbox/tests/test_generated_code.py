@@ -353,8 +353,7 @@ def test_default_check_still_refuses_pandas_syntax(source: str | bytes) -> None:
         ("def f(self):\n self.__class__ = C", "'__class__'"),
         # a parameter binds its name inside its own body only (F2: `own()` counted every arg)
         (
-            "__pd_eval_local_out.append(__pd_eval_local_df._mgr)"
-            " + (lambda __pd_eval_local_df: 0)",
+            "__pd_eval_local_out.append(__pd_eval_local_df._mgr) + (lambda __pd_eval_local_df: 0)",
             "the private attribute '_mgr'",
         ),
         ("(lambda __pd_eval_local_df: 0) + __pd_eval_local_df._mgr", "'_mgr'"),

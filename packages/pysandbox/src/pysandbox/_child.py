@@ -780,6 +780,15 @@ def make_guarded_operator(refused_name: Callable[[str], bool], real: Any = None)
     return copy
 
 
+def user_may_import(name: object, allowed: frozenset[str], denied: frozenset[str]) -> bool:
+    """Whether user code may import the module ``name`` (an exact str), by any means.
+
+    :func:`module_allowed` and not :func:`refused_module`: what a library's import-by-name
+    helper may hand to user code.
+    """
+    return type(name) is str and not refused_module(name) and module_allowed(name, allowed, denied)
+
+
 def import_refusal(name: str) -> str:
     """What a run-time refusal of importing the module ``name`` says (every guard that does)."""
     return f"sandbox: import of {name!r} is not permitted (not on the allow-list)"
@@ -1049,7 +1058,7 @@ def make_pandas_guard(
     module_type = type(sys)
     done: set[str] = set()
     real_optional: list[Any] = []
-    own_dir = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    own_dir = _BOOT_FILE.rpartition(os.sep)[0] + os.sep  # as code objects name their files
     pandas_dirs: list[str] = []
     opaque = (
         types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType,
@@ -1093,7 +1102,7 @@ def make_pandas_guard(
     def guard_scope(cls: Any) -> None:
         real_init, real_resolve = cls.__init__, cls.resolve
 
-        def __init__(
+        def __init__(  # noqa: PLR0917 - pandas' own signature, called positionally
             self: Any,
             level: int,
             global_dict: Any = None,
@@ -1141,9 +1150,7 @@ def make_pandas_guard(
 
     def import_optional_dependency(name: str, *args: Any, **kwargs: Any) -> Any:
         # The signature differs between pandas versions: passed on as given.
-        if type(name) is not str or refused_module(name) or not module_allowed(
-            name, allowed, denied
-        ):
+        if not user_may_import(name, allowed, denied):
             if kwargs.get("errors", args[1] if len(args) > 1 else "raise") in ("ignore", "warn"):
                 return None  # what pandas gets for a dependency that is not installed
             raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
@@ -1187,7 +1194,7 @@ def make_pandas_guard(
             if namespace.get("import_optional_dependency") is real:
                 module.import_optional_dependency = import_optional_dependency
             if name == "pandas":
-                pandas_dirs.append(os.path.dirname(os.path.abspath(module.__file__)) + os.sep)
+                pandas_dirs.append(str(module.__file__).rpartition(os.sep)[0] + os.sep)
             if name == "pandas.core.computation.scope":
                 guard_scope(module.Scope)
             elif name == "pandas.io.parquet":
@@ -1223,9 +1230,7 @@ def make_matplotlib_guard(allowed: frozenset[str], denied: frozenset[str]) -> Ca
 
         def load_backend_module(self: Any, backend: str) -> Any:
             name = self._backend_module_name(backend) if type(backend) is str else backend
-            if type(name) is not str or refused_module(name) or not module_allowed(
-                name, allowed, denied
-            ):
+            if not user_may_import(name, allowed, denied):
                 raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
             return real_load(self, backend)
 

@@ -572,7 +572,8 @@ def make_audit_hook(
     ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
     here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
-    ``os.listxattr``/``os.getxattr`` (refused by the filter too) answer ``ENOTSUP``.
+    this hook answers ``os.listxattr``/``os.getxattr`` ``ENOTSUP`` (the filter would say
+    ``EPERM``).
     """
 
     def hook(

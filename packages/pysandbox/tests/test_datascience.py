@@ -296,7 +296,7 @@ def test_pandas_expressions_read_no_frame_and_no_value_of_the_sandbox(stack_sb: 
         "out, x = [], 2\n"
         "def scope_as_locals(out):\n"
         "    scope = pd.core.computation.scope.Scope(0)\n"
-        "    scope.level = 6\n"
+        "    scope.level = 10\n"
         "    return pd.eval('out.append(code_obj)', local_dict=scope, global_dict={'out': out})\n"
         "def caller_names():\n"
         "    return pd.eval('x * 3', level=1), df.query('a > @x', level=1)['a'].tolist()\n"

@@ -1151,16 +1151,19 @@ def make_pandas_guard(
 
     def import_optional_dependency(name: str, *args: Any, **kwargs: Any) -> Any:
         # The signature differs between pandas versions: passed on as given.
+        parquet = name in ("pyarrow", "fastparquet")
         if not user_may_import(name, allowed, denied):
             if kwargs.get("errors", args[1] if len(args) > 1 else "raise") in ("ignore", "warn"):
                 return None  # what pandas gets for a dependency that is not installed
+            if parquet:  # the advice that helps more: what works instead
+                raise ImportError(PARQUET_MISSING)
             raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
         try:
             return real_optional[0](name, *args, **kwargs)
         except ImportError:
             pass
         extra = kwargs.get("extra", args[0] if args else "")
-        if name in ("pyarrow", "fastparquet"):
+        if parquet:
             raise ImportError(PARQUET_MISSING) from None
         raise ImportError(
             f"sandbox: the optional dependency {name!r} of pandas is not available in this "

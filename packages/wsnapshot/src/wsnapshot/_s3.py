@@ -19,9 +19,11 @@ anything (``restore`` changes only the local workspace, so this is its check).
 
 **Completeness.** A blob is stored before any manifest names it and a manifest object is
 written whole or not at all, so a reader listing ``snapshots/`` sees only complete snapshots,
-whenever a writer is killed. Blobs left by a writer killed before its manifest are not
-collected yet (that needs garbage collection under a lease); a failed or fenced writer never
-deletes blobs (another writer may have found them present and skipped them).
+whenever a writer is killed. Blobs left by a writer killed before its manifest are collected
+by :meth:`~wsnapshot.SnapshotStore.collect_garbage`, under a lease (:mod:`wsnapshot._gc`):
+no commit while it is live (:class:`~wsnapshot.exceptions.StoreBusy`), and every blob of a
+commit stays staged and is checked again around it; a failed or fenced writer never deletes
+blobs (another writer may have found them present and skipped them).
 
 **Bounded memory.** Blobs are uploaded from their local staging file in multipart parts of
 :data:`PART_BYTES` (:data:`PART_CONCURRENCY` at a time) and downloaded as a stream of chunks;

@@ -322,3 +322,84 @@ def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
             assert (await _tool(client, "list_state_snapshots"))["count"] == 2
 
     anyio.run(scenario)
+
+
+def test_an_unreachable_store_at_start_serves_runs_and_recovers(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_secure_sandbox import store_handle
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
+    monkeypatch.setattr(store_handle, "REOPEN_S", 0.0)
+    proxy = _Cut(s3_endpoint)
+    proxy.cut()  # the bucket is unreachable before the server starts
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    url = f"s3://{BUCKET}/late/{uuid.uuid4().hex}"
+    settings = _settings(tmp_path, "one", url)
+    (settings.workspace / "f.txt").write_text("kept")
+
+    async def metrics(client: Client) -> dict[str, Any]:
+        return dict((await _tool(client, "get_sandbox_metrics"))["snapshot_store"])
+
+    async def status(client: Client) -> dict[str, Any]:
+        got = await client.read_resource("sandbox://status")
+        return dict(json.loads(got.contents[0].text)["snapshot_store"])  # type: ignore[union-attr]
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)  # starts: no configuration error
+        async with Client(app) as client:
+            ran = await _tool(client, "run_sandbox_code", code="print(open('f.txt').read())")
+            assert (ran["status"], ran["stdout"]) == ("ok", "kept\n")
+            await _tool(client, "write_workspace_file", path="g.txt", content="new")
+            for name, args in (
+                ("create_state_snapshot", {}),
+                ("restore_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+                ("list_state_snapshots", {}),
+                ("delete_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+            ):
+                error = await _tool_error(client, name, **args)
+                assert "the workspace is not being saved: the snapshot store" in error, error
+                assert f"the snapshot store {url} is unavailable" in error, error
+                assert SECRET not in error
+            assert (settings.workspace / "g.txt").read_text() == "new"
+            shown = await status(client)
+            assert (shown["backend"], shown["bucket"]) == ("s3", BUCKET)
+            assert shown["error"].startswith("the workspace is not being saved")
+            assert SECRET not in json.dumps(shown)
+            figures = await metrics(client)
+            assert figures["saving"] is False
+            assert figures["error"].startswith("the workspace is not being saved")
+            proxy.up.set()  # the bucket is back: the next call opens the store
+            saved = await _tool(client, "create_state_snapshot", description="late")
+            assert (await _tool(client, "list_state_snapshots"))["count"] == 1
+            assert await metrics(client) == {"backend": "s3", "saving": True, "error": None}
+            assert (await status(client))["error"] is None
+            (settings.workspace / "f.txt").write_text("changed")
+            await _tool(client, "restore_state_snapshot", snapshot_id=saved["id"])
+            assert (settings.workspace / "f.txt").read_text() == "kept"
+
+    anyio.run(scenario)
+
+
+def test_an_interrupted_restore_with_an_unreachable_store_refuses_runs(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    proxy = _Cut(s3_endpoint)
+    proxy.cut()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    settings = _settings(tmp_path, "one", f"s3://{BUCKET}/journal/{uuid.uuid4().hex}")
+    (settings.snapshots / "restore.journal").write_text("{}")  # a restore killed half-way
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            error = await _tool_error(client, "run_sandbox_code", code="print(1)")
+            assert "a restore was interrupted (restore.journal" in error, error
+            assert "not being saved" in error
+
+    anyio.run(scenario)

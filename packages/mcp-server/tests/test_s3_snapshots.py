@@ -403,3 +403,85 @@ def test_an_interrupted_restore_with_an_unreachable_store_refuses_runs(
             assert "not being saved" in error
 
     anyio.run(scenario)
+
+
+@pytest.fixture(params=["local", "s3"])
+def either(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings of a server whose snapshots are in a local directory or in the moto bucket."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_endpoint")
+        return _settings(tmp_path, "one", f"s3://{BUCKET}/suite/{uuid.uuid4().hex}")
+    ws = tmp_path / "one" / "workspace"
+    ws.mkdir(parents=True)
+    parsed = settings_from_args(
+        ["--workspace", str(ws), "--snapshots", str(tmp_path / "one" / "store")], environ={}
+    )
+    return prepare_directories(replace(parsed, require_layers=(), execution="spawn"))
+
+
+def test_the_snapshot_tools_suite_on_both_backends(either: Settings) -> None:
+    """Every snapshot tool and resource, good and bad arguments, the same on both backends."""
+    workspace = either.workspace
+
+    async def run(client: Client, code: str) -> dict[str, Any]:
+        return await _tool(client, "run_sandbox_code", code=code)
+
+    async def scenario() -> None:
+        app, state = create_server(either)
+        assert state.store.backend == ("local" if either.snapshots_url is None else "s3")
+        async with Client(app) as client:
+            await run(client, "open('a.txt', 'w').write('first')")
+            info = await _tool(client, "create_state_snapshot", description="after first")
+            assert (info["file_count"], info["description"]) == (1, "after first")
+            await run(client, "open('a.txt', 'w').write('second')\nopen('b.txt', 'w').write('n')")
+            diff = await _tool(client, "diff_state_snapshots", snapshot_id=info["id"])
+            assert (diff["added"], diff["modified"]) == (["b.txt"], ["a.txt"])
+            listing = await _tool(client, "list_state_snapshots")
+            assert [s["id"] for s in listing["snapshots"]] == [info["id"]]
+            report = await _tool(client, "restore_state_snapshot", snapshot_id=info["id"])
+            assert (report["deleted"], report["rewritten"]) == (["b.txt"], ["a.txt"])
+            assert (await run(client, "print(open('a.txt').read())"))["stdout"] == "first\n"
+            exported = await _tool(client, "export_state_snapshot", snapshot_id=info["id"])
+            assert exported["resource_uri"] is None
+            assert "first" in json.dumps(exported["record"])
+            manifest = await client.read_resource(f"sandbox://snapshots/{info['id']}")
+            assert "a.txt" in manifest.contents[0].text  # type: ignore[union-attr]
+            (workspace / "big.bin").write_bytes(os.urandom(300_000))
+            big = await _tool(client, "create_state_snapshot", description="big")
+            chunked = await _tool(client, "export_state_snapshot", snapshot_id=big["id"])
+            assert chunked["record"] is None and chunked["chunk_count"] >= 2
+            parts = []
+            for k in range(chunked["chunk_count"]):
+                read = await client.read_resource(f"sandbox://exports/{big['id']}/{k}")
+                parts.append(base64.b64decode(read.contents[0].blob))  # type: ignore[union-attr]
+            record = json.loads(b"".join(parts))
+            got = base64.b64decode(record["files"]["big.bin"]["content"])
+            assert got == (workspace / "big.bin").read_bytes()
+            diff2 = await _tool(
+                client, "diff_state_snapshots", snapshot_id=info["id"], other_id=big["id"]
+            )
+            assert (diff2["added"], diff2["modified"]) == (["big.bin"], [])
+            deleted = await _tool(client, "delete_state_snapshot", snapshot_id=info["id"])
+            assert deleted == {
+                "deleted": info["id"],
+                "description": "after first",
+                "created_at": info["created_at"],
+                "remaining": 1,
+            }
+            for name, args in (
+                ("restore_state_snapshot", {"snapshot_id": info["id"]}),
+                ("restore_state_snapshot", {"snapshot_id": "../../etc"}),
+                ("delete_state_snapshot", {"snapshot_id": ""}),
+                ("diff_state_snapshots", {"snapshot_id": "not-a-uuid"}),
+                ("export_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+            ):
+                assert "snapshot_id" in await _tool_error(client, name, **args), name
+            status = await client.read_resource("sandbox://status")
+            document = json.loads(status.contents[0].text)  # type: ignore[union-attr]
+            assert document["snapshot_count"] == 1
+            assert document["snapshot_store"]["error"] is None
+            figures = await _tool(client, "get_sandbox_metrics")
+            assert figures["snapshot_store"]["saving"] is True
+
+    anyio.run(scenario)
+    assert (workspace / "a.txt").read_text() == "first"

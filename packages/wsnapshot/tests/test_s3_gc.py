@@ -352,3 +352,31 @@ def test_sigkill_of_the_collector_after_each_request(
             assert int(proc.stdout.split()[1]) == 3
             assert k > 8
             break
+
+
+def test_collect_on_a_local_store(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    store_dir = tmp_path / "store"
+    store = SnapshotStore(ws, store_dir, workers=1)
+    build_tree(ws, {"a": b"alpha", "b": b"beta"})
+    store.create("one")
+    orphans = []
+    for data in (b"left by a crash", b"another"):
+        sha = hashlib.sha256(data).hexdigest()
+        (store_dir / "blobs" / sha[:2]).mkdir(exist_ok=True)
+        (store_dir / "blobs" / sha[:2] / sha[2:]).write_bytes(data)
+        orphans.append(store_dir / "blobs" / sha[:2] / sha[2:])
+    report = store.collect_garbage()
+    assert report.to_dict() == {
+        "manifests": 1,
+        "kept_blobs": 2,
+        "kept_bytes": len(b"alpha") + len(b"beta"),
+        "deleted_blobs": 2,
+        "deleted_bytes": len(b"left by a crash") + len(b"another"),
+        "young_blobs": 0,
+        "note": "",
+    }
+    assert not any(p.exists() for p in orphans)
+    assert store.collect_garbage().deleted_blobs == 0
+    assert [i.description for i in store.list()] == ["one"]

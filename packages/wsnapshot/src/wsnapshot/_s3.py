@@ -341,9 +341,13 @@ class S3StoreDir(StoreDir):
         if body is not None and lease_live(body, _clock()):
             raise StoreBusy(self.url, iso_epoch(body.get("expires_at")))
         seen = self.lease_seen
-        if self.blobs is not None and seen is not None and (number != seen[0] or not seen[1]):
+        if seen is None:
+            self.lease_seen = (number, True)
+            return
+        clean = number == seen[0] and seen[1]
+        if not clean and self.blobs is not None:
             self.blobs.verify_pending()
-        self.lease_seen = (number, True)
+        self.lease_seen = (number, clean)
 
     def append_barrier(self, holder: str) -> int:
         """Create the next log entry as a collector's barrier (``op`` ``"gc"``); its number.
@@ -725,15 +729,20 @@ class S3BlobStore(BlobStore):
                 self._upload(sha, tmp)
 
     def settle(self) -> None:
-        """After a manifest is committed: :meth:`verify_pending`, then drop the staging files.
+        """After a manifest is committed: check its blobs again, then drop the staging files.
 
         So no manifest names a blob a collection removed while the commit was in progress.
+
+        The blobs are checked (``HEAD`` each) unless no collection can have run since they
+        were: no lease object was created since, and the newest was a release (one ``LIST``).
 
         Raises:
             StoreUnavailable: The bucket cannot be reached (the staging files stay until the
                 store's next writer's call clears them).
         """
-        self.verify_pending()
+        seen = self._s3.lease_seen
+        if seen is None or not seen[1] or self._s3.lease_number() != seen[0]:
+            self.verify_pending()
         for tmp, _size in self.pending.values():
             self._files.unlink(tmp)
         self.pending = {}

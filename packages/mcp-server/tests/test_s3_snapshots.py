@@ -322,3 +322,166 @@ def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
             assert (await _tool(client, "list_state_snapshots"))["count"] == 2
 
     anyio.run(scenario)
+
+
+def test_an_unreachable_store_at_start_serves_runs_and_recovers(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_secure_sandbox import store_handle
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
+    monkeypatch.setattr(store_handle, "REOPEN_S", 0.0)
+    proxy = _Cut(s3_endpoint)
+    proxy.cut()  # the bucket is unreachable before the server starts
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    url = f"s3://{BUCKET}/late/{uuid.uuid4().hex}"
+    settings = _settings(tmp_path, "one", url)
+    (settings.workspace / "f.txt").write_text("kept")
+
+    async def metrics(client: Client) -> dict[str, Any]:
+        return dict((await _tool(client, "get_sandbox_metrics"))["snapshot_store"])
+
+    async def status(client: Client) -> dict[str, Any]:
+        got = await client.read_resource("sandbox://status")
+        return dict(json.loads(got.contents[0].text)["snapshot_store"])  # type: ignore[union-attr]
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)  # starts: no configuration error
+        async with Client(app) as client:
+            ran = await _tool(client, "run_sandbox_code", code="print(open('f.txt').read())")
+            assert (ran["status"], ran["stdout"]) == ("ok", "kept\n")
+            await _tool(client, "write_workspace_file", path="g.txt", content="new")
+            for name, args in (
+                ("create_state_snapshot", {}),
+                ("restore_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+                ("list_state_snapshots", {}),
+                ("delete_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+            ):
+                error = await _tool_error(client, name, **args)
+                assert "the workspace is not being saved: the snapshot store" in error, error
+                assert f"the snapshot store {url} is unavailable" in error, error
+                assert SECRET not in error
+            assert (settings.workspace / "g.txt").read_text() == "new"
+            shown = await status(client)
+            assert (shown["backend"], shown["bucket"]) == ("s3", BUCKET)
+            assert shown["error"].startswith("the workspace is not being saved")
+            assert SECRET not in json.dumps(shown)
+            figures = await metrics(client)
+            assert figures["saving"] is False
+            assert figures["error"].startswith("the workspace is not being saved")
+            proxy.up.set()  # the bucket is back: the next call opens the store
+            saved = await _tool(client, "create_state_snapshot", description="late")
+            assert (await _tool(client, "list_state_snapshots"))["count"] == 1
+            assert await metrics(client) == {"backend": "s3", "saving": True, "error": None}
+            assert (await status(client))["error"] is None
+            (settings.workspace / "f.txt").write_text("changed")
+            await _tool(client, "restore_state_snapshot", snapshot_id=saved["id"])
+            assert (settings.workspace / "f.txt").read_text() == "kept"
+
+    anyio.run(scenario)
+
+
+def test_an_interrupted_restore_with_an_unreachable_store_refuses_runs(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wsnapshot import _s3
+
+    monkeypatch.setattr(_s3, "_RETRIES", 0)
+    proxy = _Cut(s3_endpoint)
+    proxy.cut()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+    settings = _settings(tmp_path, "one", f"s3://{BUCKET}/journal/{uuid.uuid4().hex}")
+    (settings.snapshots / "restore.journal").write_text("{}")  # a restore killed half-way
+
+    async def scenario() -> None:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            error = await _tool_error(client, "run_sandbox_code", code="print(1)")
+            assert "a restore was interrupted (restore.journal" in error, error
+            assert "not being saved" in error
+
+    anyio.run(scenario)
+
+
+@pytest.fixture(params=["local", "s3"])
+def either(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """Settings of a server whose snapshots are in a local directory or in the moto bucket."""
+    if request.param == "s3":
+        request.getfixturevalue("s3_endpoint")
+        return _settings(tmp_path, "one", f"s3://{BUCKET}/suite/{uuid.uuid4().hex}")
+    ws = tmp_path / "one" / "workspace"
+    ws.mkdir(parents=True)
+    parsed = settings_from_args(
+        ["--workspace", str(ws), "--snapshots", str(tmp_path / "one" / "store")], environ={}
+    )
+    return prepare_directories(replace(parsed, require_layers=(), execution="spawn"))
+
+
+def test_the_snapshot_tools_suite_on_both_backends(either: Settings) -> None:
+    """Every snapshot tool and resource, good and bad arguments, the same on both backends."""
+    workspace = either.workspace
+
+    async def run(client: Client, code: str) -> dict[str, Any]:
+        return await _tool(client, "run_sandbox_code", code=code)
+
+    async def scenario() -> None:
+        app, state = create_server(either)
+        assert state.store.backend == ("local" if either.snapshots_url is None else "s3")
+        async with Client(app) as client:
+            await run(client, "open('a.txt', 'w').write('first')")
+            info = await _tool(client, "create_state_snapshot", description="after first")
+            assert (info["file_count"], info["description"]) == (1, "after first")
+            await run(client, "open('a.txt', 'w').write('second')\nopen('b.txt', 'w').write('n')")
+            diff = await _tool(client, "diff_state_snapshots", snapshot_id=info["id"])
+            assert (diff["added"], diff["modified"]) == (["b.txt"], ["a.txt"])
+            listing = await _tool(client, "list_state_snapshots")
+            assert [s["id"] for s in listing["snapshots"]] == [info["id"]]
+            report = await _tool(client, "restore_state_snapshot", snapshot_id=info["id"])
+            assert (report["deleted"], report["rewritten"]) == (["b.txt"], ["a.txt"])
+            assert (await run(client, "print(open('a.txt').read())"))["stdout"] == "first\n"
+            exported = await _tool(client, "export_state_snapshot", snapshot_id=info["id"])
+            assert exported["resource_uri"] is None
+            assert "first" in json.dumps(exported["record"])
+            manifest = await client.read_resource(f"sandbox://snapshots/{info['id']}")
+            assert "a.txt" in manifest.contents[0].text  # type: ignore[union-attr]
+            (workspace / "big.bin").write_bytes(os.urandom(300_000))
+            big = await _tool(client, "create_state_snapshot", description="big")
+            chunked = await _tool(client, "export_state_snapshot", snapshot_id=big["id"])
+            assert chunked["record"] is None and chunked["chunk_count"] >= 2
+            parts = []
+            for k in range(chunked["chunk_count"]):
+                read = await client.read_resource(f"sandbox://exports/{big['id']}/{k}")
+                parts.append(base64.b64decode(read.contents[0].blob))  # type: ignore[union-attr]
+            record = json.loads(b"".join(parts))
+            got = base64.b64decode(record["files"]["big.bin"]["content"])
+            assert got == (workspace / "big.bin").read_bytes()
+            diff2 = await _tool(
+                client, "diff_state_snapshots", snapshot_id=info["id"], other_id=big["id"]
+            )
+            assert (diff2["added"], diff2["modified"]) == (["big.bin"], [])
+            deleted = await _tool(client, "delete_state_snapshot", snapshot_id=info["id"])
+            assert deleted == {
+                "deleted": info["id"],
+                "description": "after first",
+                "created_at": info["created_at"],
+                "remaining": 1,
+            }
+            for name, args in (
+                ("restore_state_snapshot", {"snapshot_id": info["id"]}),
+                ("restore_state_snapshot", {"snapshot_id": "../../etc"}),
+                ("delete_state_snapshot", {"snapshot_id": ""}),
+                ("diff_state_snapshots", {"snapshot_id": "not-a-uuid"}),
+                ("export_state_snapshot", {"snapshot_id": str(uuid.uuid4())}),
+            ):
+                assert "snapshot_id" in await _tool_error(client, name, **args), name
+            status = await client.read_resource("sandbox://status")
+            document = json.loads(status.contents[0].text)  # type: ignore[union-attr]
+            assert document["snapshot_count"] == 1
+            assert document["snapshot_store"]["error"] is None
+            figures = await _tool(client, "get_sandbox_metrics")
+            assert figures["snapshot_store"]["saving"] is True
+
+    anyio.run(scenario)
+    assert (workspace / "a.txt").read_text() == "first"

@@ -275,6 +275,27 @@ def test_credentials_in_the_url_are_refused_unechoed(url: str, tmp_path: Path) -
     assert "wJalr" not in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        "s3://bucket/prefix?X-Amz-Signature=wJalrSECRET",
+        "s3://bucket/prefix/?X-Amz-Credential=wJalrSECRET&X-Amz-Signature=x",
+        "s3://bucket/prefix#wJalrSECRET",
+        "s3://bucket?wJalrSECRET",
+        "s3://bucket/a/b?token=wJalrSECRET#frag",
+    ],
+)
+def test_a_query_string_or_fragment_is_refused_unechoed(url: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreConfigError) as err:
+        wsnapshot.parse_s3_url(url)
+    assert "no query string or fragment" in str(err.value)
+    assert "wJalr" not in str(err.value)
+    assert "give s3://BUCKET/PREFIX" in str(err.value)
+    with pytest.raises(StoreConfigError) as err:
+        SnapshotStore(_workspace(tmp_path, "ws"), url, state_dir=tmp_path / "s")
+    assert "wJalr" not in str(err.value)
+
+
 def test_a_reader_without_network_diffs_a_mirror(s3_url: str, tmp_path: Path) -> None:
     ws = _workspace(tmp_path, "ws")
     (ws / "kept").write_bytes(b"k")

@@ -174,6 +174,7 @@ class MetricsOutput(TypedDict):
     peak_child_memory_bytes: int
     active_runs: int
     max_concurrent_runs: int
+    snapshot_store: dict[str, Any]
 
 
 class WorkspaceEntryOutput(TypedDict):

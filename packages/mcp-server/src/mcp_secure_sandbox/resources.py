@@ -94,7 +94,8 @@ def status_document(state: ServerState) -> dict[str, Any]:
             "backend": state.store.backend,
             "bucket": state.store.bucket,
             "served_elsewhere": state.store.served_elsewhere,  # why nothing more is saved
-            "error": store_error,  # why the snapshots cannot be read now (None: they can)
+            # why the snapshots cannot be read now, the workspace not saved (None: they can)
+            "error": store_error if store_error is None else state.store_error or store_error,
         },
         "active_runs": state.gate.active_runs,
         "queued_calls": state.admission.queued,

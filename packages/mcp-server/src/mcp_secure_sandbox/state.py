@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -28,9 +29,16 @@ from mcp_secure_sandbox.concurrency import (
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
 from mcp_secure_sandbox.profiles import install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
+from mcp_secure_sandbox.store_handle import StoreHandle
 from mcp_secure_sandbox.workers import WorkerPool
 from pysandbox import KERNEL_LAYERS, PROFILES, Sandbox
-from wsnapshot import SafeWorkspace, SnapshotStore, StoreUnavailable, WorkspaceServedElsewhere
+from wsnapshot import (
+    SafeWorkspace,
+    SnapshotStore,
+    StoreUnavailable,
+    WorkspaceServedElsewhere,
+    parse_s3_url,
+)
 
 __all__ = ["FENCE_CHECK_S", "ServerState"]
 
@@ -73,10 +81,18 @@ class ServerState:
         config = settings.sandbox_config(self.policy)
         self.limits = config.limits
         self.sandbox = Sandbox.from_config(settings.workspace, config)
-        if settings.snapshots_url is not None:  # S3: settings.snapshots holds the local state
-            self.store = SnapshotStore(
-                settings.workspace, settings.snapshots_url, state_dir=settings.snapshots
+        #: An ``s3://`` store, which may be unreachable (then the server serves without it).
+        self.store_handle: StoreHandle | None = None
+        url = settings.snapshots_url
+        if url is not None:  # S3: settings.snapshots holds the local state
+            self.store_handle = StoreHandle(
+                lambda: SnapshotStore(settings.workspace, url, state_dir=settings.snapshots),
+                url,
+                parse_s3_url(url)[0],
+                str(settings.snapshots),
             )
+            # It answers every SnapshotStore attribute the server uses (the open store's).
+            self.store = cast("SnapshotStore", self.store_handle)
         else:
             self.store = SnapshotStore(settings.workspace, settings.snapshots)
         self.workspace = SafeWorkspace(settings.workspace)
@@ -293,6 +309,11 @@ class ServerState:
             asyncio.get_running_loop().call_soon(
                 self._account, tool, elapsed_ms, level, outcome["status"], outcome["message"]
             )
+
+    @property
+    def store_error(self) -> str | None:
+        """Why the workspace is not being saved now (``s3://`` unreachable), or ``None``."""
+        return None if self.store_handle is None else self.store_handle.error
 
     def health(self) -> str | None:
         """Why this server cannot serve (``/healthz`` fails with it), or ``None``.

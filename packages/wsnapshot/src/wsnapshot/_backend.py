@@ -78,6 +78,9 @@ class BlobBackend(Protocol):
     def exists(self, sha: str) -> bool:
         """Whether blob ``sha`` is stored."""
 
+    def known(self, sha: str) -> bool:
+        """Whether a commit may skip staging blob ``sha`` (stored, and never re-checked)."""
+
     def all(self) -> Iterator[str]:
         """The SHA-256 of every stored blob."""
 

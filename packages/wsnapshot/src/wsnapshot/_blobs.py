@@ -26,6 +26,7 @@ from typing import Any
 from wsnapshot import _storedir
 from wsnapshot._storedir import GC_MARK, O_NOFOLLOW, StoreDir
 from wsnapshot.exceptions import CorruptSnapshot, QuotaExceeded
+from wsnapshot.snapshot import GcReport
 
 __all__ = ["BlobStore"]
 
@@ -60,6 +61,10 @@ class BlobStore:
         except FileNotFoundError:
             return False
         return True
+
+    def known(self, sha: str) -> bool:
+        """Whether a commit may skip staging blob ``sha``: it is stored (one ``lstat``)."""
+        return self.exists(sha)
 
     def all(self) -> Iterator[str]:
         """The SHA-256 of every blob on disk (names of another length are ignored)."""
@@ -343,6 +348,44 @@ class BlobStore:
         files = self._files
         return os.path.lexists(os.path.join(files.path, GC_MARK)) or bool(
             files.ops.listdir(files.tmpdir)
+        )
+
+    def collect(self) -> GcReport:
+        """Mark and sweep every blob of the local store (the caller holds the writers' lock).
+
+        Returns:
+            What was kept and deleted; nothing is deleted when a manifest cannot be read.
+        """
+        files = self._files
+        bad: list[str] = []
+        used: set[str | None] = set()
+        manifests = 0
+        for m in files.iter_manifests(bad):
+            manifests += 1
+            used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+        sizes: dict[str, int] = {}
+        for sha in self.all():
+            with contextlib.suppress(FileNotFoundError):
+                sizes[sha] = files.ops.lstat(self.path(sha)).st_size
+        if bad:
+            return GcReport(
+                manifests,
+                len(sizes),
+                sum(sizes.values()),
+                0,
+                0,
+                note=f"unreadable manifests {sorted(bad)[:3]}: no blob deleted",
+            )
+        victims = {sha for sha in sizes if sha not in used}
+        self.gc(victims)
+        self.forget_usage()
+        gone = sum(sizes[sha] for sha in victims)
+        return GcReport(
+            manifests,
+            len(sizes) - len(victims),
+            sum(sizes.values()) - gone,
+            len(victims),
+            gone,
         )
 
     def gc(self, drop: set[str] | None = None) -> None:

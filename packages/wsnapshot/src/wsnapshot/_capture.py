@@ -523,7 +523,7 @@ class Capture:
             sha = h.hexdigest()
             with lock:
                 wanted = sha not in staged
-            if wanted and not blobs.exists(sha):
+            if wanted and not blobs.known(sha):
                 if not tmp:
                     tmp = blobs.stage_bytes(first)
                 with lock:

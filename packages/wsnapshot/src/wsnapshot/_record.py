@@ -626,7 +626,7 @@ class Records:
         sid = rec.sid
         if files.has_manifest(sid):
             raise SnapshotExists(sid)
-        new = {sha: data for sha, data in rec.contents.items() if not blobs.exists(sha)}
+        new = {sha: data for sha, data in rec.contents.items() if not blobs.known(sha)}
         staged: dict[str, tuple[str, int]] = dict(rec.staged)
         rec.staged = {}
         committed: dict[str, int] = {}

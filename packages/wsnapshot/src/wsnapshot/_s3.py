@@ -19,9 +19,11 @@ anything (``restore`` changes only the local workspace, so this is its check).
 
 **Completeness.** A blob is stored before any manifest names it and a manifest object is
 written whole or not at all, so a reader listing ``snapshots/`` sees only complete snapshots,
-whenever a writer is killed. Blobs left by a writer killed before its manifest are not
-collected yet (that needs garbage collection under a lease); a failed or fenced writer never
-deletes blobs (another writer may have found them present and skipped them).
+whenever a writer is killed. Blobs left by a writer killed before its manifest are collected
+by :meth:`~wsnapshot.SnapshotStore.collect_garbage`, under a lease (:mod:`wsnapshot._gc`):
+no commit while it is live (:class:`~wsnapshot.exceptions.StoreBusy`), and every blob of a
+commit stays staged and is checked again around it; a failed or fenced writer never deletes
+blobs (another writer may have found them present and skipped them).
 
 **Bounded memory.** Blobs are uploaded from their local staging file in multipart parts of
 :data:`PART_BYTES` (:data:`PART_CONCURRENCY` at a time) and downloaded as a stream of chunks;
@@ -42,9 +44,10 @@ import logging
 import os
 import re
 import socket
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NoReturn
 
 import obstore
@@ -69,6 +72,7 @@ from wsnapshot.exceptions import (
     SnapshotError,
     SnapshotExists,
     SnapshotNotFound,
+    StoreBusy,
     StoreConfigError,
     StoreUnavailable,
     WorkspaceServedElsewhere,
@@ -78,6 +82,8 @@ if TYPE_CHECKING:
     from wsnapshot._backend import BlobBackend, ManifestBackend
 
 __all__ = [
+    "GC_LEASE_S",
+    "GC_WAIT_S",
     "PART_BYTES",
     "PART_CONCURRENCY",
     "S3BlobStore",
@@ -100,6 +106,16 @@ _LOG = "log/"
 _LOG_NAME = re.compile(r"[0-9]{20}\.json")
 _HEX = re.compile(r"[0-9a-f]+")
 _REASON_CHARS = 300
+#: Seconds a garbage collection's lease lasts: writers commit nothing while it is live, and a
+#: collector killed meanwhile keeps them waiting at most this long.
+GC_LEASE_S = 120
+#: Seconds a collector waits, after its barrier in the log, for the manifest of a commit the
+#: log names just before it (a writer between its log entry and its manifest).
+GC_WAIT_S = 30
+_GC = "gc/"
+_LEASE_NAME = re.compile(r"lease-([0-9]{20})\.json")
+#: The clock judging whether a lease is live (epoch seconds); the tests inject theirs.
+_clock: Callable[[], float] = time.time
 #: Called with the operation's name after each request to the bucket, answered or failed
 #: (``None``: nothing). The fault-injection tests kill the writer there, request by request.
 _after_request: Callable[[str], None] | None = None
@@ -167,6 +183,11 @@ class S3StoreDir(StoreDir):
         self.head = 0
         self.saved_at = now_iso()
         self.lost = False
+        #: The blobs of this store (set by :class:`S3BlobStore`): re-checked around a commit.
+        self.blobs: S3BlobStore | None = None
+        #: (newest lease number, whether it was released or absent) when this commit's blobs
+        #: were checked; ``None`` outside a commit of blobs.
+        self.lease_seen: tuple[int, bool] | None = None
         self._check_marker()
         if not read_only:
             self._take_fence()
@@ -192,10 +213,15 @@ class S3StoreDir(StoreDir):
 
     def keys(self, under: str) -> Iterator[tuple[str, int]]:
         """``(key, size)`` of every object under ``under`` (relative to the prefix)."""
+        for key, size, _modified in self.objects(under):
+            yield key, size
+
+    def objects(self, under: str) -> Iterator[tuple[str, int, datetime]]:
+        """``(key, size, last modified)`` of every object under ``under``."""
         with self.call(f"list {under}"):
             for batch in obstore.list(self.client, under, chunk_size=1000):
                 for meta in batch:
-                    yield meta["path"], meta["size"]
+                    yield meta["path"], meta["size"], meta["last_modified"]
 
     def exists(self, key: str) -> bool:
         """Whether object ``key`` exists (one ``HEAD``)."""
@@ -264,11 +290,94 @@ class S3StoreDir(StoreDir):
         """
         self.check_serving()
         while True:
+            self.check_no_lease()
             try:
                 self._append(op, sid)
                 return
             except AlreadyExistsError:
                 self._skip_own_or_lose()
+
+    # -- the collection lease -----------------------------------------------------------------
+
+    def lease_key(self, number: int) -> str:
+        """The key of lease object ``number`` (relative to the prefix)."""
+        return f"{_GC}lease-{number:020d}.json"
+
+    def lease_number(self) -> int:
+        """The newest lease object's number (0: none; one ``LIST`` of ``gc/``)."""
+        newest = 0
+        for key, _size in self.keys(_GC):
+            got = _LEASE_NAME.fullmatch(key[len(_GC) :])
+            if got:
+                newest = max(newest, int(got.group(1)))
+        return newest
+
+    def lease_state(self) -> tuple[int, dict[str, object] | None]:
+        """The newest lease object's number and body (``None``: none, or unreadable)."""
+        newest = self.lease_number()
+        if not newest:
+            return 0, None
+        key = self.lease_key(newest)
+        try:
+            with self.call(f"get {key}"):
+                body = json.loads(bytes(obstore.get(self.client, key).bytes()))
+        except (FileNotFoundError, NotFoundError, ValueError):
+            return newest, None
+        return newest, body if isinstance(body, dict) else None
+
+    def check_no_lease(self) -> None:
+        """Refuse to commit while a collection's lease is live; re-check the blobs if one ran.
+
+        A lease is live when its object is the newest, is not a release, and its
+        ``expires_at`` is ahead of :data:`_clock`. When a collection started (or had not been
+        released) since this commit's blobs were checked, every blob of the commit is checked
+        again (and uploaded again if collected) before its manifest may name it.
+
+        Raises:
+            StoreBusy: A live lease (nothing of this call was committed).
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        number, body = self.lease_state()
+        if body is not None and lease_live(body, _clock()):
+            raise StoreBusy(self.url, iso_epoch(body.get("expires_at")))
+        seen = self.lease_seen
+        if seen is None:
+            self.lease_seen = (number, True)
+            return
+        clean = number == seen[0] and seen[1]
+        if not clean and self.blobs is not None:
+            self.blobs.verify_pending()
+        self.lease_seen = (number, clean)
+
+    def append_barrier(self, holder: str) -> int:
+        """Create the next log entry as a collector's barrier (``op`` ``"gc"``); its number.
+
+        Every writer's commit after it meets the lease; one before it is the entry just below.
+
+        Raises:
+            StoreUnavailable: The bucket cannot be reached, or the log kept moving.
+        """
+        for _ in range(_OPEN_TRIES):
+            number = self._newest_log_number() + 1
+            body = {"op": "gc", "id": None, "at": now_iso(), "writer": holder}
+            key = self._log_key(number)
+            try:
+                with self.call(f"put {key}"):
+                    obstore.put(self.client, key, json.dumps(body).encode(), mode="create")
+            except AlreadyExistsError:
+                continue
+            return number
+        raise StoreUnavailable(self.url, "put log/", "the log kept moving; retry")
+
+    def log_entry(self, number: int) -> dict[str, object] | None:
+        """Log entry ``number``'s body (``None``: missing or unreadable)."""
+        key = self._log_key(number)
+        try:
+            with self.call(f"get {key}"):
+                body = json.loads(bytes(obstore.get(self.client, key).bytes()))
+        except (FileNotFoundError, NotFoundError, ValueError):
+            return None
+        return body if isinstance(body, dict) else None
 
     def check_serving(self) -> None:
         """Raise :class:`WorkspaceServedElsewhere` if this writer lost the fence."""
@@ -296,8 +405,8 @@ class S3StoreDir(StoreDir):
                 body = json.loads(bytes(obstore.get(self.client, key).bytes()))
         except (FileNotFoundError, NotFoundError, ValueError):
             body = None
-        if isinstance(body, dict) and body.get("writer") == self.writer:
-            self.head += 1
+        if isinstance(body, dict) and (body.get("writer") == self.writer or body.get("op") == "gc"):
+            self.head += 1  # this writer's own, or a collector's barrier (not a take-over)
             return
         self._lose()
 
@@ -391,6 +500,8 @@ class S3StoreDir(StoreDir):
                 obstore.put(self.client, key, manifest_bytes(m), mode="create")
         except AlreadyExistsError:
             raise SnapshotExists(m.id) from None
+        if self.blobs is not None:
+            self.blobs.settle()
 
     def remove_manifest(self, sid: str) -> None:
         """Take the fence, then delete snapshot ``sid``'s manifest.
@@ -446,6 +557,14 @@ class S3BlobStore(BlobStore):
     def __init__(self, files: S3StoreDir) -> None:
         super().__init__(files)
         self._s3 = files
+        files.blobs = self
+        #: sha256 -> (staging path, size) of every blob of the commit in progress (uploaded
+        #: or found present): checked again after its manifest, re-uploaded if collected.
+        self.pending: dict[str, tuple[str, int]] = {}
+
+    def known(self, sha: str) -> bool:
+        """Never: every blob of a commit is staged, so it can be uploaded again if collected."""
+        return False
 
     def key(self, sha: str) -> str:
         """The key of blob ``sha`` (relative to the prefix)."""
@@ -465,12 +584,17 @@ class S3BlobStore(BlobStore):
             yield sha
 
     def _sizes(self) -> Iterator[tuple[str, int]]:
-        for key, size in self._s3.keys("blobs/"):
+        for sha, size, _modified in self.sizes_and_times():
+            yield sha, size
+
+    def sizes_and_times(self) -> Iterator[tuple[str, int, datetime]]:
+        """``(sha256, size, last modified)`` of every stored blob (other keys are ignored)."""
+        for key, size, modified in self._s3.objects("blobs/"):
             parts = key.split("/")
             if len(parts) == 3 and len(parts[1]) == 2 and len(parts[2]) == 62:
                 sha = parts[1] + parts[2]
                 if _HEX.fullmatch(sha):
-                    yield sha, size
+                    yield sha, size, modified
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -552,11 +676,12 @@ class S3BlobStore(BlobStore):
             StoreUnavailable: The bucket cannot be reached.
         """
         files = self._files
+        number, body = self._s3.lease_state()
+        self._s3.lease_seen = (number, body is None or body.get("released") is True)
+        self.pending = dict(staged)  # staging files stay until the manifest is committed
         new = {}
         for sha, (tmp, size) in staged.items():
-            if self.exists(sha):
-                files.unlink(tmp)
-            else:
+            if not self.exists(sha):
                 new[sha] = (tmp, size)
         if not new:
             return
@@ -568,21 +693,60 @@ class S3BlobStore(BlobStore):
             if used + needed > quota:
                 raise QuotaExceeded(quota, used, needed)
         for sha, (tmp, size) in sorted(new.items()):
-            key = self.key(sha)
-            try:
-                with open(tmp, "rb") as fh, self._s3.call(f"put {key}"):  # noqa: PTH123
-                    obstore.put(
-                        self._s3.client,
-                        key,
-                        fh,
-                        mode="create",
-                        chunk_size=PART_BYTES,
-                        max_concurrency=PART_CONCURRENCY,
-                    )
+            if self._upload(sha, tmp):
                 out[sha] = size
-            except AlreadyExistsError:
-                pass  # the same content, stored meanwhile by another writer
-            files.unlink(tmp)
+
+    def _upload(self, sha: str, tmp: str) -> bool:
+        """Upload blob ``sha`` from staging file ``tmp``, create-only; whether this call did."""
+        key = self.key(sha)
+        try:
+            with open(tmp, "rb") as fh, self._s3.call(f"put {key}"):  # noqa: PTH123
+                obstore.put(
+                    self._s3.client,
+                    key,
+                    fh,
+                    mode="create",
+                    chunk_size=PART_BYTES,
+                    max_concurrency=PART_CONCURRENCY,
+                )
+        except AlreadyExistsError:
+            return False  # the same content, stored meanwhile by another writer
+        return True
+
+    def verify_pending(self) -> None:
+        """``HEAD`` every blob of the commit in progress; upload again those collected.
+
+        Raises:
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        for sha, (tmp, _size) in sorted(self.pending.items()):
+            if not self.exists(sha):
+                log.warning(
+                    "%s: blob %s was collected during a commit; uploading it again",
+                    self._s3.url,
+                    sha,
+                )
+                self._upload(sha, tmp)
+
+    def settle(self) -> None:
+        """After a manifest is committed: check its blobs again, then drop the staging files.
+
+        So no manifest names a blob a collection removed while the commit was in progress.
+
+        The blobs are checked (``HEAD`` each) unless no collection can have run since they
+        were: no lease object was created since, and the newest was a release (one ``LIST``).
+
+        Raises:
+            StoreUnavailable: The bucket cannot be reached (the staging files stay until the
+                store's next writer's call clears them).
+        """
+        seen = self._s3.lease_seen
+        if seen is None or not seen[1] or self._s3.lease_number() != seen[0]:
+            self.verify_pending()
+        for tmp, _size in self.pending.values():
+            self._files.unlink(tmp)
+        self.pending = {}
+        self._s3.lease_seen = None
 
     def rollback(self, sid: str, new_blobs: Iterable[str]) -> None:
         """Undo nothing: a failed create or import leaves its blobs (and a created manifest).
@@ -590,6 +754,8 @@ class S3BlobStore(BlobStore):
         Another writer may have found those blobs present and skipped uploading them, and a
         manifest, once created, names only stored blobs: a complete snapshot.
         """
+        self.pending = {}
+        self._s3.lease_seen = None
         log.info("%s: snapshot %s not saved; its new blobs stay until collected", self._s3.url, sid)
 
     # -- quota and collection -------------------------------------------------------------------
@@ -629,6 +795,21 @@ class S3BlobStore(BlobStore):
         if victims:
             with self._s3.call("delete blobs"):
                 obstore.delete(self._s3.client, victims)
+
+
+def lease_live(body: dict[str, object] | None, now: float) -> bool:
+    """Whether a lease object's body is a live lease at ``now`` (epoch seconds)."""
+    if body is None or body.get("released") is True:
+        return False
+    expires = body.get("expires_at")
+    return isinstance(expires, (int, float)) and now < expires
+
+
+def iso_epoch(epoch: object) -> str:
+    """Epoch seconds as ISO 8601 UTC (``"?"`` when not a number)."""
+    if not isinstance(epoch, (int, float)):
+        return "?"
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def open_s3(

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from wsnapshot._blobs import BlobStore
@@ -46,6 +46,7 @@ from wsnapshot.exceptions import (
 from wsnapshot.snapshot import (
     Diff,
     FileRecord,
+    GcReport,
     RestoreReport,
     Snapshot,
     SnapshotInfo,
@@ -523,6 +524,61 @@ class SnapshotStore:
             self._capture.forget(sid)
             self._blobs.forget_usage()
             self._blobs.gc(drop)
+
+    # -- garbage collection -----------------------------------------------------------------------
+
+    def collect_garbage(
+        self,
+        *,
+        lease_seconds: float | None = None,
+        clock: Callable[[], float] | None = None,
+        sleep: Callable[[float], None] | None = None,
+    ) -> GcReport:
+        """Delete the blobs no snapshot names (mark and sweep).
+
+        A local store does it under the writers' lock. An ``s3://`` store does it under a
+        lease (``gc/lease-<n>.json``, created create-only): writers of the prefix commit
+        nothing while it is live (they raise :class:`~wsnapshot.exceptions.StoreBusy`), only
+        blobs named by no manifest *and* older than the lease's start are deleted, and a
+        writer checks its blobs again around its commit, so no manifest names a missing blob.
+        Collecting takes no fence: a store opened with :meth:`open_read_only` may collect
+        (another machine than the writer's), and so may the writer's own store.
+
+        Args:
+            lease_seconds: ``s3://`` only: how long the lease lasts, in seconds (default
+                ``GC_LEASE_S``, 120); a collector killed meanwhile keeps writers waiting at most
+                this long.
+            clock: ``s3://`` only: epoch seconds (default ``time.time``; tests inject theirs).
+            sleep: ``s3://`` only: waits that many seconds (default ``time.sleep``).
+
+        Returns:
+            Blobs and bytes kept and deleted.
+
+        Raises:
+            StoreBusy: Another collection holds the lease.
+            GcLeaseLost: The lease expired or was taken over while deleting (run it again).
+            StoreUnavailable: The bucket cannot be reached.
+            WorkspaceServedElsewhere: This writer lost the fence.
+        """
+        if self._files.backend_name == "local":
+            with self._locked():
+                self._recover()
+                return self._blobs.collect()
+        from wsnapshot import _gc, _s3
+
+        files, blobs = self._files, self._blobs
+        if not isinstance(files, _s3.S3StoreDir) or not isinstance(blobs, _s3.S3BlobStore):
+            raise TypeError("an s3:// store without its S3 backend")  # not reached
+        files.check_serving()
+        options: dict[str, Any] = {"lease_seconds": lease_seconds or _s3.GC_LEASE_S}
+        if clock is not None:
+            options["clock"] = clock
+        if sleep is not None:
+            options["sleep"] = sleep
+        if files.read_only:
+            return _gc.collect(files, blobs, **options)
+        with self._locked():
+            return _gc.collect(files, blobs, **options)
 
     # -- diff -------------------------------------------------------------------------------------
 

@@ -123,7 +123,8 @@ def parse_s3_url(url: str) -> tuple[str, str]:
         ``(bucket, prefix)``.
 
     Raises:
-        StoreConfigError: Credentials in the URL (it is then not echoed), or not of that
+        StoreConfigError: Credentials, a query string or a fragment in the URL (the URL is
+            then not echoed, only what precedes a query or fragment), or not of that
             form: the scheme, an invalid bucket name, a missing prefix, or a prefix segment
             that is empty, ``.``, ``..`` or holds other characters than letters, digits and
             ``._=+@-``.
@@ -131,6 +132,15 @@ def parse_s3_url(url: str) -> tuple[str, str]:
     form = "give s3://BUCKET/PREFIX, the prefix naming the workspace (s3://snapshots/team/ws1)"
     if not url.startswith(S3_SCHEME):
         raise StoreConfigError(str(url), f"not an s3:// URL; {form}")
+    if any(c in url for c in "?#"):
+        # a query (a presigned URL's X-Amz-Signature...) or a fragment may hold a credential:
+        # only what comes before it is echoed
+        shown = url.split("?", 1)[0].split("#", 1)[0]
+        raise StoreConfigError(
+            shown + "?...",
+            "an s3:// store URL takes no query string or fragment (credentials never go in "
+            f"the URL: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment); {form}",
+        )
     host = url[len(S3_SCHEME) :].partition("/")[0]
     if "@" in host or ":" in host:
         # user:secret@bucket: the URL is not echoed, it may hold a credential

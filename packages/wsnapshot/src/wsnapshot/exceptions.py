@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "CorruptSnapshot",
     "ExportTooLarge",
+    "GcLeaseLost",
     "InvalidRecord",
     "InvalidSnapshotId",
     "NotARegularFile",
@@ -17,6 +18,7 @@ __all__ = [
     "SnapshotExists",
     "SnapshotNotFound",
     "SnapshotTooLarge",
+    "StoreBusy",
     "StoreConfigError",
     "StoreUnavailable",
     "UnsafePathError",
@@ -295,6 +297,50 @@ class WorkspaceServedElsewhere(SnapshotError):
             f"this workspace is now served elsewhere; snapshots since {self.since} were not "
             f"saved (another writer took over {self.location}; stop this one, or open the "
             f"store again to take it back)"
+        )
+
+
+class StoreBusy(SnapshotError):
+    """A garbage collection holds the store's lease: nothing is committed until it ends.
+
+    Raised to a writer whose commit (``create``, ``import_``, ``delete``) meets a live lease
+    (nothing of the call was committed), and to a second collector.
+
+    Attributes:
+        location: The store (``s3://BUCKET/PREFIX``).
+        until: When the lease expires at the latest (ISO 8601 UTC).
+    """
+
+    def __init__(self, location: str, until: str) -> None:
+        super().__init__(location, until)
+        self.location = location
+        self.until = until
+
+    def __str__(self) -> str:
+        return (
+            f"a garbage collection holds the snapshot store {self.location} (its lease runs "
+            f"until {self.until} at the latest); nothing was saved by this call: retry in a "
+            f"few seconds"
+        )
+
+
+class GcLeaseLost(SnapshotError):
+    """A collector's lease expired or was taken over: it stopped before deleting more.
+
+    Attributes:
+        location: The store (``s3://BUCKET/PREFIX``).
+        deleted: Blobs it had deleted (every one unreferenced and older than its start).
+    """
+
+    def __init__(self, location: str, deleted: int) -> None:
+        super().__init__(location, deleted)
+        self.location = location
+        self.deleted = deleted
+
+    def __str__(self) -> str:
+        return (
+            f"the garbage collection of {self.location} lost its lease (expired or taken over) "
+            f"after deleting {self.deleted} unreferenced blobs; it stopped; run it again"
         )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 __all__ = [
     "Diff",
     "FileRecord",
+    "GcReport",
     "RestoreReport",
     "SkippedEntry",
     "Snapshot",
@@ -124,6 +125,42 @@ class Snapshot:
         out = self.info.to_dict()
         out["entries"] = [e.to_dict() for e in self.entries]
         return out
+
+
+@dataclass(frozen=True)
+class GcReport:
+    """What a garbage collection (:meth:`wsnapshot.SnapshotStore.collect_garbage`) did.
+
+    Attributes:
+        manifests: Manifests read to mark the blobs in use.
+        kept_blobs: Blobs kept (named by a manifest, or newer than the collection's start).
+        kept_bytes: Their bytes.
+        deleted_blobs: Blobs deleted (named by no manifest and older than the start).
+        deleted_bytes: Their bytes.
+        young_blobs: Of the kept blobs, those named by no manifest but newer than the start
+            (a writer's upload in flight; a later collection takes them if still unnamed).
+        note: Why nothing was deleted when a manifest could not be read (else ``""``).
+    """
+
+    manifests: int
+    kept_blobs: int
+    kept_bytes: int
+    deleted_blobs: int
+    deleted_bytes: int
+    young_blobs: int = 0
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-compatible form."""
+        return {
+            "manifests": self.manifests,
+            "kept_blobs": self.kept_blobs,
+            "kept_bytes": self.kept_bytes,
+            "deleted_blobs": self.deleted_blobs,
+            "deleted_bytes": self.deleted_bytes,
+            "young_blobs": self.young_blobs,
+            "note": self.note,
+        }
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         event_loop_lag_ms: how late its event loop wakes, in ms), the host (memory, load
         average, CPUs), uptime_s, per tool the calls, errors and latency percentiles in ms, runs
         by status, the largest peak memory of a run, the runs in progress (executing or waiting)
-        and the concurrency cap.
+        and the concurrency cap; snapshot_store says whether the workspace is being saved
+        (saving false and the error while an s3:// store is unreachable).
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(
@@ -48,4 +49,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "peak_child_memory_bytes": counters["peak_child_memory_bytes"],
                 "active_runs": state.gate.active_runs,
                 "max_concurrent_runs": state.sandbox.max_concurrent_runs,
+                "snapshot_store": {
+                    "backend": state.store.backend,
+                    "saving": state.store_error is None and state.store.served_elsewhere is None,
+                    "error": state.store_error or state.store.served_elsewhere,
+                },
             }

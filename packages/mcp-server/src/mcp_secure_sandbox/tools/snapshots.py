@@ -20,6 +20,7 @@ from mcp_secure_sandbox._schemas import (
     SnapshotListOutput,
 )
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.store_handle import NOT_SAVED
 from mcp_secure_sandbox.tools._register import tool
 from mcp_secure_sandbox.workers import WorkerError, WorkerLimit, WorkerProtocolError
 from wsnapshot import (
@@ -29,6 +30,7 @@ from wsnapshot import (
     SnapshotError,
     SnapshotInfo,
     SnapshotNotFound,
+    StoreUnavailable,
 )
 
 __all__ = [
@@ -70,6 +72,8 @@ async def _call(
         return await anyio.to_thread.run_sync(fn, limiter=limiter)
     except (InvalidSnapshotId, SnapshotNotFound) as exc:
         raise ToolError(f"{argument}: {exc}; {LIST_HINT}") from None
+    except StoreUnavailable as exc:
+        raise ToolError(f"{NOT_SAVED}: {exc}") from None
     except SnapshotError as exc:
         raise ToolError(str(exc)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import marshal
 import resource
 
-from pysandbox import Sandbox, _bootstrap, _config
+from pysandbox import Sandbox, _bootstrap, _config, _wire
 
 
 def test_built_once_per_sandbox(python_only: Sandbox) -> None:
@@ -18,13 +18,13 @@ def test_built_once_per_sandbox(python_only: Sandbox) -> None:
 def test_spawn_wire_is_the_zygote_start_plus_the_run_request(python_only: Sandbox) -> None:
     config = python_only._child_config()
     code = "print(1)"
-    wire = config.wire(code, None)
+    wire = config.wire(code, None, setup_fd=7, figure_fd=8)
     fixed = config.fixed_wire()
-    request = config.run_request(code, None, "m")
+    request = dict(config.run_request(code, None, "m"))
     assert not set(fixed) & set(_config.RUN_KEYS)
     assert request.pop("env") == {_config.MARKER_NAME: "m"}
-    assert wire == {**fixed, **request}
-    marshal.dumps(wire)  # plain data only
+    assert wire == {**fixed, **request, "setup_fd": 7, "figure_fd": 8, "enter_workspace": True}
+    marshal.dumps(dict(wire))  # plain data only
 
 
 def test_shrink_only_forbids_growth_and_creation(python_only: Sandbox) -> None:
@@ -47,12 +47,14 @@ def test_one_stub_for_spawn_and_zygote() -> None:
     zygote = _bootstrap.argv(5, 6)
     assert spawn[:-1] == zygote[:-2]
     assert spawn[-2:] == [_bootstrap.STUB, "5"]
-    packed = _bootstrap.payload(_bootstrap.ZYGOTE, {"x": 1})
+    packed = _bootstrap.payload(_bootstrap.ZYGOTE, {"x": 1})  # type: ignore[arg-type]
     size = int.from_bytes(packed[:8], "little")
-    modules = marshal.loads(packed[8 : 8 + size])  # noqa: S302 - our own bytes
+    schemas, modules = marshal.loads(packed[8 : 8 + size])  # noqa: S302 - our own bytes
+    assert schemas == _wire.schemas()
     assert [name for name, _ in modules] == ["pysandbox._child", "pysandbox._zygote"]
     assert [[c.co_filename.rsplit("/", 1)[-1] for c in codes] for _, codes in modules] == [
         [
+            "_wire_check.py",
             "_child_kernel.py",
             "_library_getters.py",
             "_sqlite_guard.py",

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysandbox import _abi, _child
+from pysandbox import _abi, _child, _wire
 
 __all__ = [
     "LandlockPlan",
@@ -168,14 +168,14 @@ class LandlockPlan:
     scoped: int
     rules: tuple[tuple[str, int], ...]
 
-    def to_wire(self) -> dict[str, object]:
-        """Encode for the child's configuration (``marshal``-compatible types only)."""
+    def to_wire(self) -> _wire.LandlockWire:
+        """Encode for the child's configuration (:class:`pysandbox._wire.LandlockWire`)."""
         return {
             "abi": self.abi,
             "fs": self.handled_fs,
             "net": self.handled_net,
             "scoped": self.scoped,
-            "rules": [list(rule) for rule in self.rules],
+            "rules": [(path, rights) for path, rights in self.rules],
         }
 
     def describe(self, *, every_rule: bool = False) -> dict[str, object]:

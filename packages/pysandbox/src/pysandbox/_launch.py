@@ -206,10 +206,8 @@ class SpawnLauncher:
         config = spec.config
         setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
         figure_r, figure_w = os.pipe2(os.O_CLOEXEC)
-        wire = config.wire(spec.code, spec.code_object)
-        wire["setup_fd"] = setup_w
-        wire["figure_fd"] = figure_w
-        wire["enter_workspace"] = True  # started in "/": preloads first, then the chdir
+        # Started in "/" (enter_workspace): preloads first, then the chdir.
+        wire = config.wire(spec.code, spec.code_object, setup_fd=setup_w, figure_fd=figure_w)
         try:
             cfg_fd = _payload_fd(_bootstrap.payload(_bootstrap.CHILD, wire))
         except BaseException:

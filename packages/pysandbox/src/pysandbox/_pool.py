@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysandbox import _zygote
+from pysandbox import _wire, _zygote
 from pysandbox._config import ChildConfig
 from pysandbox._launch import ChildHandle, RunSpec, WarmHandle
 
@@ -339,14 +339,13 @@ class ReadyPool:
 
     def _request(self, zygote: _zygote.Zygote, config: ChildConfig) -> ReadyChild:
         marker = secrets.token_hex(16)
-        request = config.run_request("", None, marker)
-        del request["code"], request["code_object"]
+        request = config.run_request("", None, marker)  # the code comes on the code pipe
         request["max_code_bytes"] = self.max_code_bytes
         ends = [os.pipe2(os.O_CLOEXEC) for _ in range(5)]  # stdout, stderr, setup, figure, code
         (out_r, out_w), (err_r, err_w), (setup_r, setup_w), (fig_r, fig_w), (code_r, code_w) = ends
         try:
             fds = (out_w, err_w, setup_w, fig_w, code_r)
-            sock = zygote.request(marshal.dumps(request), fds)
+            sock = zygote.request(marshal.dumps(dict(request)), fds)
         except BaseException:
             for fd in (out_r, err_r, setup_r, fig_r, code_w):
                 os.close(fd)
@@ -380,7 +379,8 @@ class ReadyLauncher:
         """
         ready = self.ready
         try:
-            payload = marshal.dumps({"code": spec.code, "code_object": spec.code_object})
+            code: _wire.ReadyCode = {"code": spec.code, "code_object": spec.code_object}
+            payload = marshal.dumps(dict(code))
             if len(payload) > self.max_code_bytes:
                 raise _zygote.ZygoteError("the code is over a ready child's limit")
             child = ready.resolve()

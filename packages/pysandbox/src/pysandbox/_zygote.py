@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     import subprocess
     from typing import Any
 
+    from pysandbox._wire import ChildConfig, RunRequest, ZygoteConfig
+
 __all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
 _HEADER = 9  # b"N" + 8-byte little-endian body length
@@ -73,19 +75,20 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+def entry(spaces: list[dict[str, Any]], cfg: ZygoteConfig, schemas: dict[str, Any]) -> int:
     """What :data:`pysandbox._bootstrap.STUB` calls in the zygote: :func:`serve`."""
-    return serve(spaces[0], cfg, int(sys.argv[2]))
+    return serve(spaces[0], cfg, int(sys.argv[2]), schemas)
 
 
-def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
+def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
     """The zygote's main loop: prepare once, then fork one child per request.
 
     Args:
         child: Namespace of the executed :mod:`pysandbox._child` bootstrap.
-        cfg: Fixed configuration: the child configuration without code and limits, plus
-            ``server_pid`` and ``preimport``.
+        cfg: Fixed configuration (:class:`pysandbox._wire.ZygoteConfig`): checked against its
+            declaration first; a mismatch is the zygote's start failure, naming the key.
         ctl_fd: Descriptor of the inherited control ``socketpair`` end.
+        schemas: The run-time schemas of :mod:`pysandbox._wire`'s messages, as shipped.
 
     Returns:
         Exit status of the zygote (0 when the server closed the channel).
@@ -95,6 +98,16 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     import signal
 
     ctl = socket.socket(fileno=ctl_fd)
+    child["WIRE_SCHEMAS"].update(schemas)
+    try:
+        child["check_message"](schemas, "ZygoteConfig", cfg)
+    except child["WireError"] as exc:
+        ctl.sendall(b"E" + str(exc).encode()[:1000])
+        return 1
+    # The zygote's own keys (declared in ZygoteConfig, not in ChildConfig) stay out of each
+    # run's configuration; the shared part goes into every one.
+    own = set(schemas["ZygoteConfig"][0][3]) - set(schemas["ChildConfig"][0][3])
+    fixed = {key: value for key, value in cfg.items() if key not in own}
     libc = child["Libc"](cfg["abi"])
     # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
     # that thread may end long before the server. The server's death closes the control
@@ -103,6 +116,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     if os.getppid() != cfg["server_pid"]:
         return 1  # the server died while the zygote started
     ruleset = -1
+    bounding_set_dropped = False
     try:
         for name in cfg["preimport"]:
             try:
@@ -132,7 +146,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
         if cfg["seccomp"] is not None or cfg["landlock"] is not None:
             # Inherited by every child, which then only empties its own sets (capset).
             child["drop_bounding_set"](libc)
-            cfg["bounding_set_dropped"] = True
+            bounding_set_dropped = True
         if not hasattr(os, "pidfd_open"):
             raise OSError("os.pidfd_open is unavailable (Linux >= 5.3, Python >= 3.9)")
         os.close(os.pidfd_open(os.getpid()))
@@ -208,6 +222,8 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                     _child_main(
                         child,
                         cfg=cfg,
+                        fixed=fixed,
+                        bounding_set_dropped=bounding_set_dropped,
                         libc=libc,
                         ruleset=ruleset,
                         body=body,
@@ -256,7 +272,9 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
 def _child_main(
     child: dict[str, Any],
     *,
-    cfg: dict[str, Any],
+    cfg: ZygoteConfig,
+    fixed: dict[str, Any],
+    bounding_set_dropped: bool,
     libc: Any,
     ruleset: int,
     body: bytes,
@@ -272,6 +290,10 @@ def _child_main(
 
     With ``code_r`` (a ready child) the request carries no code: the child applies every layer,
     then reads its code from ``code_r`` (see :func:`pysandbox._child.run_config`).
+
+    The request (:class:`pysandbox._wire.RunRequest`) is checked against its declaration; the
+    run's configuration is ``fixed`` (the shared part of the zygote's) with the request's part
+    and this run's descriptors, checked again by ``run_config``.
     """
     status = int(child["EXIT_SETUP_FAILED"])
     child["open_setup_channel"](setup_w)
@@ -293,14 +315,12 @@ def _child_main(
         os.closerange(low, 1 << 20)
         if code_r < 0:  # a ready child stays in "/" until its code arrives
             os.chdir(cfg["workspace"])
-        request = marshal.loads(body)  # noqa: S302 - from the server
-        request["setup_fd"] = setup_w
-        request["figure_fd"] = figure_w
-        if code_r >= 0:
-            request["code_fd"] = code_r
-        else:
-            request.pop("code_fd", None)
-        run_env = request.pop("env")
+        request: RunRequest = marshal.loads(body)  # noqa: S302 - from the server
+        try:
+            child["check_message"](child["WIRE_SCHEMAS"], "RunRequest", request)
+        except child["WireError"] as exc:
+            child["_fail"](str(exc))
+        run_env = request["env"]
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
             os.environ.update(run_env)  # the zygote's environment is the base one already
@@ -309,8 +329,22 @@ def _child_main(
             os.environ.update(wanted)
         # Each run gets fresh generators, not the zygote's state at the fork (_generators).
         child["reseed_global_generators"]()
-        run_cfg = dict(cfg)
-        run_cfg.update(request)
+        run_cfg: ChildConfig = {
+            **fixed,  # type: ignore[typeddict-item]  # the ChildFixed part of cfg
+            "code": request["code"],
+            "code_object": request["code_object"],
+            "rlimits": request["rlimits"],
+            "setup_fd": setup_w,
+            "figure_fd": figure_w,
+        }
+        if "no_create" in request:
+            run_cfg["no_create"] = request["no_create"]
+        if "max_code_bytes" in request:
+            run_cfg["max_code_bytes"] = request["max_code_bytes"]
+        if code_r >= 0:
+            run_cfg["code_fd"] = code_r
+        if bounding_set_dropped:
+            run_cfg["bounding_set_dropped"] = True
         status = child["run_config"](run_cfg, libc, ruleset)
         child["finalize"]()
     except BaseException as exc:
@@ -443,16 +477,16 @@ class Zygote:
     """Server-side owner of one zygote process (start, launch runs, stop).
 
     Args:
-        config: Fixed configuration (child configuration without code and limits, with
-            ``env``, ``preimport`` and the Landlock plan and seccomp programs).
+        config: Fixed configuration (:class:`pysandbox._wire.ZygoteConfig`; its
+            ``server_pid`` is replaced by this process's pid).
         cwd: Working directory of the zygote (the workspace).
         env: The zygote's complete environment.
     """
 
-    def __init__(self, config: dict[str, Any], cwd: str, env: dict[str, str]) -> None:
+    def __init__(self, config: ZygoteConfig, cwd: str, env: dict[str, str]) -> None:
         import threading
 
-        self._config = dict(config, server_pid=os.getpid())
+        self._config: ZygoteConfig = {**config, "server_pid": os.getpid()}
         self._cwd = cwd
         self._env = env
         self._send_lock = threading.Lock()

@@ -38,6 +38,7 @@ from pysandbox import (
     _matplotlib,
     _pool,
     _seccomp,
+    _wire,
     _zygote,
 )
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
@@ -864,11 +865,14 @@ class Sandbox:
             if self._zygote is not None:
                 self._zygote.close()  # it died: reap it, start another
                 self._zygote = None
-            fixed = config.fixed_wire()
-            fixed["env"] = self._base_env()
-            fixed["preimport"] = [
-                name for name in _PREIMPORT if self._rules.allowed.intersection({name})
-            ]
+            fixed: _wire.ZygoteConfig = {
+                **config.fixed_wire(),
+                "env": self._base_env(),
+                "preimport": [
+                    name for name in _PREIMPORT if self._rules.allowed.intersection({name})
+                ],
+                "server_pid": os.getpid(),
+            }
             env = {**self._base_env(), MARKER_NAME: "zygote-" + secrets.token_hex(8)}
             # cwd "/": the zygote holds nothing in the workspace; each child chdirs there.
             zygote = _zygote.Zygote(fixed, "/", env)

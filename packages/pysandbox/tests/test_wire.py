@@ -190,14 +190,14 @@ def test_the_spawned_child_refuses_a_differing_configuration(
     drop: str,
     detail: str,
 ) -> None:
-    _changed_wire(monkeypatch, "wire", change, drop)
     with Sandbox(workspace, require=(), execution="spawn") as sb:
+        sb.capabilities()  # the kernel probe (cached) first: its children use the same wire
+        _changed_wire(monkeypatch, "wire", change, drop)
         assert _spawn_run(sb).detail == detail
     assert list(workspace.iterdir()) == []
 
 
-@pytest.fixture
-def extended(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _extend(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every declaration gains a required field its writer does not know (yet)."""
 
     class ChildConfig(_wire.ChildConfig):
@@ -216,23 +216,44 @@ def extended(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setattr(_wire, "MESSAGES", messages)
     _wire.schemas.cache_clear()
     _bootstrap._packed.clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_schemas() -> Iterator[None]:
+    """No schema derived from a test's declaration outlives it."""
     yield
     _wire.schemas.cache_clear()
     _bootstrap._packed.clear()
 
 
-@pytest.mark.usefixtures("extended")
 def test_a_field_added_to_the_declaration_only_is_refused_by_the_child(
-    workspace: pathlib.Path,
+    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with Sandbox(workspace, require=(), execution="spawn") as sb:
+        sb.capabilities()  # the kernel probe (cached) first: its children use the same wire
+        _extend(monkeypatch)
         assert _spawn_run(sb).detail == "child configuration: missing key 'session'"
 
 
-@pytest.mark.usefixtures("extended")
-def test_a_field_added_to_the_declaration_only_is_refused_by_the_zygote(
-    python_only: Sandbox,
+def test_a_field_added_to_the_declaration_only_is_refused_by_a_forked_child(
+    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    with Sandbox(workspace, require=(), execution="warm", ready_children=0) as sb:
+        sb.capabilities()  # the kernel probe (cached) first: its children use the same wire
+        _extend(monkeypatch)
+        monkeypatch.setitem(_wire.MESSAGES, "ZygoteConfig", (_wire.ZygoteConfig, "zygote"))
+        _wire.schemas.cache_clear()  # the zygote starts; its run requests lack the field
+        with pytest.raises(SandboxSetupError) as info:
+            sb.run("print('never')")
+        assert sb.capabilities().execution["mode"] == "warm"
+    assert info.value.detail == "run request: missing key 'session'"
+
+
+def test_a_field_added_to_the_declaration_only_is_refused_by_the_zygote(
+    python_only: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python_only.capabilities()
+    _extend(monkeypatch)
     fixed = python_only._child_config().fixed_wire()
     start: _wire.ZygoteConfig = {**fixed, "env": {}, "preimport": [], "server_pid": os.getpid()}
     zygote = _zygote.Zygote(start, "/", {})
@@ -257,8 +278,9 @@ def test_the_forked_child_refuses_a_differing_run_request(
     drop: str,
     detail: str,
 ) -> None:
-    _changed_wire(monkeypatch, "run_request", change, drop)
     with Sandbox(workspace, require=(), execution="warm") as sb:
+        sb.capabilities()
+        _changed_wire(monkeypatch, "run_request", change, drop)
         with pytest.raises(SandboxSetupError) as info:
             sb.run("print('never')")
         assert sb.capabilities().execution["mode"] == "warm"

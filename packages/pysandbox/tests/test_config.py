@@ -49,18 +49,22 @@ def test_one_stub_for_spawn_and_zygote() -> None:
     assert spawn[-2:] == [_bootstrap.STUB, "5"]
     packed = _bootstrap.payload(_bootstrap.ZYGOTE, {"x": 1})  # type: ignore[arg-type]
     size = int.from_bytes(packed[:8], "little")
-    schemas, modules = marshal.loads(packed[8 : 8 + size])  # noqa: S302 - our own bytes
+    schemas, entry, modules = marshal.loads(packed[8 : 8 + size])  # noqa: S302 - our own bytes
     assert schemas == _wire.schemas()
-    assert [name for name, _ in modules] == ["pysandbox._child", "pysandbox._zygote"]
-    assert [[c.co_filename.rsplit("/", 1)[-1] for c in codes] for _, codes in modules] == [
-        [
-            "_wire_check.py",
-            "_child_kernel.py",
-            "_library_getters.py",
-            "_sqlite_guard.py",
-            "_generators.py",
-            "_child.py",
-        ],
-        ["_zygote.py"],
+    assert entry == "pysandbox.child._zygote"
+    files = {name: code.co_filename.rsplit("/", 2)[-2:] for name, (_, code) in modules.items()}
+    assert files == {
+        "pysandbox": ["<pysandbox>"],
+        "pysandbox.child": ["child", "__init__.py"],
+        **{f"pysandbox.child.{m}": ["child", f"{m}.py"] for m in _bootstrap.ZYGOTE},
+    }
+    assert [name for name, (package, _) in modules.items() if package] == [
+        "pysandbox",
+        "pysandbox.child",
     ]
+    spawn_blob = _bootstrap.payload(_bootstrap.CHILD, {"x": 1})  # type: ignore[arg-type]
+    spawn_size = int.from_bytes(spawn_blob[:8], "little")
+    _, entry, modules = marshal.loads(spawn_blob[8 : 8 + spawn_size])  # noqa: S302 - ours
+    assert entry == "pysandbox.child._main"
+    assert "pysandbox.child._zygote" not in modules
     assert marshal.loads(packed[8 + size :]) == {"x": 1}  # noqa: S302 - our own bytes

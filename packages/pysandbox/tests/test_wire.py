@@ -14,9 +14,11 @@ from typing import Any, Literal, TypedDict
 
 import pytest
 
-from pysandbox import Sandbox, SandboxSetupError, _bootstrap, _config, _wire, _zygote
+from pysandbox import RunStatus, Sandbox, SandboxSetupError, _bootstrap, _config, _wire
 from pysandbox._launch import SpawnLauncher
-from pysandbox._wire_check import WireError, check_message
+from pysandbox.child import _zygote
+from pysandbox.child._wire_check import WireError, check_message
+from sandbox_helpers import kernel_only_sandbox
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,3 +304,64 @@ def test_the_zygote_refuses_a_differing_start_configuration(python_only: Sandbox
         zygote.start()
     assert str(info.value).endswith("zygote configuration: missing key 'workspace'")
     zygote.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The child's package: loaded from the shipped code, out of user code's reach
+# --------------------------------------------------------------------------------------------
+_REACH = """
+import gc, sys
+gc.collect()
+print(sorted(name for name in sys.modules if name.partition(".")[0] == "pysandbox"))
+print([getattr(finder, "__name__", type(finder).__name__) for finder in sys.meta_path])
+loader_like = [  # the bootstrap's loader class, or an instance of it
+    o for o in gc.get_objects()
+    if hasattr(o, "exec_module") and getattr(o, "__module__", "") in ("__main__", "builtins")
+    and "L" in (getattr(o, "__name__", ""), type(o).__name__)
+]
+print(len(loader_like))
+for name in ("pysandbox", "pysandbox.child", "pysandbox.child._main", "pysandbox.child._zygote"):
+    try:
+        __import__(name)
+    except ImportError as exc:
+        print(type(exc).__name__)
+    else:
+        print("imported", name)
+"""
+
+
+@pytest.mark.parametrize("execution", ["spawn", "warm"])
+def test_user_code_cannot_import_the_child_package_or_reach_its_loader(
+    workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch, execution: str
+) -> None:
+    # No AST gate and no Python-level guards: only the bootstrap keeps the package away.
+    sb = kernel_only_sandbox(monkeypatch, workspace, require=(), execution=execution)
+    with sb:
+        result = sb.run(_REACH)
+        assert sb.capabilities().execution["mode"] == execution
+    assert result.stderr == ""
+    assert result.stdout.splitlines() == [
+        "[]",
+        "['BuiltinImporter', 'FrozenImporter', 'PathFinder']",
+        "0",
+        *["ModuleNotFoundError"] * 4,
+    ]
+
+
+@pytest.mark.parametrize("execution", ["spawn", "warm"])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import pysandbox.child._main",
+        "from pysandbox.child import _kernel",
+        "__import__('pysandbox.child._zygote')",
+        "import importlib\nimportlib.import_module('pysandbox')",
+    ],
+)
+def test_the_guarded_child_refuses_the_child_package(
+    workspace: pathlib.Path, execution: str, code: str
+) -> None:
+    with Sandbox(workspace, require=(), execution=execution) as sb:
+        result = sb.run(f"print('start')\n{code}\nprint('imported')")
+    assert "imported" not in result.stdout
+    assert result.status in (RunStatus.REJECTED, RunStatus.ERROR), result

@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import CodeType, MappingProxyType
 
-from pysandbox import _abi, _child, _figures, _gate, _seccomp, _wire
+from pysandbox import _abi, _figures, _gate, _seccomp, _wire
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
 from pysandbox._limits import Limits
+from pysandbox.child import _main as _child
 
 __all__ = ["MARKER_NAME", "RUN_KEYS", "ChildConfig", "build", "compile_user_code", "rlimits"]
 
@@ -78,7 +79,7 @@ class ChildConfig:
         abi: :func:`pysandbox._abi.child_abi` data for this machine.
         no_create: Shrink-only: nothing may be created in the workspace.
         native_extensions: Extra modules ship native code: the Python-level guards allow the
-            events of :data:`pysandbox._child.NATIVE_ALLOWED_EVENTS` (the kernel layers are
+            events of :data:`pysandbox.child._main.NATIVE_ALLOWED_EVENTS` (the kernel layers are
             required then).
         seccomp_debug: The seccomp program traps unlisted calls and the child names them.
         preload: Modules imported before the child enters the workspace: by the warm zygote

@@ -31,9 +31,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysandbox import _wire, _zygote
+from pysandbox import _wire
 from pysandbox._config import ChildConfig
 from pysandbox._launch import ChildHandle, RunSpec, WarmHandle
+from pysandbox.child import _zygote
 
 __all__ = [
     "READY_CHILDREN",
@@ -121,7 +122,7 @@ class ReadyChild:
         """Read the fork report once; return the zygote's handle on the child.
 
         Raises:
-            pysandbox._zygote.ZygoteError: The zygote died or did not fork it.
+            pysandbox.child._zygote.ZygoteError: The zygote died or did not fork it.
         """
         if self.child is None:
             self.child = self.zygote.forked(self.sock)
@@ -260,7 +261,7 @@ class ReadyPool:
         """Request children until ``size`` are ready (the forks proceed in the zygote).
 
         Raises:
-            pysandbox._zygote.ZygoteError: The zygote did not take a request.
+            pysandbox.child._zygote.ZygoteError: The zygote did not take a request.
         """
         while True:
             with self._lock:
@@ -374,7 +375,7 @@ class ReadyLauncher:
         """Write the code to the child's code pipe and close it; return the run's handle.
 
         Raises:
-            pysandbox._zygote.ZygoteError: The child or its zygote is gone, or the code is
+            pysandbox.child._zygote.ZygoteError: The child or its zygote is gone, or the code is
                 over the limit (the child is discarded; the caller forks a fresh one).
         """
         ready = self.ready

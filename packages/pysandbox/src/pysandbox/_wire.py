@@ -1,15 +1,17 @@
 """The process boundary: every message host, warm zygote and child exchange, declared once.
 
 Standard library only. Each message is a :class:`~typing.TypedDict` imported by its writer (the
-host: :mod:`pysandbox._config`, :mod:`pysandbox._launch`, :mod:`pysandbox._pool`,
-:mod:`pysandbox._zygote`'s server side) and by its reader (the child: :mod:`pysandbox._child`,
-:mod:`pysandbox._zygote`'s zygote side), so mypy checks both ends against the same declaration.
+host: :mod:`pysandbox._config`, :mod:`pysandbox._launch`, :mod:`pysandbox._pool`, the server side
+of :mod:`pysandbox.child._zygote`) and by its reader (the child: :mod:`pysandbox.child._main`,
+the zygote side of :mod:`pysandbox.child._zygote`), so mypy checks both ends against the same
+declaration.
 
 TypedDicts check nothing at run time, so the reader checks every message it receives against a
 *schema derived from this declaration* (:func:`schema`, through :func:`typing.get_type_hints`
 and each TypedDict's required and optional keys; there is no second list of keys): the exact key
-set and every value's type. The child checks with :func:`pysandbox._wire_check.check_message`, which
-needs no :mod:`typing` (importing it costs a confined interpreter about as much as the rest of its
+set and every value's type. The child checks with
+:func:`pysandbox.child._wire_check.check_message`, which needs no :mod:`typing` (importing it
+costs a confined interpreter about as much as the rest of its
 start-up): the host derives the schemas once per process (:func:`schemas`) and ships them with the
 child's code (:mod:`pysandbox._bootstrap`). A mismatch is refused as a setup failure naming the
 key: ``child configuration: unknown key 'x'``, ``missing key 'y'``, ``key 'z': expected int, got
@@ -17,7 +19,7 @@ str``.
 
 The messages:
 
-- :class:`ChildConfig`: one run's whole configuration as :func:`pysandbox._child.run_config`
+- :class:`ChildConfig`: one run's whole configuration as :func:`pysandbox.child._main.run_config`
   reads it. Spawn mode sends it on the payload descriptor; the zygote builds it from its
   :class:`ZygoteConfig` and a :class:`RunRequest`.
 - :class:`ZygoteConfig`: the zygote's start configuration (the shared part of every run's
@@ -26,8 +28,8 @@ The messages:
 - :class:`ReadyCode`: what a ready child reads from its code pipe (:mod:`pysandbox._pool`).
 
 The byte replies on the zygote's sockets (``R``, ``E<reason>``, ``P<pid>``, ``X``, ``!``) and on
-the setup channel are fixed tags, not messages; they are documented in :mod:`pysandbox._zygote`
-and :mod:`pysandbox._child_kernel`.
+the setup channel are fixed tags, not messages; they are documented in
+:mod:`pysandbox.child._zygote` and :mod:`pysandbox.child._kernel`.
 
 Room for later commands (sessions): a command is one more TypedDict here, with a
 ``op: Literal["..."]`` key, added to :data:`MESSAGES`; the schema handles ``Literal`` and unions of
@@ -134,7 +136,7 @@ class _ChildConfigRequired(ChildFixed, RunPart):
 
 
 class ChildConfig(_ChildConfigRequired, total=False):
-    """One run's whole configuration, as :func:`pysandbox._child.run_config` reads it.
+    """One run's whole configuration, as :func:`pysandbox.child._main.run_config` reads it.
 
     ``setup_fd`` and ``figure_fd``: write ends of the setup and figure channels (-1: none).
     Optional: ``enter_workspace`` (spawn mode: started in ``/``), ``code_fd`` and
@@ -212,7 +214,7 @@ def schema(tp: Any) -> Schema:
         tp: A type as declared here.
 
     Returns:
-        Nested tuples of plain data that :func:`pysandbox._wire_check.check_message` walks:
+        Nested tuples of plain data that :func:`pysandbox.child._wire_check.check_message` walks:
         ``("any", d)``, ``("is", d, name)``, ``("list", d, item)``, ``("tuple", d, items)``,
         ``("tuplev", d, item)``, ``("dict", d, key, value)``, ``("lit", d, values)``,
         ``("union", d, alternatives)``, ``("td", d, required, fields)`` (``fields`` maps every

@@ -28,7 +28,6 @@ from typing import Any
 
 import astguard
 from pysandbox import (
-    _child,
     _config,
     _distributions,
     _figures,
@@ -39,7 +38,6 @@ from pysandbox import (
     _pool,
     _seccomp,
     _wire,
-    _zygote,
 )
 from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
@@ -50,6 +48,8 @@ from pysandbox._outcome import Observation, Stop, decide
 from pysandbox._probe import probe_kernel, verify_kernel
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._supervisor import Supervisor, start_usage_entries
+from pysandbox.child import _main as _child
+from pysandbox.child import _zygote
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,

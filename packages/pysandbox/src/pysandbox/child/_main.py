@@ -30,6 +30,29 @@ import io
 import os
 import sys
 
+from pysandbox.child._kernel import (
+    EXIT_SETUP_FAILED,
+    SETUP_FAILED,
+    SETUP_READY,
+    Libc,
+    _fail,
+    _setup_channel,
+    apply_landlock,
+    apply_rlimits,
+    build_landlock_ruleset,
+    drop_bounding_set,
+    drop_capabilities,
+    forbid_creation,
+    install_sigsys_reporter,
+    load_seccomp,
+    open_setup_channel,
+    report_setup,
+    restrict_landlock,
+)
+from pysandbox.child._library_getters import guard_imports
+from pysandbox.child._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
+from pysandbox.child._wire_check import WireError, check_message
+
 # The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,33 +61,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pysandbox._wire import ChildConfig, ReadyCode
-
-if "Libc" not in globals():
-    # Imported by the parent or the tests. In a confined interpreter the bootstrap stub has
-    # already executed pysandbox._child_kernel into this namespace (pysandbox itself is not
-    # importable there), so these names exist and nothing is imported.
-    from pysandbox._child_kernel import (
-        EXIT_SETUP_FAILED,
-        SETUP_FAILED,
-        SETUP_READY,
-        Libc,
-        _fail,
-        _setup_channel,
-        apply_landlock,
-        apply_rlimits,
-        build_landlock_ruleset,
-        drop_bounding_set,
-        drop_capabilities,
-        forbid_creation,
-        install_sigsys_reporter,
-        load_seccomp,
-        open_setup_channel,
-        report_setup,
-        restrict_landlock,
-    )
-    from pysandbox._library_getters import guard_imports
-    from pysandbox._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
-    from pysandbox._wire_check import WireError, check_message
 
 __all__ = [
     "EXIT_SETUP_FAILED",
@@ -544,7 +540,7 @@ def make_audit_hook(
     :func:`make_generated_code_check`), source compiled during the run is checked too, except
     a module's unchanged source file under a read-only root (an import without a cache); a
     refusal says ``generated_advice``.
-    With ``sqlite_handle`` (see :mod:`pysandbox._sqlite_guard`), a sqlite3 connection it
+    With ``sqlite_handle`` (see :mod:`pysandbox.child._sqlite_guard`), a sqlite3 connection it
     does not expect (one not opened by the guarded ``sqlite3.connect``) is refused. With
     ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
@@ -1403,7 +1399,7 @@ def finalize() -> None:
         pass
 
 
-def entry(spaces: list[dict[str, Any]], cfg: ChildConfig, schemas: dict[str, Any]) -> int:
+def entry(cfg: ChildConfig, schemas: dict[str, Any]) -> int:
     """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child.
 
     Keeps the shipped ``schemas`` (:data:`WIRE_SCHEMAS`), then :func:`run_config`,

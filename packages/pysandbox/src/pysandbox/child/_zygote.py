@@ -4,20 +4,20 @@ The zygote is its own process, started like a spawn-mode child (the same bootstr
 :mod:`pysandbox._bootstrap`, with ``_child`` and this module's code; clean environment, new
 session, stdin/stdout/stderr on ``/dev/null``), never a fork of the (threaded) server. It
 stays single-threaded, pre-imports the allowed standard-library modules, loads the child
-bootstrap (:mod:`pysandbox._child`) and builds the Landlock ruleset once. The isolation layers
+bootstrap (:mod:`pysandbox.child._main`) and builds the Landlock ruleset once. The isolation layers
 are fixed by its start configuration.
 
 Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
 server sends, over it, one message with five descriptors attached (``SCM_RIGHTS``): its end
 of a fresh ``SOCK_SEQPACKET`` pair for that run, the write ends of the run's stdout and
-stderr pipes, the write end of its setup channel (see :mod:`pysandbox._child`) and that of
+stderr pipes, the write end of its setup channel (see :mod:`pysandbox.child._main`) and that of
 its figure channel (:mod:`pysandbox._figures`); the message body carries the code and the
 limits only. The zygote forks; the child sets ``PR_SET_PDEATHSIG``, starts a new session,
 puts the pipes on descriptors 1 and 2, closes every other descriptor (the control and run
 sockets included) except the prebuilt Landlock ruleset, the setup channel and the figure
 channel, reseeds every global random generator it inherited (``random``, numpy's legacy
-``RandomState``: :mod:`pysandbox._generators`), and then applies every layer through the same
-:func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
+``RandomState``: :mod:`pysandbox.child._generators`), and then applies every layer through the same
+:func:`pysandbox.child._main.run_config` as spawn mode before the user's code runs.
 
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
@@ -40,6 +40,8 @@ import marshal
 import os
 import socket
 import sys
+
+from pysandbox.child import _generators, _kernel, _library_getters, _main, _wire_check
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,16 +77,15 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def entry(spaces: list[dict[str, Any]], cfg: ZygoteConfig, schemas: dict[str, Any]) -> int:
+def entry(cfg: ZygoteConfig, schemas: dict[str, Any]) -> int:
     """What :data:`pysandbox._bootstrap.STUB` calls in the zygote: :func:`serve`."""
-    return serve(spaces[0], cfg, int(sys.argv[2]), schemas)
+    return serve(cfg, int(sys.argv[2]), schemas)
 
 
-def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
+def serve(cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
     """The zygote's main loop: prepare once, then fork one child per request.
 
     Args:
-        child: Namespace of the executed :mod:`pysandbox._child` bootstrap.
         cfg: Fixed configuration (:class:`pysandbox._wire.ZygoteConfig`): checked against its
             declaration first; a mismatch is the zygote's start failure, naming the key.
         ctl_fd: Descriptor of the inherited control ``socketpair`` end.
@@ -98,17 +99,17 @@ def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[s
     import signal
 
     ctl = socket.socket(fileno=ctl_fd)
-    child["WIRE_SCHEMAS"].update(schemas)
+    _main.WIRE_SCHEMAS.update(schemas)
     try:
-        child["check_message"](schemas, "ZygoteConfig", cfg)
-    except child["WireError"] as exc:
+        _wire_check.check_message(schemas, "ZygoteConfig", cfg)
+    except _wire_check.WireError as exc:
         ctl.sendall(b"E" + str(exc).encode()[:1000])
         return 1
     # The zygote's own keys (declared in ZygoteConfig, not in ChildConfig) stay out of each
     # run's configuration; the shared part goes into every one.
     own = set(schemas["ZygoteConfig"][0][3]) - set(schemas["ChildConfig"][0][3])
     fixed = {key: value for key, value in cfg.items() if key not in own}
-    libc = child["Libc"](cfg["abi"])
+    libc = _kernel.Libc(cfg["abi"])
     # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
     # that thread may end long before the server. The server's death closes the control
     # channel instead (only the server holds its end), and the loop below then kills and
@@ -139,13 +140,13 @@ def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[s
 
         # Library-created getters replaced once here rather than in every child (the scan
         # of everything loaded, preload included, is the child's largest fixed cost).
-        child["clean_loaded_modules"]()
+        _library_getters.clean_loaded_modules()
 
         if cfg["landlock"] is not None:
-            ruleset = child["build_landlock_ruleset"](libc, cfg["landlock"])
+            ruleset = _kernel.build_landlock_ruleset(libc, cfg["landlock"])
         if cfg["seccomp"] is not None or cfg["landlock"] is not None:
             # Inherited by every child, which then only empties its own sets (capset).
-            child["drop_bounding_set"](libc)
+            _kernel.drop_bounding_set(libc)
             bounding_set_dropped = True
         if not hasattr(os, "pidfd_open"):
             raise OSError("os.pidfd_open is unavailable (Linux >= 5.3, Python >= 3.9)")
@@ -220,7 +221,6 @@ def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[s
                 if pid == 0:  # pragma: no cover - the child ends with os._exit
                     socks = [ctl, run_sock] + [r[2] for r in by_sock.values()]
                     _child_main(
-                        child,
                         cfg=cfg,
                         fixed=fixed,
                         bounding_set_dropped=bounding_set_dropped,
@@ -270,7 +270,6 @@ def serve(child: dict[str, Any], cfg: ZygoteConfig, ctl_fd: int, schemas: dict[s
 
 
 def _child_main(
-    child: dict[str, Any],
     *,
     cfg: ZygoteConfig,
     fixed: dict[str, Any],
@@ -289,14 +288,14 @@ def _child_main(
     """The forked child: detach from the zygote, apply every layer, run the code, exit.
 
     With ``code_r`` (a ready child) the request carries no code: the child applies every layer,
-    then reads its code from ``code_r`` (see :func:`pysandbox._child.run_config`).
+    then reads its code from ``code_r`` (see :func:`pysandbox.child._main.run_config`).
 
     The request (:class:`pysandbox._wire.RunRequest`) is checked against its declaration; the
     run's configuration is ``fixed`` (the shared part of the zygote's) with the request's part
     and this run's descriptors, checked again by ``run_config``.
     """
-    status = int(child["EXIT_SETUP_FAILED"])
-    child["open_setup_channel"](setup_w)
+    status = int(_kernel.EXIT_SETUP_FAILED)
+    _kernel.open_setup_channel(setup_w)
     try:
         libc.prctl(libc.prctl_opt["PR_SET_PDEATHSIG"], _SIGKILL, 0, 0, 0)
         if os.getppid() != zygote_pid:
@@ -317,9 +316,9 @@ def _child_main(
             os.chdir(cfg["workspace"])
         request: RunRequest = marshal.loads(body)  # noqa: S302 - from the server
         try:
-            child["check_message"](child["WIRE_SCHEMAS"], "RunRequest", request)
-        except child["WireError"] as exc:
-            child["_fail"](str(exc))
+            _wire_check.check_message(_main.WIRE_SCHEMAS, "RunRequest", request)
+        except _wire_check.WireError as exc:
+            _kernel._fail(str(exc))
         run_env = request["env"]
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
@@ -328,7 +327,7 @@ def _child_main(
             os.environ.clear()
             os.environ.update(wanted)
         # Each run gets fresh generators, not the zygote's state at the fork (_generators).
-        child["reseed_global_generators"]()
+        _generators.reseed_global_generators()
         run_cfg: ChildConfig = {
             **fixed,  # type: ignore[typeddict-item]  # the ChildFixed part of cfg
             "code": request["code"],
@@ -345,15 +344,15 @@ def _child_main(
             run_cfg["code_fd"] = code_r
         if bounding_set_dropped:
             run_cfg["bounding_set_dropped"] = True
-        status = child["run_config"](run_cfg, libc, ruleset)
-        child["finalize"]()
+        status = _main.run_config(run_cfg, libc, ruleset)
+        _main.finalize()
     except BaseException as exc:
         # Before the user's code the setup channel is open and takes the reason; after it,
         # the channel is closed and this writes nothing (the user's status stands).
         try:
-            if child["_setup_channel"][0] >= 0:
-                child["report_setup"](
-                    child["SETUP_FAILED"] + f"warm child setup failed: {exc!r}".encode()[:2000]
+            if _kernel._setup_channel[0] >= 0:
+                _kernel.report_setup(
+                    _kernel.SETUP_FAILED + f"warm child setup failed: {exc!r}".encode()[:2000]
                 )
         except BaseException:  # noqa: S110 - the status below ends the process either way
             pass

@@ -1419,12 +1419,16 @@ def entry(cfg: ChildConfig, schemas: dict[str, Any]) -> int:
             os._exit(status)
 
 
-def run_config(cfg: ChildConfig, libc: Libc | None = None, ruleset: int = -1) -> int:
+def run_config(
+    cfg: ChildConfig, libc: Libc | None = None, ruleset: int = -1, *, checked: bool = False
+) -> int:
     """Apply the layers of ``cfg`` in order, then run its code; return the exit status.
 
-    ``cfg`` is first checked against its declaration (:class:`pysandbox._wire.ChildConfig`,
-    through :data:`WIRE_SCHEMAS`): an unknown or missing key or a value of another type is a
-    setup failure naming the key (``child configuration: missing key 'workspace'``).
+    Unless ``checked``, ``cfg`` is first checked against its declaration
+    (:class:`pysandbox._wire.ChildConfig`, through :data:`WIRE_SCHEMAS`): an unknown or missing
+    key or a value of another type is a setup failure naming the key (``child configuration:
+    missing key 'workspace'``). A warm child passes ``checked``: the zygote checked its start
+    configuration and the child its run request, and the zygote's typed code built ``cfg``.
 
     The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
     ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
@@ -1443,10 +1447,11 @@ def run_config(cfg: ChildConfig, libc: Libc | None = None, ruleset: int = -1) ->
     if _setup_channel[0] < 0:
         setup_fd = cfg.get("setup_fd", -1) if type(cfg) is dict else -1
         open_setup_channel(setup_fd if type(setup_fd) is int else -1)
-    try:
-        check_message(WIRE_SCHEMAS, "ChildConfig", cfg)
-    except WireError as exc:
-        _fail(str(exc))
+    if not checked:
+        try:
+            check_message(WIRE_SCHEMAS, "ChildConfig", cfg)
+        except WireError as exc:
+            _fail(str(exc))
     try:
         if cfg.get("enter_workspace"):  # spawn mode: started in "/"
             import_preloads(cfg)

@@ -292,7 +292,7 @@ def _child_main(
 
     The request (:class:`pysandbox._wire.RunRequest`) is checked against its declaration; the
     run's configuration is ``fixed`` (the shared part of the zygote's) with the request's part
-    and this run's descriptors, checked again by ``run_config``.
+    and this run's descriptors (both parts checked already: ``run_config`` does not again).
     """
     status = int(_kernel.EXIT_SETUP_FAILED)
     _kernel.open_setup_channel(setup_w)
@@ -344,7 +344,7 @@ def _child_main(
             run_cfg["code_fd"] = code_r
         if bounding_set_dropped:
             run_cfg["bounding_set_dropped"] = True
-        status = _main.run_config(run_cfg, libc, ruleset)
+        status = _main.run_config(run_cfg, libc, ruleset, checked=True)
         _main.finalize()
     except BaseException as exc:
         # Before the user's code the setup channel is open and takes the reason; after it,

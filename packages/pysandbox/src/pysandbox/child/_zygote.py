@@ -1,7 +1,7 @@
 """Warm execution: a fork server ("zygote") that forks one fully confined child per run.
 
 The zygote is its own process, started like a spawn-mode child (the same bootstrap stub,
-:mod:`pysandbox._bootstrap`, with ``_child`` and this module's code; clean environment, new
+:mod:`pysandbox._bootstrap`, with this package's code; clean environment, new
 session, stdin/stdout/stderr on ``/dev/null``), never a fork of the (threaded) server. It
 stays single-threaded, pre-imports the allowed standard-library modules, loads the child
 bootstrap (:mod:`pysandbox.child._main`) and builds the Landlock ruleset once. The isolation layers
@@ -31,7 +31,7 @@ and peak RSS. If the server's end closes, the zygote kills and reaps the child. 
 proceed at once; the zygote only forks and reaps and never waits on a run.
 
 When imported this module only defines functions and classes (standard library only: the zygote
-executes this file's code with ``-I -S``).
+runs this file's code with ``-I -S``, loaded by the bootstrap).
 """
 
 from __future__ import annotations

@@ -21,19 +21,19 @@ from typing import Any
 
 import pytest
 
-from pysandbox import RunStatus, Sandbox, runner
+from pysandbox import DATASCIENCE, RunStatus, Sandbox, runner
 from pysandbox.child._main import PARQUET_MISSING
 from sandbox_helpers import KERNEL, needs_kernel
 from test_corpus import CORPUS, harness
 
-STACK = ("numpy", "pandas", "matplotlib")
-PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+STACK = DATASCIENCE.extra_modules
+PRELOAD = DATASCIENCE.preload
 MISSING = [name for name in STACK if importlib.util.find_spec(name) is None]
 pytestmark = [
     pytest.mark.skipif(
         bool(MISSING),
         reason=f"the data-science stack is not installed in this environment ({MISSING}); "
-        "install the pysandbox 'test' dependency group",
+        "install 'secure-pysandbox[datascience]'",
     ),
     needs_kernel,
     pytest.mark.skipif(

@@ -6,7 +6,8 @@ import inspect
 
 import pytest
 
-from pysandbox import _abi, _child_kernel, _seccomp
+from pysandbox import _abi, _seccomp
+from pysandbox.child import _kernel as _child_kernel
 
 __all__ = ["POINTER", "SELF_PID", "filters_for"]
 

@@ -31,7 +31,8 @@ from bpf_interp import (
     run,
 )
 from filter_helpers import POINTER, SELF_PID, filters_for
-from pysandbox import _abi, _child_kernel, _seccomp
+from pysandbox import _abi, _seccomp
+from pysandbox.child import _kernel as _child_kernel
 from sandbox_helpers import needs_seccomp
 
 ARCHES = ("x86_64", "aarch64")
@@ -303,7 +304,7 @@ def test_mbind_fails_with_enosys_in_both_filters(arch: str) -> None:
 # ---- the interpreter against the kernel --------------------------------------------------------
 KERNEL_CHILD = r"""
 import ctypes, json, os, sys
-from pysandbox._child_kernel import patch_self_pid
+from pysandbox.child._kernel import patch_self_pid
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 libc.prctl.restype = ctypes.c_int

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pysandbox import DATASCIENCE, RunStatus, Sandbox, runner
-from pysandbox._child import PARQUET_MISSING
+from pysandbox.child._main import PARQUET_MISSING
 from sandbox_helpers import KERNEL, needs_kernel
 from test_corpus import CORPUS, harness
 

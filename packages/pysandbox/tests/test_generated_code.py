@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from pysandbox import Limits, RunStatus, Sandbox
-from pysandbox._child import (
+from pysandbox.child._main import (
     SandboxDenied,
     make_audit_hook,
     make_generated_code_check,

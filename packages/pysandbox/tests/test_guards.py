@@ -9,7 +9,7 @@ import types
 import pytest
 
 from pysandbox import RunStatus, Sandbox
-from pysandbox._child import make_audit_hook, make_generated_code_check, module_allowed
+from pysandbox.child._main import make_audit_hook, make_generated_code_check, module_allowed
 from sandbox_helpers import KERNEL, raw_run
 
 

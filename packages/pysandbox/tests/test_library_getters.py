@@ -2,7 +2,7 @@
 
 The real ``attrgetter``/``methodcaller`` classes build getters that look attributes up in C;
 the user's ``operator`` hands out plain functions, and library-created instances are replaced
-by plain functions too (:mod:`pysandbox._library_getters`). Before that replacement, on Python
+by plain functions too (:mod:`pysandbox.child._library_getters`). Before that replacement, on Python
 3.10 and 3.11 ``type(pathlib.PurePath.drive.fget)("__globals__")`` read ``json.dumps``'s
 globals and, through ``__builtins__``, the real ``__import__`` (the Python layers' escape the
 first test reproduces, now refused).
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pysandbox import RunStatus, Sandbox
-from pysandbox._library_getters import guard_imports, is_real_getter, replace_library_getters
+from pysandbox.child._library_getters import guard_imports, is_real_getter, replace_library_getters
 from sandbox_helpers import raw_run
 
 
@@ -181,7 +181,7 @@ def test_no_real_getter_left_in_the_allowed_standard_modules() -> None:
         """
         import importlib, sys, warnings
         from astguard._policy import DEFAULT_ALLOWED_MODULES
-        from pysandbox._library_getters import is_real_getter, replace_library_getters
+        from pysandbox.child._library_getters import is_real_getter, replace_library_getters
         warnings.simplefilter("ignore")
         for name in sorted(DEFAULT_ALLOWED_MODULES):
             try:

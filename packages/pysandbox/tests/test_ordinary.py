@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysandbox import RunStatus, Sandbox
-from pysandbox._child import make_safe_format
+from pysandbox.child._main import make_safe_format
 from sandbox_helpers import KERNEL
 
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()

@@ -7,8 +7,8 @@ import signal
 import pytest
 
 from pysandbox import Limits, RunStatus, SandboxSetupError
-from pysandbox._child import EXIT_SETUP_FAILED
 from pysandbox._outcome import Observation, Stop, decide
+from pysandbox.child._main import EXIT_SETUP_FAILED
 
 LIMITS = Limits(cpu_time_s=5, memory_bytes=256 * 1024 * 1024)
 LAYERS = ("ast_gate", "rlimits")

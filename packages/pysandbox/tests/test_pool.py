@@ -12,7 +12,7 @@ import pytest
 
 import astguard
 from pysandbox import Limits, RunStatus, Sandbox, _pool
-from pysandbox._child import EXIT_CODE_REFUSED
+from pysandbox.child._main import EXIT_CODE_REFUSED
 from sandbox_helpers import KERNEL
 
 MiB = 1024 * 1024

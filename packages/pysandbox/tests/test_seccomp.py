@@ -346,7 +346,7 @@ def test_assembler_shape(machine: str) -> None:
 
 
 def test_pid_placeholders_patch() -> None:
-    from pysandbox._child_kernel import patch_self_pid
+    from pysandbox.child._kernel import patch_self_pid
 
     (program,) = sc.build_filters()
     patched = patch_self_pid(program.code, sc.PID_PLACEHOLDER, 4242, sc._JEQ_K)

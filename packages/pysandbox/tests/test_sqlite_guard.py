@@ -12,7 +12,7 @@ import pathlib
 import pytest
 
 from pysandbox import RunStatus, Sandbox
-from pysandbox._sqlite_guard import SQLITE_DENY, SQLITE_OK, make_sqlite_authorizer
+from pysandbox.child._sqlite_guard import SQLITE_DENY, SQLITE_OK, make_sqlite_authorizer
 from sandbox_helpers import raw_run
 
 TRY_SQL = """

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
+from pysandbox import Limits, RunResult, RunStatus, Sandbox
 from pysandbox._launch import SpawnLauncher, ZygoteLauncher
+from pysandbox.child import _zygote
 from sandbox_helpers import KERNEL, NR, needs_kernel
 
 MiB = 1024 * 1024
@@ -507,7 +508,7 @@ def test_environment_matches_spawn_mode(tmp_path: pathlib.Path) -> None:
 def test_reseed_covers_every_listed_generator_with_fresh_material() -> None:
     """The one table: each loaded module's generator gets new OS material per call, in the form
     it takes (numpy's legacy seed: 32-bit words, all of them used); unloaded ones are skipped."""
-    from pysandbox._generators import GLOBAL_GENERATORS, SEED_BYTES, reseed_global_generators
+    from pysandbox.child._generators import GLOBAL_GENERATORS, SEED_BYTES, reseed_global_generators
 
     seeds: dict[str, list[object]] = {}
 

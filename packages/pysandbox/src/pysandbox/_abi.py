@@ -22,7 +22,7 @@ from __future__ import annotations
 import platform
 from types import MappingProxyType
 
-from pysandbox import _abi_tables
+from pysandbox import _abi_tables, _wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ def syscall_table(machine: str | None = None) -> Mapping[str, int]:
     return SYSCALLS[arch]
 
 
-def child_abi(machine: str | None = None, *, required: bool = True) -> dict[str, object]:
+def child_abi(machine: str | None = None, *, required: bool = True) -> _wire.ChildAbi:
     """What the child's bootstrap needs from this module, as ``marshal``-compatible data.
 
     Args:

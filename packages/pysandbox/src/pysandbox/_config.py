@@ -5,7 +5,8 @@ rlimits, the Landlock plan and seccomp programs (or ``None`` when that layer is 
 run-time rules of the Python-level guards, the environment and the ABI data. The
 :class:`~pysandbox.Sandbox` builds it once; the capability probe builds its own through the
 same :func:`build`. :meth:`ChildConfig.wire` and :meth:`ChildConfig.run_request` turn it into
-the plain data (``marshal``-compatible) that crosses to the child or the zygote.
+the messages declared in :mod:`pysandbox._wire` (plain, ``marshal``-compatible data) that cross
+to the child or the zygote.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import CodeType, MappingProxyType
-from typing import Any
 
-from pysandbox import _abi, _child, _figures, _gate, _seccomp
+from pysandbox import _abi, _figures, _gate, _seccomp, _wire
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
 from pysandbox._limits import Limits
+from pysandbox.child import _main as _child
 
 __all__ = ["MARKER_NAME", "RUN_KEYS", "ChildConfig", "build", "compile_user_code", "rlimits"]
 
@@ -78,7 +79,7 @@ class ChildConfig:
         abi: :func:`pysandbox._abi.child_abi` data for this machine.
         no_create: Shrink-only: nothing may be created in the workspace.
         native_extensions: Extra modules ship native code: the Python-level guards allow the
-            events of :data:`pysandbox._child.NATIVE_ALLOWED_EVENTS` (the kernel layers are
+            events of :data:`pysandbox.child._main.NATIVE_ALLOWED_EVENTS` (the kernel layers are
             required then).
         seccomp_debug: The seccomp program traps unlisted calls and the child names them.
         preload: Modules imported before the child enters the workspace: by the warm zygote
@@ -96,7 +97,7 @@ class ChildConfig:
     seccomp: tuple[_seccomp.SeccompProgram, ...] | None
     rules: ModuleRules | None
     env: Mapping[str, str]
-    abi: Mapping[str, Any]
+    abi: _wire.ChildAbi
     no_create: bool = False
     native_extensions: bool = False
     seccomp_debug: bool = False
@@ -138,25 +139,50 @@ class ChildConfig:
         )
         return dataclasses.replace(self, rlimits=limits, no_create=True)
 
-    def wire(self, code: str, code_object: CodeType | None) -> dict[str, Any]:
-        """The whole configuration of one spawn-mode run as plain data for the child."""
-        cfg = dict(self._fixed)
-        cfg.update(self._run_part(code, code_object))
+    def wire(
+        self,
+        code: str,
+        code_object: CodeType | None,
+        *,
+        setup_fd: int = -1,
+        figure_fd: int = -1,
+    ) -> _wire.ChildConfig:
+        """The whole configuration of one spawn-mode run as plain data for the child.
+
+        Args:
+            code: The checked source.
+            code_object: Its code object, or ``None`` (the child compiles the source).
+            setup_fd: Write end of the run's setup channel, as the child sees it (-1: none).
+            figure_fd: Write end of the run's figure channel, as the child sees it (-1: none).
+
+        Returns:
+            The :class:`pysandbox._wire.ChildConfig` of a child started in ``/``
+            (``enter_workspace``).
+        """
+        # mypy cannot see that the optional keys may be absent from the ** parts.
+        cfg: _wire.ChildConfig = {
+            **self._fixed,
+            **self._run_part(code, code_object),  # type: ignore[typeddict-item]
+            "setup_fd": setup_fd,
+            "figure_fd": figure_fd,
+            "enter_workspace": True,
+        }
         return cfg
 
-    def fixed_wire(self) -> dict[str, Any]:
+    def fixed_wire(self) -> _wire.ChildFixed:
         """The part every run shares, as plain data (the zygote's start configuration).
 
         Returns:
             A new dict (the caller may add keys); its values are shared and must not change.
         """
-        return dict(self._fixed)
+        fixed: _wire.ChildFixed = {**self._fixed}
+        return fixed
 
     @functools.cached_property
-    def _fixed(self) -> dict[str, Any]:
+    def _fixed(self) -> _wire.ChildFixed:
         """The shared part, computed once per configuration (sorted lists, plans, programs)."""
         rules = self.rules
-        cfg: dict[str, Any] = {
+        cfg: _wire.ChildFixed = {
             "workspace": self.workspace,
             "read_roots": list(self.read_roots),
             "list_roots": list(self.list_roots),
@@ -183,20 +209,25 @@ class ChildConfig:
             # The figure channel's caps (figures, bytes); its descriptor comes per run.
             "figure_caps": list(_figures.channel_caps()),
             "abi": {
-                key: dict(value) if isinstance(value, Mapping) else value
-                for key, value in self.abi.items()
+                "nr": dict(self.abi["nr"]),
+                "prctl": dict(self.abi["prctl"]),
+                "landlock": dict(self.abi["landlock"]),
+                "seccomp": dict(self.abi["seccomp"]),
+                "capset_version": self.abi["capset_version"],
             },
         }
         return cfg
 
-    def run_request(self, code: str, code_object: CodeType | None, marker: str) -> dict[str, Any]:
+    def run_request(self, code: str, code_object: CodeType | None, marker: str) -> _wire.RunRequest:
         """What the zygote receives for one run: the code, the limits and the run marker."""
-        request = self._run_part(code, code_object)
-        request["env"] = {MARKER_NAME: marker}
+        request: _wire.RunRequest = {
+            **self._run_part(code, code_object),  # type: ignore[typeddict-item]  # see wire()
+            "env": {MARKER_NAME: marker},
+        }
         return request
 
-    def _run_part(self, code: str, code_object: CodeType | None) -> dict[str, Any]:
-        part: dict[str, Any] = {
+    def _run_part(self, code: str, code_object: CodeType | None) -> _wire.RunPart:
+        part: _wire.RunPart = {
             "code": code,
             "code_object": code_object,
             "rlimits": list(self.rlimits),
@@ -257,7 +288,7 @@ def build(
         seccomp=seccomp,
         rules=rules,
         env=MappingProxyType(dict(env)),
-        abi=MappingProxyType(_abi.child_abi(required=kernel)),
+        abi=_abi.child_abi(required=kernel),
         native_extensions=native_extensions,
         seccomp_debug=seccomp_debug and seccomp is not None,
         preload=tuple(preload),

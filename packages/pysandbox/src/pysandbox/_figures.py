@@ -4,7 +4,7 @@ One home for the channel's caps and its frame format. At the end of the user's c
 that imported ``matplotlib.pyplot`` renders every figure still open (``plt.show()`` under the
 Agg backend leaves figures open; notebooks show what is open at the end of a cell) to PNG in
 memory and writes it to a pipe whose read end only the parent holds
-(:func:`pysandbox._child.show_figures`). Nothing is written to the workspace.
+(:func:`pysandbox.child._main.show_figures`). Nothing is written to the workspace.
 
 The rendering counts as user code: it runs under every layer, after the user's code, and its
 failure only writes a line to stderr; it never changes the run's exit status and is never a

@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from pysandbox import _abi, _child
+from pysandbox import _abi, _wire
+from pysandbox.child import _main as _child
 
 __all__ = [
     "LandlockPlan",
@@ -168,14 +169,14 @@ class LandlockPlan:
     scoped: int
     rules: tuple[tuple[str, int], ...]
 
-    def to_wire(self) -> dict[str, object]:
-        """Encode for the child's configuration (``marshal``-compatible types only)."""
+    def to_wire(self) -> _wire.LandlockWire:
+        """Encode for the child's configuration (:class:`pysandbox._wire.LandlockWire`)."""
         return {
             "abi": self.abi,
             "fs": self.handled_fs,
             "net": self.handled_net,
             "scoped": self.scoped,
-            "rules": [list(rule) for rule in self.rules],
+            "rules": [(path, rights) for path, rights in self.rules],
         }
 
     def describe(self, *, every_rule: bool = False) -> dict[str, object]:
@@ -261,7 +262,7 @@ def _read_rules(root: str, hidden: frozenset[str]) -> list[tuple[str, int]]:
     Landlock rules only add rights, so a tree holding ``lib-dynload`` is granted entry by entry:
     listing (``READ_DIR``) on each directory on the way down, read rights on every other entry,
     and in ``lib-dynload`` every file except the interpreter and test/example modules of
-    :func:`pysandbox._child.refused_module` (``_xxsubinterpreters``, ``_testcapi``, ...).
+    :func:`pysandbox.child._main.refused_module` (``_xxsubinterpreters``, ``_testcapi``, ...).
 
     Args:
         root: A real path granted read-only.

@@ -4,8 +4,9 @@ Two launchers, one handle shape:
 
 - :class:`SpawnLauncher`: a fresh ``python -I -S`` per run (``subprocess.Popen`` without
   ``preexec_fn``, new session, stdin on ``/dev/null``, only the payload descriptor inherited);
-- :class:`ZygoteLauncher`: the run is forked by a warm zygote (:class:`pysandbox._zygote.Zygote`)
-  that holds the child unreaped until the supervisor reaps it through the handle.
+- :class:`ZygoteLauncher`: the run is forked by a warm zygote
+  (:class:`pysandbox.child._zygote.Zygote`) that holds the child unreaped until the supervisor
+  reaps it through the handle.
 
 The supervisor (:class:`pysandbox._supervisor.Supervisor`) only reads the handle's pipes,
 waits on its exit notification, kills and reaps through it.
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any, Protocol
 
-from pysandbox import _bootstrap, _zygote
+from pysandbox import _bootstrap
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._outcome import Stop
+from pysandbox.child import _zygote
 
 __all__ = [
     "ChildHandle",
@@ -85,7 +87,7 @@ class ChildHandle(Protocol):
     pid: int
     stdout_fd: int
     stderr_fd: int
-    #: Read end of the setup channel (:mod:`pysandbox._child`): ready, or the setup error.
+    #: Read end of the setup channel (:mod:`pysandbox.child._main`): ready, or the setup error.
     setup_fd: int
     #: Read end of the figure channel (:mod:`pysandbox._figures`).
     figure_fd: int
@@ -116,7 +118,7 @@ class Launcher(Protocol):
         """Start the run's child.
 
         Raises:
-            OSError: It could not be started (:class:`pysandbox._zygote.ZygoteError` for a
+            OSError: It could not be started (:class:`pysandbox.child._zygote.ZygoteError` for a
                 zygote that did not take the run: the caller may retry on a new one).
         """
 
@@ -206,10 +208,8 @@ class SpawnLauncher:
         config = spec.config
         setup_r, setup_w = os.pipe2(os.O_CLOEXEC)
         figure_r, figure_w = os.pipe2(os.O_CLOEXEC)
-        wire = config.wire(spec.code, spec.code_object)
-        wire["setup_fd"] = setup_w
-        wire["figure_fd"] = figure_w
-        wire["enter_workspace"] = True  # started in "/": preloads first, then the chdir
+        # Started in "/" (enter_workspace): preloads first, then the chdir.
+        wire = config.wire(spec.code, spec.code_object, setup_fd=setup_w, figure_fd=figure_w)
         try:
             cfg_fd = _payload_fd(_bootstrap.payload(_bootstrap.CHILD, wire))
         except BaseException:
@@ -308,7 +308,7 @@ class ZygoteLauncher:
         """Send the run to the zygote with fresh stdout and stderr pipes.
 
         Raises:
-            pysandbox._zygote.ZygoteError: The zygote is gone or did not take the run.
+            pysandbox.child._zygote.ZygoteError: The zygote is gone or did not take the run.
         """
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
         err_r, err_w = os.pipe2(os.O_CLOEXEC)

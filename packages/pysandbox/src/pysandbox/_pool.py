@@ -31,9 +31,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from pysandbox import _zygote
+from pysandbox import _wire
 from pysandbox._config import ChildConfig
 from pysandbox._launch import ChildHandle, RunSpec, WarmHandle
+from pysandbox.child import _zygote
 
 __all__ = [
     "READY_CHILDREN",
@@ -121,7 +122,7 @@ class ReadyChild:
         """Read the fork report once; return the zygote's handle on the child.
 
         Raises:
-            pysandbox._zygote.ZygoteError: The zygote died or did not fork it.
+            pysandbox.child._zygote.ZygoteError: The zygote died or did not fork it.
         """
         if self.child is None:
             self.child = self.zygote.forked(self.sock)
@@ -260,7 +261,7 @@ class ReadyPool:
         """Request children until ``size`` are ready (the forks proceed in the zygote).
 
         Raises:
-            pysandbox._zygote.ZygoteError: The zygote did not take a request.
+            pysandbox.child._zygote.ZygoteError: The zygote did not take a request.
         """
         while True:
             with self._lock:
@@ -339,14 +340,13 @@ class ReadyPool:
 
     def _request(self, zygote: _zygote.Zygote, config: ChildConfig) -> ReadyChild:
         marker = secrets.token_hex(16)
-        request = config.run_request("", None, marker)
-        del request["code"], request["code_object"]
+        request = config.run_request("", None, marker)  # the code comes on the code pipe
         request["max_code_bytes"] = self.max_code_bytes
         ends = [os.pipe2(os.O_CLOEXEC) for _ in range(5)]  # stdout, stderr, setup, figure, code
         (out_r, out_w), (err_r, err_w), (setup_r, setup_w), (fig_r, fig_w), (code_r, code_w) = ends
         try:
             fds = (out_w, err_w, setup_w, fig_w, code_r)
-            sock = zygote.request(marshal.dumps(request), fds)
+            sock = zygote.request(marshal.dumps(dict(request)), fds)
         except BaseException:
             for fd in (out_r, err_r, setup_r, fig_r, code_w):
                 os.close(fd)
@@ -375,12 +375,13 @@ class ReadyLauncher:
         """Write the code to the child's code pipe and close it; return the run's handle.
 
         Raises:
-            pysandbox._zygote.ZygoteError: The child or its zygote is gone, or the code is
+            pysandbox.child._zygote.ZygoteError: The child or its zygote is gone, or the code is
                 over the limit (the child is discarded; the caller forks a fresh one).
         """
         ready = self.ready
         try:
-            payload = marshal.dumps({"code": spec.code, "code_object": spec.code_object})
+            code: _wire.ReadyCode = {"code": spec.code, "code_object": spec.code_object}
+            payload = marshal.dumps(dict(code))
             if len(payload) > self.max_code_bytes:
                 raise _zygote.ZygoteError("the code is over a ready child's limit")
             child = ready.resolve()

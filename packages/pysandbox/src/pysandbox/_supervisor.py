@@ -15,10 +15,10 @@ import threading
 import time
 
 from pysandbox import _figures
-from pysandbox._child_kernel import SETUP_FAILED, SETUP_READY
 from pysandbox._disk import UNMEASURABLE_BYTES, Listing, unlinked_bytes, workspace_usage
 from pysandbox._launch import ChildHandle, Launcher, RunSpec
 from pysandbox._outcome import Observation, Stop
+from pysandbox.child._kernel import SETUP_FAILED, SETUP_READY
 
 __all__ = ["Supervisor", "start_usage_entries", "sweep_processes"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pysandbox import _abi, _landlock, _seccomp
-from pysandbox._child_kernel import (
+from pysandbox.child._kernel import (
     Libc,
     apply_rlimits,
     build_landlock_ruleset,

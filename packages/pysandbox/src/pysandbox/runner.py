@@ -27,7 +27,6 @@ from typing import Any
 
 import astguard
 from pysandbox import (
-    _child,
     _config,
     _distributions,
     _figures,
@@ -37,7 +36,7 @@ from pysandbox import (
     _matplotlib,
     _pool,
     _seccomp,
-    _zygote,
+    _wire,
 )
 from pysandbox._capabilities import Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
@@ -50,6 +49,8 @@ from pysandbox._probe import probe_kernel, verify_kernel
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._supervisor import Supervisor, start_usage_entries
+from pysandbox.child import _main as _child
+from pysandbox.child import _zygote
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
@@ -877,11 +878,14 @@ class Sandbox:
             if self._zygote is not None:
                 self._zygote.close()  # it died: reap it, start another
                 self._zygote = None
-            fixed = config.fixed_wire()
-            fixed["env"] = self._base_env()
-            fixed["preimport"] = [
-                name for name in _PREIMPORT if self._rules.allowed.intersection({name})
-            ]
+            fixed: _wire.ZygoteConfig = {
+                **config.fixed_wire(),
+                "env": self._base_env(),
+                "preimport": [
+                    name for name in _PREIMPORT if self._rules.allowed.intersection({name})
+                ],
+                "server_pid": os.getpid(),
+            }
             env = {**self._base_env(), MARKER_NAME: "zygote-" + secrets.token_hex(8)}
             # cwd "/": the zygote holds nothing in the workspace; each child chdirs there.
             zygote = _zygote.Zygote(fixed, "/", env)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 
-# Executed by the bootstrap in the child's namespace, before pysandbox._child: no ``typing``
+# Executed by the bootstrap in the child's namespace, before pysandbox.child._main: no ``typing``
 # import (start-up cost); mypy treats this name as True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:

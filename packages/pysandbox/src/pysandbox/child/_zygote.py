@@ -1,23 +1,23 @@
 """Warm execution: a fork server ("zygote") that forks one fully confined child per run.
 
 The zygote is its own process, started like a spawn-mode child (the same bootstrap stub,
-:mod:`pysandbox._bootstrap`, with ``_child`` and this module's code; clean environment, new
+:mod:`pysandbox._bootstrap`, with this package's code; clean environment, new
 session, stdin/stdout/stderr on ``/dev/null``), never a fork of the (threaded) server. It
 stays single-threaded, pre-imports the allowed standard-library modules, loads the child
-bootstrap (:mod:`pysandbox._child`) and builds the Landlock ruleset once. The isolation layers
+bootstrap (:mod:`pysandbox.child._main`) and builds the Landlock ruleset once. The isolation layers
 are fixed by its start configuration.
 
 Control channel: a ``socketpair`` inherited at start (never a path socket). For each run the
 server sends, over it, one message with five descriptors attached (``SCM_RIGHTS``): its end
 of a fresh ``SOCK_SEQPACKET`` pair for that run, the write ends of the run's stdout and
-stderr pipes, the write end of its setup channel (see :mod:`pysandbox._child`) and that of
+stderr pipes, the write end of its setup channel (see :mod:`pysandbox.child._main`) and that of
 its figure channel (:mod:`pysandbox._figures`); the message body carries the code and the
 limits only. The zygote forks; the child sets ``PR_SET_PDEATHSIG``, starts a new session,
 puts the pipes on descriptors 1 and 2, closes every other descriptor (the control and run
 sockets included) except the prebuilt Landlock ruleset, the setup channel and the figure
 channel, reseeds every global random generator it inherited (``random``, numpy's legacy
-``RandomState``: :mod:`pysandbox._generators`), and then applies every layer through the same
-:func:`pysandbox._child.run_config` as spawn mode before the user's code runs.
+``RandomState``: :mod:`pysandbox.child._generators`), and then applies every layer through the same
+:func:`pysandbox.child._main.run_config` as spawn mode before the user's code runs.
 
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
@@ -31,7 +31,7 @@ and peak RSS. If the server's end closes, the zygote kills and reaps the child. 
 proceed at once; the zygote only forks and reaps and never waits on a run.
 
 When imported this module only defines functions and classes (standard library only: the zygote
-executes this file's code with ``-I -S``).
+runs this file's code with ``-I -S``, loaded by the bootstrap).
 """
 
 from __future__ import annotations
@@ -41,10 +41,14 @@ import os
 import socket
 import sys
 
+from pysandbox.child import _generators, _kernel, _library_getters, _main, _wire_check
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from typing import Any
+
+    from pysandbox._wire import ChildConfig, RunRequest, ZygoteConfig
 
 __all__ = ["WarmChild", "Zygote", "ZygoteError", "entry", "serve"]
 
@@ -73,19 +77,19 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+def entry(cfg: ZygoteConfig, schemas: dict[str, Any]) -> int:
     """What :data:`pysandbox._bootstrap.STUB` calls in the zygote: :func:`serve`."""
-    return serve(spaces[0], cfg, int(sys.argv[2]))
+    return serve(cfg, int(sys.argv[2]), schemas)
 
 
-def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
+def serve(cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
     """The zygote's main loop: prepare once, then fork one child per request.
 
     Args:
-        child: Namespace of the executed :mod:`pysandbox._child` bootstrap.
-        cfg: Fixed configuration: the child configuration without code and limits, plus
-            ``server_pid`` and ``preimport``.
+        cfg: Fixed configuration (:class:`pysandbox._wire.ZygoteConfig`): checked against its
+            declaration first; a mismatch is the zygote's start failure, naming the key.
         ctl_fd: Descriptor of the inherited control ``socketpair`` end.
+        schemas: The run-time schemas of :mod:`pysandbox._wire`'s messages, as shipped.
 
     Returns:
         Exit status of the zygote (0 when the server closed the channel).
@@ -95,7 +99,17 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     import signal
 
     ctl = socket.socket(fileno=ctl_fd)
-    libc = child["Libc"](cfg["abi"])
+    _main.WIRE_SCHEMAS.update(schemas)
+    try:
+        _wire_check.check_message(schemas, "ZygoteConfig", cfg)
+    except _wire_check.WireError as exc:
+        ctl.sendall(b"E" + str(exc).encode()[:1000])
+        return 1
+    # The zygote's own keys (declared in ZygoteConfig, not in ChildConfig) stay out of each
+    # run's configuration; the shared part goes into every one.
+    own = set(schemas["ZygoteConfig"][0][3]) - set(schemas["ChildConfig"][0][3])
+    fixed = {key: value for key, value in cfg.items() if key not in own}
+    libc = _kernel.Libc(cfg["abi"])
     # No PR_SET_PDEATHSIG here: it follows the server *thread* that started the zygote, and
     # that thread may end long before the server. The server's death closes the control
     # channel instead (only the server holds its end), and the loop below then kills and
@@ -103,6 +117,7 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
     if os.getppid() != cfg["server_pid"]:
         return 1  # the server died while the zygote started
     ruleset = -1
+    bounding_set_dropped = False
     try:
         for name in cfg["preimport"]:
             try:
@@ -125,14 +140,14 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
 
         # Library-created getters replaced once here rather than in every child (the scan
         # of everything loaded, preload included, is the child's largest fixed cost).
-        child["clean_loaded_modules"]()
+        _library_getters.clean_loaded_modules()
 
         if cfg["landlock"] is not None:
-            ruleset = child["build_landlock_ruleset"](libc, cfg["landlock"])
+            ruleset = _kernel.build_landlock_ruleset(libc, cfg["landlock"])
         if cfg["seccomp"] is not None or cfg["landlock"] is not None:
             # Inherited by every child, which then only empties its own sets (capset).
-            child["drop_bounding_set"](libc)
-            cfg["bounding_set_dropped"] = True
+            _kernel.drop_bounding_set(libc)
+            bounding_set_dropped = True
         if not hasattr(os, "pidfd_open"):
             raise OSError("os.pidfd_open is unavailable (Linux >= 5.3, Python >= 3.9)")
         os.close(os.pidfd_open(os.getpid()))
@@ -206,8 +221,9 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
                 if pid == 0:  # pragma: no cover - the child ends with os._exit
                     socks = [ctl, run_sock] + [r[2] for r in by_sock.values()]
                     _child_main(
-                        child,
                         cfg=cfg,
+                        fixed=fixed,
+                        bounding_set_dropped=bounding_set_dropped,
                         libc=libc,
                         ruleset=ruleset,
                         body=body,
@@ -254,9 +270,10 @@ def serve(child: dict[str, Any], cfg: dict[str, Any], ctl_fd: int) -> int:
 
 
 def _child_main(
-    child: dict[str, Any],
     *,
-    cfg: dict[str, Any],
+    cfg: ZygoteConfig,
+    fixed: dict[str, Any],
+    bounding_set_dropped: bool,
     libc: Any,
     ruleset: int,
     body: bytes,
@@ -271,10 +288,14 @@ def _child_main(
     """The forked child: detach from the zygote, apply every layer, run the code, exit.
 
     With ``code_r`` (a ready child) the request carries no code: the child applies every layer,
-    then reads its code from ``code_r`` (see :func:`pysandbox._child.run_config`).
+    then reads its code from ``code_r`` (see :func:`pysandbox.child._main.run_config`).
+
+    The request (:class:`pysandbox._wire.RunRequest`) is checked against its declaration; the
+    run's configuration is ``fixed`` (the shared part of the zygote's) with the request's part
+    and this run's descriptors (both parts checked already: ``run_config`` does not again).
     """
-    status = int(child["EXIT_SETUP_FAILED"])
-    child["open_setup_channel"](setup_w)
+    status = int(_kernel.EXIT_SETUP_FAILED)
+    _kernel.open_setup_channel(setup_w)
     try:
         libc.prctl(libc.prctl_opt["PR_SET_PDEATHSIG"], _SIGKILL, 0, 0, 0)
         if os.getppid() != zygote_pid:
@@ -293,14 +314,12 @@ def _child_main(
         os.closerange(low, 1 << 20)
         if code_r < 0:  # a ready child stays in "/" until its code arrives
             os.chdir(cfg["workspace"])
-        request = marshal.loads(body)  # noqa: S302 - from the server
-        request["setup_fd"] = setup_w
-        request["figure_fd"] = figure_w
-        if code_r >= 0:
-            request["code_fd"] = code_r
-        else:
-            request.pop("code_fd", None)
-        run_env = request.pop("env")
+        request: RunRequest = marshal.loads(body)  # noqa: S302 - from the server
+        try:
+            _wire_check.check_message(_main.WIRE_SCHEMAS, "RunRequest", request)
+        except _wire_check.WireError as exc:
+            _kernel._fail(str(exc))
+        run_env = request["env"]
         wanted = {**cfg["env"], **run_env}
         if os.environ.keys() == wanted.keys():
             os.environ.update(run_env)  # the zygote's environment is the base one already
@@ -308,18 +327,32 @@ def _child_main(
             os.environ.clear()
             os.environ.update(wanted)
         # Each run gets fresh generators, not the zygote's state at the fork (_generators).
-        child["reseed_global_generators"]()
-        run_cfg = dict(cfg)
-        run_cfg.update(request)
-        status = child["run_config"](run_cfg, libc, ruleset)
-        child["finalize"]()
+        _generators.reseed_global_generators()
+        run_cfg: ChildConfig = {
+            **fixed,  # type: ignore[typeddict-item]  # the ChildFixed part of cfg
+            "code": request["code"],
+            "code_object": request["code_object"],
+            "rlimits": request["rlimits"],
+            "setup_fd": setup_w,
+            "figure_fd": figure_w,
+        }
+        if "no_create" in request:
+            run_cfg["no_create"] = request["no_create"]
+        if "max_code_bytes" in request:
+            run_cfg["max_code_bytes"] = request["max_code_bytes"]
+        if code_r >= 0:
+            run_cfg["code_fd"] = code_r
+        if bounding_set_dropped:
+            run_cfg["bounding_set_dropped"] = True
+        status = _main.run_config(run_cfg, libc, ruleset, checked=True)
+        _main.finalize()
     except BaseException as exc:
         # Before the user's code the setup channel is open and takes the reason; after it,
         # the channel is closed and this writes nothing (the user's status stands).
         try:
-            if child["_setup_channel"][0] >= 0:
-                child["report_setup"](
-                    child["SETUP_FAILED"] + f"warm child setup failed: {exc!r}".encode()[:2000]
+            if _kernel._setup_channel[0] >= 0:
+                _kernel.report_setup(
+                    _kernel.SETUP_FAILED + f"warm child setup failed: {exc!r}".encode()[:2000]
                 )
         except BaseException:  # noqa: S110 - the status below ends the process either way
             pass
@@ -443,16 +476,16 @@ class Zygote:
     """Server-side owner of one zygote process (start, launch runs, stop).
 
     Args:
-        config: Fixed configuration (child configuration without code and limits, with
-            ``env``, ``preimport`` and the Landlock plan and seccomp programs).
+        config: Fixed configuration (:class:`pysandbox._wire.ZygoteConfig`; its
+            ``server_pid`` is replaced by this process's pid).
         cwd: Working directory of the zygote (the workspace).
         env: The zygote's complete environment.
     """
 
-    def __init__(self, config: dict[str, Any], cwd: str, env: dict[str, str]) -> None:
+    def __init__(self, config: ZygoteConfig, cwd: str, env: dict[str, str]) -> None:
         import threading
 
-        self._config = dict(config, server_pid=os.getpid())
+        self._config: ZygoteConfig = {**config, "server_pid": os.getpid()}
         self._cwd = cwd
         self._env = env
         self._send_lock = threading.Lock()

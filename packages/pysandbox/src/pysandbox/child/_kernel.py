@@ -1,9 +1,9 @@
 """The kernel part of the child's bootstrap: setup channel, rlimits, Landlock, seccomp.
 
-Standard library only, like :mod:`pysandbox._child`: the one bootstrap stub
+Standard library only, like :mod:`pysandbox.child._main`: the one bootstrap stub
 (:mod:`pysandbox._bootstrap`) executes this module and then ``_child`` into ONE namespace in
 every confined interpreter (spawn child, warm zygote), so ``_child`` uses these names as its own.
-The parent imports it normally: :mod:`pysandbox._child` re-exports it, and
+The parent imports it normally: :mod:`pysandbox.child._main` re-exports it, and
 :mod:`pysandbox._worker_confinement` confines the server's worker processes with the same
 functions. Every system call is made by name from :func:`pysandbox._abi.child_abi`'s data.
 """
@@ -17,6 +17,8 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from pysandbox._wire import ChildAbi, LandlockWire
 
 __all__ = [
     "EXIT_SETUP_FAILED",
@@ -121,7 +123,7 @@ class Libc:
     pointers to their (read-only) contents; ``None`` as NULL.
     """
 
-    def __init__(self, abi: dict[str, Any]) -> None:
+    def __init__(self, abi: ChildAbi) -> None:
         self.nr: dict[str, int] = abi["nr"]
         self.prctl_opt: dict[str, int] = abi["prctl"]
         self.landlock: dict[str, int] = abi["landlock"]
@@ -204,7 +206,7 @@ def _u(value: int, size: int) -> bytes:
     return int(value).to_bytes(size, sys.byteorder)
 
 
-def apply_landlock(libc: Libc, plan: dict[str, Any]) -> None:
+def apply_landlock(libc: Libc, plan: LandlockWire) -> None:
     """Create the ruleset, add every path rule and restrict this thread (and its future ones)."""
     restrict_landlock(libc, build_landlock_ruleset(libc, plan))
 
@@ -234,7 +236,7 @@ def forbid_creation(libc: Libc) -> None:
     restrict_landlock(libc, ruleset)
 
 
-def build_landlock_ruleset(libc: Libc, plan: dict[str, Any]) -> int:
+def build_landlock_ruleset(libc: Libc, plan: LandlockWire) -> int:
     """Create the ruleset and add every path rule; return the ruleset descriptor."""
     abi = int(plan["abi"])
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8

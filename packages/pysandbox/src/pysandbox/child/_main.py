@@ -30,6 +30,29 @@ import io
 import os
 import sys
 
+from pysandbox.child._kernel import (
+    EXIT_SETUP_FAILED,
+    SETUP_FAILED,
+    SETUP_READY,
+    Libc,
+    _fail,
+    _setup_channel,
+    apply_landlock,
+    apply_rlimits,
+    build_landlock_ruleset,
+    drop_bounding_set,
+    drop_capabilities,
+    forbid_creation,
+    install_sigsys_reporter,
+    load_seccomp,
+    open_setup_channel,
+    report_setup,
+    restrict_landlock,
+)
+from pysandbox.child._library_getters import guard_imports
+from pysandbox.child._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
+from pysandbox.child._wire_check import WireError, check_message
+
 # The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,31 +60,7 @@ if TYPE_CHECKING:
     from types import MappingProxyType
     from typing import Any
 
-if "Libc" not in globals():
-    # Imported by the parent or the tests. In a confined interpreter the bootstrap stub has
-    # already executed pysandbox._child_kernel into this namespace (pysandbox itself is not
-    # importable there), so these names exist and nothing is imported.
-    from pysandbox._child_kernel import (
-        EXIT_SETUP_FAILED,
-        SETUP_FAILED,
-        SETUP_READY,
-        Libc,
-        _fail,
-        _setup_channel,
-        apply_landlock,
-        apply_rlimits,
-        build_landlock_ruleset,
-        drop_bounding_set,
-        drop_capabilities,
-        forbid_creation,
-        install_sigsys_reporter,
-        load_seccomp,
-        open_setup_channel,
-        report_setup,
-        restrict_landlock,
-    )
-    from pysandbox._library_getters import guard_imports
-    from pysandbox._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
+    from pysandbox._wire import ChildConfig, ReadyCode
 
 __all__ = [
     "EXIT_SETUP_FAILED",
@@ -77,6 +76,9 @@ __all__ = [
 ]
 
 USER_FILENAME = "<sandbox>"
+#: The run-time schemas of the messages of :mod:`pysandbox._wire`, as the bootstrap shipped them
+#: (set by :func:`entry`, or by the zygote); empty: every message is refused (fail closed).
+WIRE_SCHEMAS: dict[str, Any] = {}
 _BOOT_FILE = __file__
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -567,7 +569,7 @@ def make_audit_hook(
     :func:`make_generated_code_check`), source compiled during the run is checked too, except
     a module's unchanged source file under a read-only root (an import without a cache); a
     refusal says ``generated_advice``.
-    With ``sqlite_handle`` (see :mod:`pysandbox._sqlite_guard`), a sqlite3 connection it
+    With ``sqlite_handle`` (see :mod:`pysandbox.child._sqlite_guard`), a sqlite3 connection it
     does not expect (one not opened by the guarded ``sqlite3.connect``) is refused. With
     ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
@@ -1458,7 +1460,7 @@ def show_figures(fd: int, caps: Any) -> None:
 
 
 def install_python_guards(
-    cfg: dict[str, Any], workspace: str, read_roots: tuple[str, ...]
+    cfg: ChildConfig, workspace: str, read_roots: tuple[str, ...]
 ) -> dict[str, Any]:
     """Install the Python-level layer; return the builtins dict for the user's namespace."""
     allowed = frozenset(cfg["allowed_modules"])
@@ -1580,14 +1582,16 @@ def finalize() -> None:
         pass
 
 
-def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
+def entry(cfg: ChildConfig, schemas: dict[str, Any]) -> int:
     """What :data:`pysandbox._bootstrap.STUB` calls in a spawn-mode child.
 
-    :func:`run_config`, :func:`finalize`, flush, then ``os._exit`` with the status: no
-    finalizer runs after interpreter shutdown has removed the audit hooks.
+    Keeps the shipped ``schemas`` (:data:`WIRE_SCHEMAS`), then :func:`run_config`,
+    :func:`finalize`, flush, then ``os._exit`` with the status: no finalizer runs after
+    interpreter shutdown has removed the audit hooks.
     """
     status = EXIT_SETUP_FAILED
     try:
+        WIRE_SCHEMAS.update(schemas)
         status = run_config(cfg)
         finalize()
     finally:
@@ -1598,8 +1602,16 @@ def entry(spaces: list[dict[str, Any]], cfg: dict[str, Any]) -> int:
             os._exit(status)
 
 
-def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1) -> int:
+def run_config(
+    cfg: ChildConfig, libc: Libc | None = None, ruleset: int = -1, *, checked: bool = False
+) -> int:
     """Apply the layers of ``cfg`` in order, then run its code; return the exit status.
+
+    Unless ``checked``, ``cfg`` is first checked against its declaration
+    (:class:`pysandbox._wire.ChildConfig`, through :data:`WIRE_SCHEMAS`): an unknown or missing
+    key or a value of another type is a setup failure naming the key (``child configuration:
+    missing key 'workspace'``). A warm child passes ``checked``: the zygote checked its start
+    configuration and the child its run request, and the zygote's typed code built ``cfg``.
 
     The warm (fork-server) mode passes the zygote's ``libc`` and its prebuilt Landlock
     ``ruleset`` descriptor; spawn mode builds both here. An exception while the layers are
@@ -1616,7 +1628,13 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     the workspace, then runs it.
     """
     if _setup_channel[0] < 0:
-        open_setup_channel(cfg.get("setup_fd", -1))
+        setup_fd = cfg.get("setup_fd", -1) if type(cfg) is dict else -1
+        open_setup_channel(setup_fd if type(setup_fd) is int else -1)
+    if not checked:
+        try:
+            check_message(WIRE_SCHEMAS, "ChildConfig", cfg)
+        except WireError as exc:
+            _fail(str(exc))
     try:
         if cfg.get("enter_workspace"):  # spawn mode: started in "/"
             import_preloads(cfg)
@@ -1633,7 +1651,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
         received = receive_code(code_fd, cfg["max_code_bytes"])
         if received is None:
             return EXIT_CODE_REFUSED
-        cfg.update(received)
+        cfg["code"], cfg["code_object"] = received["code"], received["code_object"]
         os.chdir(cfg["workspace"])  # idle, it held nothing in the workspace
     code_obj, compile_error = _prepare_code(cfg)
     if compile_error is not None:
@@ -1649,7 +1667,7 @@ def run_config(cfg: dict[str, Any], libc: Libc | None = None, ruleset: int = -1)
     return status
 
 
-def import_preloads(cfg: dict[str, Any]) -> list[str]:
+def import_preloads(cfg: ChildConfig) -> list[str]:
     """Import ``cfg["preload"]`` (after adding ``cfg["sys_path"]``), outside the workspace.
 
     A module that fails to import is skipped: the user's own import reports it, under every
@@ -1673,7 +1691,7 @@ def import_preloads(cfg: dict[str, Any]) -> list[str]:
 EXIT_CODE_REFUSED = 124
 
 
-def receive_code(fd: int, limit: int) -> dict[str, Any] | None:
+def receive_code(fd: int, limit: int) -> ReadyCode | None:
     """Read a ready child's code from its code pipe ``fd``, then close the pipe.
 
     The message is an 8-byte little-endian length and a ``marshal`` dump of ``{"code": str,
@@ -1684,8 +1702,9 @@ def receive_code(fd: int, limit: int) -> dict[str, Any] | None:
         limit: Largest accepted length, bytes.
 
     Returns:
-        The decoded dict, or ``None`` (a line on stderr says why) when the announced length
-        is over ``limit`` or the pipe ends early: the caller runs nothing.
+        The decoded :class:`pysandbox._wire.ReadyCode`, or ``None`` (a line on stderr says
+        why) when the announced length is over ``limit``, the pipe ends early or the message
+        differs from its declaration: the caller runs nothing.
     """
     import marshal
 
@@ -1712,10 +1731,16 @@ def receive_code(fd: int, limit: int) -> dict[str, Any] | None:
     finally:
         os.close(fd)
     received = marshal.loads(b"".join(parts))  # noqa: S302 - written by the server
-    return {"code": received["code"], "code_object": received["code_object"]}
+    try:
+        check_message(WIRE_SCHEMAS, "ReadyCode", received)
+    except WireError as exc:
+        os.write(2, f"pysandbox: the code was refused ({exc}); nothing ran\n".encode())
+        return None
+    code: ReadyCode = received
+    return code
 
 
-def _prepare_code(cfg: dict[str, Any]) -> tuple[Any, BaseException | None]:
+def _prepare_code(cfg: ChildConfig) -> tuple[Any, BaseException | None]:
     """The code object to run and its compile error (the user's, reported as such)."""
     # The parent compiles the checked source (its parser is warm; a child's first compile()
     # costs milliseconds); the source is compiled here only if the parent could not.
@@ -1737,17 +1762,16 @@ def _prepare_code(cfg: dict[str, Any]) -> tuple[Any, BaseException | None]:
     return code_obj, compile_error
 
 
-def _set_up(cfg: dict[str, Any], libc: Libc | None, ruleset: int) -> dict[str, Any]:
+def _set_up(cfg: ChildConfig, libc: Libc | None, ruleset: int) -> dict[str, Any]:
     """Apply every layer; return the user namespace."""
     workspace: str = cfg["workspace"]
     read_roots = tuple(cfg["read_roots"])
     sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # the zygote's has them
 
     if cfg["landlock"] is not None or cfg["seccomp"] is not None:
-        if cfg.get("seccomp_names") and cfg["seccomp"] is not None:
-            install_sigsys_reporter(
-                cfg["seccomp_names"], cfg["abi"]["seccomp"]["SIGINFO_SYSCALL_OFFSET"]
-            )
+        names = cfg["seccomp_names"]
+        if names and cfg["seccomp"] is not None:
+            install_sigsys_reporter(names, cfg["abi"]["seccomp"]["SIGINFO_SYSCALL_OFFSET"])
         if libc is None:
             libc = Libc(cfg["abi"])
         apply_rlimits(cfg["rlimits"], libc)  # before seccomp, which refuses setting limits

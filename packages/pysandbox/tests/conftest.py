@@ -7,6 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysandbox import Sandbox
+from pysandbox.runner import EXECUTION_ENV
 from sandbox_helpers import KERNEL
 
 
@@ -31,12 +32,14 @@ def python_only(workspace: pathlib.Path) -> Iterator[Sandbox]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """``PYSANDBOX_TEST_EXECUTION=spawn`` runs the whole suite with spawn execution.
+    """Refuse the suite's old mode switch, so a stale command line never runs warm unnoticed.
 
-    Warm execution is the default; ``nox -s tests`` runs the suite once in each mode.
+    The suite runs in the library's default execution mode: ``PYSANDBOX_EXECUTION=spawn``
+    (pysandbox itself honours it, :func:`pysandbox.runner.default_execution`) runs every
+    ``Sandbox`` constructed without ``execution=`` in spawn mode; ``nox -s tests`` runs the
+    suite once in each mode. ``tests/test_execution_mode.py`` checks the mode is the one asked.
     """
-    mode = os.environ.get("PYSANDBOX_TEST_EXECUTION")
-    if mode:
-        defaults = Sandbox.__init__.__kwdefaults__
-        assert defaults is not None
-        defaults["execution"] = mode
+    if "PYSANDBOX_TEST_EXECUTION" in os.environ:
+        raise pytest.UsageError(
+            f"PYSANDBOX_TEST_EXECUTION is gone: set {EXECUTION_ENV}=spawn|warm instead"
+        )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
-import os
 import pathlib
 import sys
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ pytestmark = [
     ),
     needs_kernel,
     pytest.mark.skipif(
-        os.environ.get("PYSANDBOX_TEST_EXECUTION") == "spawn" and sys.version_info[:2] != (3, 11),
+        runner.default_execution() == "spawn" and sys.version_info[:2] != (3, 11),
         reason="in spawn mode every run imports the stack afresh (about 1.5 s): the spawn pass "
         "runs these on Python 3.11 only (CI time); every Python runs them warm, and nox -s "
         "redteam runs the corpora over MCP in spawn mode",

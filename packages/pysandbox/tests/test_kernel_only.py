@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysandbox import RunStatus, Sandbox
+from pysandbox.runner import default_execution
 from sandbox_helpers import LIBC_PRELUDE, needs_kernel
 
 ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
@@ -218,7 +219,7 @@ def test_f03b_root_segment_as_unprivileged_user(root_segment: int) -> None:
                 "-c",
                 _UNPRIVILEGED.format(env=ENV),
                 str(workspace),
-                os.environ.get("PYSANDBOX_TEST_EXECUTION", "warm"),
+                default_execution(),
             ],
             input=LIBC_PRELUDE + _f03b_body(root_segment),
             capture_output=True,

@@ -20,6 +20,7 @@ import pytest
 
 from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
 from pysandbox._launch import SpawnLauncher, ZygoteLauncher
+from pysandbox.runner import EXECUTION_ENV
 from sandbox_helpers import KERNEL, NR, needs_kernel
 
 MiB = 1024 * 1024
@@ -248,7 +249,7 @@ def test_warm_is_the_default_and_spawn_is_chosen_explicitly(tmp_path: pathlib.Pa
     with Sandbox(ws, require=REQUIRE, execution="spawn") as sb:
         assert sb.run("print(1)").stdout == "1\n"
         assert sb.capabilities().execution["mode"] == "spawn"
-    # In a fresh interpreter: this suite may have switched the default (PYSANDBOX_TEST_EXECUTION).
+    # In a fresh interpreter without PYSANDBOX_EXECUTION (the suite's spawn pass sets it).
     probe = (
         "import sys\n"
         "from pysandbox import Sandbox\n"
@@ -261,6 +262,7 @@ def test_warm_is_the_default_and_spawn_is_chosen_explicitly(tmp_path: pathlib.Pa
         text=True,
         timeout=60,
         check=True,
+        env={k: v for k, v in os.environ.items() if k != EXECUTION_ENV},
     )
     assert proc.stdout.split() == ["1", "warm"]
     with pytest.raises(ValueError, match="execution must be one of"):

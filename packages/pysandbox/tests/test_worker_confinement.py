@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import pathlib
 import subprocess
@@ -88,7 +89,8 @@ def test_confinement_cannot_be_asked_for_without_the_kernel_layers_silently() ->
         "read_only",
         "writable",
     }
-    assert confine_worker.__kwdefaults__ is not None
-    assert confine_worker.__kwdefaults__["require_kernel_layers"] is True
+    parameter = inspect.signature(confine_worker).parameters["require_kernel_layers"]
+    assert parameter.kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameter.default is True
     with pytest.raises(TypeError):
         confine_worker(64 << 20, 10)  # type: ignore[call-arg]  # keyword-only: no silent mix-up

@@ -76,6 +76,35 @@ _PYTHON_LEVEL_LAYERS = frozenset(
 #: The environment variable that must be ``1`` for ``Sandbox(_testing_kernel_only=True)``.
 TESTING_KERNEL_ONLY_ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
 EXECUTION_MODES = ("spawn", "warm")
+#: The execution mode of a ``Sandbox`` constructed without ``execution=``.
+DEFAULT_EXECUTION = "warm"
+#: The environment variable that, when set, replaces :data:`DEFAULT_EXECUTION` (one of
+#: :data:`EXECUTION_MODES`); an explicit ``execution=`` argument always wins.
+EXECUTION_ENV = "PYSANDBOX_EXECUTION"
+
+
+def default_execution() -> str:
+    """The execution mode a ``Sandbox`` gets when ``execution`` is not given.
+
+    Returns:
+        ``$PYSANDBOX_EXECUTION`` when it is set (read at each call), else
+        :data:`DEFAULT_EXECUTION` (``"warm"``).
+
+    Raises:
+        ValueError: ``PYSANDBOX_EXECUTION`` is set to something other than one of
+            :data:`EXECUTION_MODES` (the empty string included): a typo never silently runs
+            another mode.
+    """
+    value = os.environ.get(EXECUTION_ENV)
+    if value is None:
+        return DEFAULT_EXECUTION
+    if value not in EXECUTION_MODES:
+        raise ValueError(
+            f"{EXECUTION_ENV} must be one of {list(EXECUTION_MODES)} when set, not {value!r}"
+        )
+    return value
+
+
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
 _PREIMPORT = (
@@ -166,10 +195,12 @@ class Sandbox:
         extra_read_paths: Extra paths the code may read (read-only).
         kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
             comparison run only). rlimits and Python-level guards stay on.
-        execution: ``"warm"`` (default): a fork server ("zygote") started lazily with the
-            same layers forks a fresh child per run and applies every layer after the fork
-            (Linux; where the zygote cannot start, runs fall back to spawn and the capability
-            report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
+        execution: ``None`` (default): :func:`default_execution`, which is
+            ``$PYSANDBOX_EXECUTION`` when set, else ``"warm"``. ``"warm"``: a fork server
+            ("zygote") started lazily with the same layers forks a fresh child per run and
+            applies every layer after the fork (Linux; where the zygote cannot start, runs fall
+            back to spawn and the capability report's ``execution`` says why). ``"spawn"``: a
+            fresh ``python -I -S`` per run.
         preload: Modules imported before a run enters its workspace (each must be allowed:
             on the policy's allow-list or in ``extra_modules``): once by the warm zygote,
             before forking (it then checks that it still has exactly one thread), and by each
@@ -214,7 +245,8 @@ class Sandbox:
         ValueError: The workspace or an argument is invalid; an extra module's distribution
             cannot be allowed (no ``RECORD``, a dependency missing), or ships native code while
             the kernel layers are off or not required; ``_testing_kernel_only`` without
-            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off.
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off;
+            ``execution`` not given and ``PYSANDBOX_EXECUTION`` set to an unknown mode.
         TypeError: An argument has the wrong type.
     """
 
@@ -228,7 +260,7 @@ class Sandbox:
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
-        execution: str = "warm",
+        execution: str | None = None,
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
         ready_children: int = READY_CHILDREN,
@@ -248,6 +280,8 @@ class Sandbox:
         if not isinstance(seccomp_debug, bool):
             raise TypeError("seccomp_debug must be a bool")
         self._seccomp_debug = seccomp_debug
+        if execution is None:
+            execution = default_execution()
         if execution not in EXECUTION_MODES:
             raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
         if max_concurrent_runs is None:

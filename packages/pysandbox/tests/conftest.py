@@ -8,7 +8,7 @@ import pytest
 
 from pysandbox import Sandbox
 from pysandbox.runner import EXECUTION_ENV
-from sandbox_helpers import KERNEL
+from sandbox_helpers import KERNEL, kernel_skip_reason
 
 
 @pytest.fixture
@@ -43,3 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"PYSANDBOX_TEST_EXECUTION is gone: set {EXECUTION_ENV}=spawn|warm instead"
         )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``kernel("landlock", ...)`` where a layer it names is missing."""
+    for mark in item.iter_markers("kernel"):
+        reason = kernel_skip_reason(mark.args)
+        if reason is not None:
+            pytest.skip(reason)

@@ -20,7 +20,7 @@ from pysandbox._child import (
     make_guarded_operator,
     refused_module,
 )
-from sandbox_helpers import KERNEL
+from sandbox_helpers import KERNEL, needs_landlock
 
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
 FINDINGS = pathlib.Path(__file__).resolve().parents[3] / "redteam" / "findings-2026-12-01"
@@ -424,7 +424,7 @@ def _dynload_files() -> list[pathlib.Path]:
     return sorted(p for d in _landlock._dynload_dirs() for p in pathlib.Path(d).iterdir())
 
 
-@pytest.mark.skipif(not KERNEL.landlock_abi, reason="Landlock unavailable")
+@needs_landlock
 def test_landlock_leaves_test_and_interpreter_modules_out(workspace: pathlib.Path) -> None:
     from sandbox_helpers import raw_run
 

@@ -66,6 +66,7 @@ def _kill_at_random(rng: random.Random, *args: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["create", "restore"])
+@pytest.mark.slow
 def test_sigkill_at_random_points(tmp_path: Path, mode: str) -> None:
     rng = random.Random(1234 + len(mode))
     ws, store_dir = tmp_path / "ws", tmp_path / "store"

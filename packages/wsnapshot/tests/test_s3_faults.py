@@ -64,6 +64,7 @@ PARTS = 2
     reason="the sweep runs on 3.11: the requests of a writer do not depend on the Python",
 )
 @pytest.mark.parametrize("part", range(PARTS))
+@pytest.mark.slow
 def test_sigkill_after_each_request_leaves_only_complete_snapshots(
     s3_endpoint: str, tmp_path: Path, part: int
 ) -> None:

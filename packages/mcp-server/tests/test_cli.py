@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from _paths import PACKAGE_DIR
+
 
 def _start(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
@@ -120,7 +122,7 @@ def test_flag_defaults_are_the_settings_defaults() -> None:
 def test_the_readme_gives_the_queue_and_body_defaults_of_the_settings() -> None:
     from mcp_secure_sandbox.settings import _OPTIONS
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (PACKAGE_DIR / "README.md").read_text()
     for flag in ("--admission-wait", "--queue-length", "--max-body", "--max-body-in-flight"):
         (option,) = [o for o in _OPTIONS if o.flag == flag]
         row = f"| `{flag}` | `SANDBOX_{option.env}` | `{option.default_text()}` |"

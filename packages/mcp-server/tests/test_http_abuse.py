@@ -25,6 +25,9 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 TOKEN = "abuse-token-" + "0123456789abcdef0123"
 DEADLINE_S = 2.0
 CAP = 16

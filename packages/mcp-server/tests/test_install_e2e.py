@@ -9,7 +9,9 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-ROOT = Path(__file__).resolve().parents[3]
+from _paths import REPO_ROOT
+
+ROOT = REPO_ROOT
 
 
 def test_the_venv_command_by_absolute_path_serves_without_path(dirs: tuple[Path, Path]) -> None:

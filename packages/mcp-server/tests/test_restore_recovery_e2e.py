@@ -29,6 +29,9 @@ from mcp_secure_sandbox.server import create_server
 from mcp_secure_sandbox.settings import Settings, prepare_directories
 from wsnapshot import SnapshotStore, _fsio
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 NOBODY = 65534
 
 

@@ -9,7 +9,9 @@ from pathlib import Path
 import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from _paths import PACKAGE_DIR
+
+EXAMPLES = PACKAGE_DIR / "examples"
 
 
 def _params(workspace: Path, snapshots: Path) -> StdioServerParameters:

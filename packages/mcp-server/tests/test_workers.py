@@ -8,13 +8,13 @@ refused with a clear error, the worker killed and replaced, no process left; and
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any
 
 import anyio
 import psutil
 import pytest
 
+from _paths import TESTS_DIR
 from mcp_secure_sandbox._answers import csv_report, diff, json_report
 from mcp_secure_sandbox.workers import (
     ANSWER_MAX_BYTES,
@@ -22,7 +22,7 @@ from mcp_secure_sandbox.workers import (
     WorkerProtocolError,
 )
 
-FAKE = str(Path(__file__).with_name("_fake_worker.py"))
+FAKE = str(TESTS_DIR / "_fake_worker.py")
 
 MALFORMED = {
     "garbage": "not JSON (JSONDecodeError)",

@@ -11,6 +11,10 @@ from pysandbox._launch import SpawnLauncher
 from pysandbox._probe import probe_kernel
 from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
+#: The package folder (``packages/pysandbox``: ``harness/``), for tests in any folder.
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
+#: The repository checkout (``redteam/``); absent from an unpacked sdist.
+REPO_ROOT = PACKAGE_DIR.parents[1]
 KERNEL = probe_kernel()
 #: The kernel layers ``@pytest.mark.kernel(...)`` can name, and whether this machine has each.
 KERNEL_LAYERS = {"landlock": KERNEL.landlock_abi >= 1, "seccomp": KERNEL.seccomp}

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from pysandbox import Sandbox
-from sandbox_helpers import KERNEL
+from sandbox_helpers import KERNEL, PACKAGE_DIR
 
-HARNESS_PATH = pathlib.Path(__file__).resolve().parents[1] / "harness" / "harness.py"
+HARNESS_PATH = PACKAGE_DIR / "harness" / "harness.py"
 
 
 def load_harness() -> ModuleType:

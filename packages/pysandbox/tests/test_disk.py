@@ -20,6 +20,9 @@ from pysandbox import Limits, RunStatus, Sandbox, _disk, runner
 from pysandbox._disk import UNMEASURABLE_BYTES, workspace_usage
 from sandbox_helpers import KERNEL, kernel_only_sandbox
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 MiB = 1 << 20
 PATH_MAX = 4096
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()

@@ -20,6 +20,9 @@ from pysandbox import Limits, RunResult, RunStatus, Sandbox, SandboxSetupError
 from pysandbox._launch import SpawnLauncher
 from sandbox_helpers import KERNEL, kernel_only_sandbox, needs_landlock
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 MiB = 1 << 20
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
 FORGED = "pysandbox: isolation setup failed: landlock_restrict_self: forged by user code"

@@ -23,6 +23,9 @@ from pysandbox import RunStatus, Sandbox
 from pysandbox._library_getters import guard_imports, is_real_getter, replace_library_getters
 from sandbox_helpers import raw_run
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 
 def guards_only(sb: Sandbox, code: str) -> list[str]:
     result = raw_run(sb, code, landlock=False, seccomp=False, python_guards=True)

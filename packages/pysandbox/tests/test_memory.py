@@ -19,6 +19,9 @@ import pytest
 from pysandbox import Limits, RunStatus, Sandbox
 from sandbox_helpers import KERNEL, LIBC_PRELUDE, kernel_only_sandbox, needs_kernel
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 MiB = 1 << 20
 LIMITS = Limits(memory_bytes=64 * MiB, file_size_bytes=32 * MiB, open_files=24)
 BOUND = 2 * LIMITS.memory_bytes  # RLIMIT_AS

@@ -26,6 +26,9 @@ from wsnapshot import (
     _storedir,
 )
 
+# This regression starts real processes, so it is e2e too (tests/README.md).
+pytestmark = pytest.mark.e2e
+
 TREES: dict[str, dict[str, Any]] = {
     "text": {"a.txt": b"hello", "d/b.txt": "caf\u00e9 \u2603\n".encode()},
     "binary": {"x.bin": bytes(range(256)) * 7 + b"\x00", "e.bin": b"", "one": b"\xff"},

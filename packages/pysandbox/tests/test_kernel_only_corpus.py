@@ -32,6 +32,7 @@ def escapes() -> list[dict[str, Any]]:
 
 
 @needs_kernel
+@pytest.mark.slow
 def test_the_escape_corpus_has_no_effect_in_kernel_only_mode(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

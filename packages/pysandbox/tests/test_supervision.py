@@ -111,6 +111,7 @@ print('spawned', flush=True)
 
 
 @pytest.mark.parametrize("tail", ["", "time.sleep(30)"])
+@pytest.mark.slow
 def test_tree_kill_catches_daemons(
     python_only: Sandbox, workspace: pathlib.Path, tail: str
 ) -> None:

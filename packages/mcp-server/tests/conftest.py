@@ -24,3 +24,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_DIR in item.path.parents:
             item.add_marker(pytest.mark.e2e)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``kernel("landlock", "seccomp")`` where a layer it names is missing.
+
+    Raises:
+        pytest.UsageError: A name that is not a kernel layer (a typo would never skip).
+    """
+    layers = [layer for mark in item.iter_markers("kernel") for layer in mark.args]
+    if not layers:
+        return
+    from pysandbox import _probe
+
+    kernel = _probe.probe_kernel()
+    have = {"landlock": kernel.landlock_abi >= 1, "seccomp": kernel.seccomp}
+    unknown = [layer for layer in layers if layer not in have]
+    if unknown:
+        raise pytest.UsageError(f"pytest.mark.kernel takes {sorted(have)}, not {unknown}")
+    if not all(have[str(layer)] for layer in layers):
+        pytest.skip("kernel layers unavailable")

@@ -114,6 +114,7 @@ print(seen)
 """
 
 
+@pytest.mark.slow
 def test_the_cap_is_pysandboxs(dirs: tuple[Path, Path]) -> None:
     """--max-concurrent-runs 1 reaches pysandbox: two runs never execute at the same time."""
 
@@ -134,6 +135,7 @@ def test_the_cap_is_pysandboxs(dirs: tuple[Path, Path]) -> None:
     assert metrics["active_runs"] == 0
 
 
+@pytest.mark.slow
 def test_progress_is_reported_for_long_runs(dirs: tuple[Path, Path]) -> None:
     seen: list[tuple[float, float | None]] = []
 
@@ -259,6 +261,7 @@ def test_client_going_away_kills_runs_and_exits(dirs: tuple[Path, Path]) -> None
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow
 def test_signal_kills_runs_and_exits(dirs: tuple[Path, Path], signum: int) -> None:
     workspace, snapshots = dirs
     with _raw_server(workspace, snapshots) as proc:
@@ -268,6 +271,7 @@ def test_signal_kills_runs_and_exits(dirs: tuple[Path, Path], signum: int) -> No
         assert _wait_gone(workspace) == []
 
 
+@pytest.mark.slow
 def test_load_fifty_concurrent_runs(dirs: tuple[Path, Path]) -> None:
     """50 concurrent runs over one session while metrics are polled: every call returns."""
     workspace, _ = dirs

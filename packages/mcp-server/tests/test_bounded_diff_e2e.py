@@ -19,6 +19,8 @@ from mcp import ClientSession
 from _client import call, call_error, with_session
 from wsnapshot import SnapshotStore
 
+pytestmark = pytest.mark.slow  # every case > 5 s under -n 2 (measured)
+
 ENTRIES = 99_000
 
 

@@ -146,6 +146,7 @@ ENDLESS_HEADER = b"x-slow: " + b"a" * 4000
         ),
     ],
 )
+@pytest.mark.slow
 def test_a_slow_request_is_closed_at_the_deadline(
     server: int, first: bytes, trickle: bytes
 ) -> None:
@@ -199,6 +200,7 @@ def test_a_flood_beyond_the_cap_leaves_authorised_clients_served(
     assert held <= CAP - 1  # the cap, one of which the authorised client took
 
 
+@pytest.mark.slow
 def test_an_event_stream_longer_than_the_deadline_is_not_cut(server: int) -> None:
     seconds = 3 * DEADLINE_S
 
@@ -299,6 +301,7 @@ def test_the_removed_remote_opt_in_is_refused(tmp_path: Path) -> None:
     assert "SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN is no longer supported" in proc.stderr
 
 
+@pytest.mark.slow
 def test_no_token_with_the_flag_is_served_with_a_warning(tmp_path: Path) -> None:
     proc, port, log = start_server(tmp_path, {}, "--allow-unauthenticated-http")
     try:

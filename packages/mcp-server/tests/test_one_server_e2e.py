@@ -16,6 +16,8 @@ import pytest
 from mcp_secure_sandbox.exclusive import claim_directories, refuse_inside_claimed
 from mcp_secure_sandbox.settings import ConfigError
 
+pytestmark = pytest.mark.slow  # every case > 5 s under -n 2 (measured)
+
 COMMAND = [sys.executable, "-m", "mcp_secure_sandbox", "--require-layers", "none"]
 
 

@@ -30,7 +30,7 @@ from mcp_secure_sandbox.settings import Settings, prepare_directories
 from wsnapshot import SnapshotStore, _fsio
 
 # This regression starts real processes, so it is e2e too (tests/README.md).
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # most cases > 5 s (measured)
 
 NOBODY = 65534
 

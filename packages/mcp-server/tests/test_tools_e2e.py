@@ -65,6 +65,7 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
     with_session(*dirs, scenario)
 
 
+@pytest.mark.slow
 def test_snapshot_lifecycle(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
 
@@ -120,6 +121,7 @@ def test_snapshot_lifecycle(dirs: tuple[Path, Path]) -> None:
     assert (workspace / "a.txt").read_text() == "first"
 
 
+@pytest.mark.slow
 def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
     (workspace / "doc.json").write_text('{"id": 1}', encoding="utf-8")
@@ -174,6 +176,7 @@ def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
     with_session(*dirs, scenario)
 
 
+@pytest.mark.slow
 def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
     (workspace / "people.csv").write_text("name;age\nann;31\nbob;x\n", encoding="utf-8")
@@ -226,6 +229,7 @@ def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
     with_session(*dirs, scenario)
 
 
+@pytest.mark.slow
 def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
     outside = workspace.parent / "outside.txt"
@@ -469,6 +473,7 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
     ]
 
 
+@pytest.mark.slow
 def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     """The library results returned as they are keep every key of their ``to_dict()``, fields
     with a default included; the schema the client sees has the same properties."""

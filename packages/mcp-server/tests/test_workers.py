@@ -203,6 +203,7 @@ def test_workers_retire_after_max_jobs() -> None:
     anyio.run(scenario)
 
 
+@pytest.mark.slow
 def test_cheap_jobs_in_a_row_never_cost_a_later_job_its_cpu_budget() -> None:
     """RLIMIT_CPU counts every job a worker did: without retirement the last job would get
     SIGXCPU (a 5 s limit: start-up rounded up to 1 s, a job's 2 s and 2 s; 9 x 0.4 s spent,

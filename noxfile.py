@@ -146,13 +146,31 @@ def closure(dist: str) -> list[Package]:
     return order
 
 
+_EXTRAS_RE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
+
+
+def local_requirement(requirement: str) -> str:
+    """``requirement`` itself, or the checkout's folder when it names a sibling distribution.
+
+    ``secure-pysandbox[datascience]`` in a dependency group becomes
+    ``/…/packages/pysandbox[datascience]``: our packages never come from PyPI (their extras
+    are where some pins live, such as the data-science profile's).
+    """
+    found = _EXTRAS_RE.match(requirement)
+    if found is None or _canonical(found.group(1)) not in PACKAGES:
+        return requirement
+    return f"{PACKAGES[_canonical(found.group(1))].path}{found.group(2) or ''}"
+
+
 def install_local(session: nox.Session, dist: str, *groups: str, editable: bool = True) -> None:
     """Install ``dist`` and its sibling closure from the checkout, plus dependency groups."""
     args: list[str] = []
     for pkg in closure(dist):
         args += ["-e", str(pkg.path)] if editable else [str(pkg.path)]
     for group in groups:
-        args += PACKAGES[dist].group(group)
+        for requirement in PACKAGES[dist].group(group):
+            local = local_requirement(requirement)
+            args += ["-e", local] if editable and local != requirement else [local]
     session.install(*args)
 
 
@@ -433,9 +451,10 @@ def redteam(session: nox.Session) -> None:
     # The data-science profile's corpora over MCP (numpy, pandas, matplotlib: the server's
     # [datascience] extra), warm and spawn, then as the unprivileged user below.
     datascience = [m for m in ("warm", "spawn") if chosen(f"datascience-mcp-{m}")]
-    stack = BY_FOLDER["pysandbox"].group("datascience")  # the pins' home (the extra keeps step)
+    # pysandbox's [datascience] extra (the pins' one home), from this checkout.
+    stack = [local_requirement(r) for r in BY_FOLDER["pysandbox"].group("datascience")]
     if datascience:
-        session.install(*stack)
+        session.install(*itertools.chain.from_iterable(("-e", r) for r in stack))
     for mode in datascience:
         session.log(f"== the data-science profile's corpora through the MCP server ({mode})")
         session.run(
@@ -462,12 +481,11 @@ def redteam(session: nox.Session) -> None:
     ]
     if not unprivileged_runs:
         return
-    # For the data-science pass: the server (the profiles' home, which the harness reads) and
-    # the stack.
+    # For the data-science pass: the stack (the profiles' home is pysandbox, which the harness
+    # reads).
     profile_pass = any("datascience" in run[2] for run in unprivileged_runs)
-    dists = ("secure-pysandbox", "mcp-secure-sandbox") if profile_pass else ("secure-pysandbox",)
     extra = tuple(stack) if profile_pass else ()
-    with unprivileged(session, *dists, requirements=extra) as user:
+    with unprivileged(session, "secure-pysandbox", requirements=extra) as user:
         # The harness and corpus are copied where that user can read them, whatever the
         # permissions of this checkout's parents.
         scratch = user.home.parent

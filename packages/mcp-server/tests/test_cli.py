@@ -119,14 +119,16 @@ def test_flag_defaults_are_the_settings_defaults() -> None:
         assert shown in text
 
 
-def test_the_readme_gives_the_queue_and_body_defaults_of_the_settings() -> None:
-    from mcp_secure_sandbox.settings import _OPTIONS
+def test_the_settings_page_gives_the_queue_and_body_defaults_of_the_settings() -> None:
+    from mcp_secure_sandbox.settings import declarations
 
-    readme = (PACKAGE_DIR / "README.md").read_text()
-    for flag in ("--admission-wait", "--queue-length", "--max-body", "--max-body-in-flight"):
-        (option,) = [o for o in _OPTIONS if o.flag == flag]
-        row = f"| `{flag}` | `SANDBOX_{option.env}` | `{option.default_text()}` |"
-        assert row in readme, row
+    page = (PACKAGE_DIR / "docs" / "settings.md").read_text()
+    shown = {"--admission-wait": "30", "--queue-length": "32", "--max-body": "12M"}
+    shown["--max-body-in-flight"] = "64M"
+    for flag, default in shown.items():
+        (setting,) = [s for _f, s in declarations() if s.flag == flag]
+        row = f"| `{flag}` | `{setting.env}` | `{default}` |"
+        assert row in page, row
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import math
 import resource
 from pathlib import Path
@@ -13,6 +14,7 @@ from starlette.testclient import TestClient
 from mcp_secure_sandbox.http_transport import (
     BearerAuth,
     BodyBudget,
+    BodyLimit,
     ConnectionGuard,
     build_http_app,
     connection_cap,
@@ -287,3 +289,101 @@ def test_the_body_budget_grants_in_arrival_order_and_a_cancelled_waiter_takes_no
         assert budget.in_use == 0
 
     anyio.run(main)
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        [(b"content-length", b"0"), (b"transfer-encoding", b"chunked")],
+        [(b"transfer-encoding", b"chunked"), (b"content-length", b"1")],
+        [(b"Content-Length", b"1"), (b"Transfer-Encoding", b"gzip, chunked")],
+        [(b"content-length", b"5"), (b"content-length", b"5")],
+        [(b"content-length", b"5"), (b"content-length", b"7")],
+        [(b"content-length", b"5, 7")],
+        [(b"content-length", b"+5")],
+        [(b"content-length", b"-5")],
+        [(b"content-length", b"5 5")],
+        [(b"content-length", b"0x10")],
+        [(b"content-length", "\u0665".encode())],  # an Arabic-Indic five
+        [(b"content-length", b"")],
+    ],
+)
+def test_ambiguous_body_framing_gets_400_before_the_app(
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    """The budget books what the framing says: a framing two parsers could read apart is refused.
+
+    (Before: CL 0 or 1 with Transfer-Encoding booked 0 or 1 byte for a chunked body of up to
+    --max-body; a CL that was not all digits booked nothing.)
+    """
+    inner = _Recorder()
+    limit = BodyLimit(inner, 1024, BodyBudget(4096), 0.1)
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "path": "/mcp", "headers": headers}
+    anyio.run(limit, scope, receive, send)
+    assert inner.scopes == []
+    assert sent[0]["status"] == 400
+    assert (b"connection", b"close") in sent[0]["headers"]
+    body = json.loads(sent[1]["body"])
+    assert body["error"]["code"] == -32600
+    assert limit.budget.in_use == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "share"),
+    [
+        ([(b"content-length", b"100")], 100),
+        ([(b"content-length", b" 100\t")], 100),  # optional whitespace around the value
+        ([(b"transfer-encoding", b"chunked")], 1024),
+        ([(b"transfer-encoding", b"identity")], 1024),  # any coding: booked as chunked
+    ],
+)
+def test_plain_framing_books_its_share(headers: list[tuple[bytes, bytes]], share: int) -> None:
+    booked: list[int] = []
+    budget = BodyBudget(4096)
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        booked.append(budget.in_use)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    scope = {"type": "http", "headers": headers}
+    anyio.run(BodyLimit(app, 1024, budget, 0.1), scope, receive, send)
+    assert booked == [share]
+    assert budget.in_use == 0
+
+
+@pytest.mark.parametrize(("declared", "reads"), [(3000, 3), (5000, 3)])
+def test_a_refused_body_is_read_and_dropped_up_to_the_bound(declared: int, reads: int) -> None:
+    """413 comes after the client's body is read (dropped), at most DISCARD_FACTOR x max_body."""
+    chunks = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal chunks
+        chunks += 1
+        return {"type": "http.request", "body": b"x" * 1000, "more_body": chunks * 1000 < declared}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        assert chunks == reads  # nothing is answered before the reads
+        sent.append(message)
+
+    inner = _Recorder()
+    scope = {"type": "http", "headers": [(b"content-length", str(declared).encode())]}
+    anyio.run(BodyLimit(inner, 1024, BodyBudget(4096), 0.1), scope, receive, send)
+    assert sent[0]["status"] == 413
+    assert inner.scopes == []

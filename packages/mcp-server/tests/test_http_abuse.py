@@ -325,3 +325,22 @@ def test_no_token_with_the_flag_is_served_with_a_warning(tmp_path: Path) -> None
     assert "WITHOUT a token" in warning
     assert "every local user" in warning
     assert f"WARNING mcp_secure_sandbox.http: {warning}" in log.read_text()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_a_port_in_use_is_refused_before_serving(tmp_path: Path, host: str) -> None:
+    """New user: the server logged "serving", then uvicorn exited 3 with a bind error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as taken:
+        taken.bind((host, 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**_no_token_env(), "SANDBOX_HTTP_TOKEN": TOKEN}
+        proc = _run_cli(tmp_path, env, "--host", host, "--port", str(port))
+    assert proc.returncode == 2, proc.stderr
+    assert f"port {port} on {host} is already in use" in proc.stderr
+    assert "choose another --port" in proc.stderr
+    assert "serving" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    # Nothing this start created is left behind.
+    assert not (tmp_path / "w").exists() and not (tmp_path / "s").exists()

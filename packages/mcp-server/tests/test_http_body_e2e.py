@@ -159,9 +159,10 @@ def test_bodies_past_the_limits_get_413_and_503_the_client_can_show(
         )
         assert raw.status_code == 413
         assert raw.json()["error"]["message"].startswith("request body of 70,002 bytes")
-        # One byte over, declared: refused before any byte of the body is read.
+        # One byte over, declared: the body is read (and dropped), then refused.
         sock = _held_post(port, 65_537)
         try:
+            sock.sendall(b" " * 65_536)
             status, _, body = _refusal(_read_response(sock))
         finally:
             sock.close()
@@ -188,3 +189,105 @@ def test_bodies_past_the_limits_get_413_and_503_the_client_can_show(
         ).status_code == 503 and time.monotonic() < deadline:
             pass
         assert reply.status_code == 200
+
+
+def _chunked(payload: bytes) -> bytes:
+    return f"{len(payload):x}\r\n".encode() + payload + b"\r\n0\r\n\r\n"
+
+
+_INIT_BODY = json.dumps(INIT).encode()
+_FRAMINGS = [
+    # Content-Length and Transfer-Encoding together: RFC 9112 6.3 lets a server reject it.
+    (b"content-length: 0\r\ntransfer-encoding: chunked\r\n", _chunked(_INIT_BODY)),
+    (b"content-length: 1\r\ntransfer-encoding: chunked\r\n", _chunked(_INIT_BODY)),
+    (b"transfer-encoding: chunked\r\ncontent-length: 1\r\n", _chunked(_INIT_BODY)),
+    (b"Transfer-Encoding: chunked\r\nContent-Length: 0\r\n", _chunked(_INIT_BODY)),
+    # Content-Length that two parsers could read apart.
+    (b"content-length: 2\r\ncontent-length: %d\r\n" % len(_INIT_BODY), _INIT_BODY),
+    (b"content-length: %d, 2\r\n" % len(_INIT_BODY), _INIT_BODY),
+    (b"content-length: +%d\r\n" % len(_INIT_BODY), _INIT_BODY),
+    (b"content-length: %d 0\r\n" % len(_INIT_BODY), _INIT_BODY),
+]
+
+
+def test_ambiguous_framing_over_a_raw_socket_gets_400(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Red team: CL 0/1 with TE chunked booked 0/1 byte of --max-body-in-flight for a whole body."""
+    with _serving(dirs, tmp_path) as base:
+        port = int(base.rsplit(":", 1)[1])
+        for framing, body in _FRAMINGS:
+            sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+            try:
+                sock.sendall(
+                    (
+                        f"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:{port}\r\n"
+                        f"authorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n"
+                        "accept: application/json, text/event-stream\r\n"
+                    ).encode()
+                    + framing
+                    + b"\r\n"
+                    + body
+                )
+                raw = b""
+                while chunk := sock.recv(65536):
+                    raw += chunk
+            finally:
+                sock.close()
+            assert raw.split(b" ", 2)[1] == b"400", (framing, raw[:200])
+        # The server still serves.
+        assert httpx2.post(f"{base}/mcp", json=INIT, headers={**HEADERS, **AUTH}).status_code == 200
+
+
+def test_the_sdk_client_reads_the_413_of_a_multi_megabyte_body(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """New user: a 13 MB call got a ReadError (the server closed while the client still sent)."""
+    with _serving(dirs, tmp_path) as base:
+        (error,) = anyio.run(
+            _session_calls,
+            base,
+            ("write_workspace_file", {"path": "a", "content": "y" * 13_000_000}),
+        )
+        assert isinstance(error, MCPError), error
+        assert "larger than this server's HTTP limit of" in str(error)
+        # The session's server is fine: the next client is served.
+        (answer,) = anyio.run(
+            _session_calls, base, ("write_workspace_file", {"path": "b", "content": "z"})
+        )
+    assert answer == {"path": "b", "bytes_written": 1}
+
+
+def _readme_client() -> str:
+    """The SDK client example of the README's "Streamable HTTP" section."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Streamable HTTP", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_client_runs_and_a_wrong_token_is_named(
+    dirs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """New user: a wrong or missing token showed only -32603 "Server returned an error response"."""
+    with _serving(dirs, tmp_path) as base:
+        script = tmp_path / "client.py"
+        script.write_text(_readme_client().replace("http://127.0.0.1:8000", base))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOX_")}
+        outcomes = [
+            subprocess.run(
+                [sys.executable, str(script)],
+                env={**env, "SANDBOX_HTTP_TOKEN": token},
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            for token in (TOKEN, TOKEN + "x", "not-the-token")
+        ]
+    good, *refused = outcomes
+    assert (good.returncode, good.stdout) == (0, "42\n"), good.stderr
+    for proc in refused:
+        assert proc.returncode == 1
+        assert "MCPError: missing or invalid bearer token: send the header" in proc.stderr
+        assert "SANDBOX_HTTP_TOKEN or --token-file" in proc.stderr
+        assert TOKEN not in proc.stderr

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,8 +19,9 @@ import pytest
 from mcp_secure_sandbox.exclusive import claim_directories, refuse_inside_claimed
 from mcp_secure_sandbox.settings import ConfigError
 
-pytestmark = pytest.mark.slow  # every case > 5 s under -n 2 (measured)
+_FLOCK = shutil.which("flock")
 
+pytestmark = pytest.mark.slow  # every case > 5 s under -n 2 (measured)
 COMMAND = [sys.executable, "-m", "mcp_secure_sandbox", "--require-layers", "none"]
 
 
@@ -335,3 +339,73 @@ def test_an_ancestor_that_cannot_be_opened_is_skipped_not_refused(
         assert _key(blind) not in _locks_of(os.getpid())
     finally:
         claim.release()
+
+
+def test_an_ancestor_locked_by_another_user_does_not_stop_the_claim(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team: any user who can open /home or /tmp could ``flock -x`` it and stop every server.
+
+    The holder here is this very process (another open file description of the directory); it
+    is made to look like another user's, then like this user's (another server's: refused).
+    """
+    from mcp_secure_sandbox import exclusive
+
+    parent = tmp_path / "shared"
+    ws, snaps = parent / "ws", parent / "snaps"
+    ws.mkdir(parents=True)
+    snaps.mkdir()
+    for locked in (parent, tmp_path):  # the nearest ancestor, and one further up
+        fd = os.open(locked, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            monkeypatch.setattr(exclusive, "_of_another_user", lambda pid: True)
+            refuse_inside_claimed(ws / "new", snaps / "new")  # the probe lets it pass too
+            claim = claim_directories(ws, snaps)
+            try:
+                assert claim.contested == [(locked, os.getpid())] * 2  # once per directory
+                locks = _locks_of(os.getpid())
+                assert locks[_key(ws)] == locks[_key(snaps)] == "WRITE"
+                above = [p for p in (parent, tmp_path, tmp_path.parent) if p != locked]
+                assert all(locks.get(_key(p)) == "READ" for p in above)
+            finally:
+                claim.release()
+            monkeypatch.setattr(exclusive, "_of_another_user", lambda pid: False)
+            with pytest.raises(ConfigError, match=rf"is inside {locked}, which another process"):
+                claim_directories(ws, snaps)
+        finally:
+            os.close(fd)
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or _FLOCK is None, reason="needs root (to lock as another user) and flock(1)"
+)
+def test_a_foreign_users_flock_on_an_ancestor_does_not_stop_start_up() -> None:
+    """``flock -x`` by user nobody on the workspace's parent: the server starts and warns."""
+    base = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        shared = base / "shared"
+        shared.mkdir(mode=0o755)
+        shared.chmod(0o755)
+        holder = subprocess.Popen(  # flock(1) holds the lock itself, in its pid
+            [_FLOCK or "flock", "-x", str(shared), "sh", "-c", "echo locked; exec sleep 600"],
+            user=65534,
+            group=65534,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert holder.stdout is not None
+            assert holder.stdout.readline() == "locked\n"
+            proc = _second(shared / "ws", shared / "snaps")
+        finally:
+            holder.kill()
+            holder.wait(timeout=30)
+            if holder.stdout is not None:
+                holder.stdout.close()
+        assert proc.returncode == 0, proc.stderr
+        assert "serving on stdio" in proc.stderr
+        assert f"{shared} is locked (flock) by pid {holder.pid} of another user" in proc.stderr
+    finally:
+        shutil.rmtree(base)

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 import astguard
-from mcp_secure_sandbox.profiles import PROFILES, profile_offer
+from mcp_secure_sandbox.profiles import profile_offer
 from mcp_secure_sandbox.settings import ConfigError, settings_from_args
 from mcp_secure_sandbox.tools import sandbox as sandbox_tools
 from mcp_secure_sandbox.tools.sandbox import offer_profiles
+from pysandbox import PROFILES
 
 DS = PROFILES["datascience"]
 
@@ -47,31 +48,31 @@ def test_unknown_profile_is_refused() -> None:
         settings_from_args([], {"SANDBOX_PROFILE": "science"})
 
 
-def _blocks(text: str, header: str) -> list[list[str]]:
-    found = re.finditer(rf"^{re.escape(header)} = \[\n(.*?)^\]", text, re.M | re.S)
-    blocks = [
-        [line.strip().rstrip(",") for line in match.group(1).splitlines() if line.strip()]
-        for match in found
-    ]
-    assert blocks, header
-    return blocks
-
-
-def _block(text: str, header: str) -> list[str]:
-    return _blocks(text, header)[0]
-
-
-def test_extra_and_pysandbox_test_group_pin_the_same_versions() -> None:
+def test_the_extra_reuses_pysandbox_s_the_pins_one_home() -> None:
+    # The data-science pins live once, in secure-pysandbox's [datascience] extra; the server's
+    # extra and test group name it (the noxfile installs the checkout's pysandbox for it).
     root = pathlib.Path(__file__).resolve().parents[3]
-    server = root / "packages" / "mcp-server" / "pyproject.toml"
     sandbox = root / "packages" / "pysandbox" / "pyproject.toml"
     if not sandbox.is_file():
         pytest.skip("not in the repository checkout (an unpacked sdist has one package)")
-    pins = _block(server.read_text(encoding="utf-8"), "datascience")
-    assert pins == _block(sandbox.read_text(encoding="utf-8"), "datascience")
-    # The extra and the server's own test group (the image tests over MCP).
-    assert _blocks(server.read_text(encoding="utf-8"), "datascience") == [pins, pins]
-    assert all("==" in pin and "python_version" in pin for pin in pins)
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    server = tomllib.loads((root / "packages" / "mcp-server" / "pyproject.toml").read_text())
+    pysandbox = tomllib.loads(sandbox.read_text(encoding="utf-8"))
+    extra = DS.extra
+    assert server["project"]["optional-dependencies"][extra] == [
+        f"secure-pysandbox[{extra}]>=0.1,<0.2"
+    ]
+    assert server["dependency-groups"][extra] == [f"secure-pysandbox[{extra}]"]
+    assert pysandbox["dependency-groups"][extra] == [f"secure-pysandbox[{extra}]"]
+    pins = pysandbox["project"]["optional-dependencies"][extra]
+    assert pins and all("==" in pin and "python_version" in pin for pin in pins)
+    pinned = {re.split(r"[=<>; ]", pin)[0] for pin in pins}
+    assert pinned >= set(DS.extra_modules)
+    # Nowhere else: no other pyproject pins a module of the profile.
+    for path in (root / "packages").glob("*/pyproject.toml"):
+        if path != sandbox:
+            text = path.read_text(encoding="utf-8")
+            assert not [m for m in DS.extra_modules if f'"{m}==' in text], path
 
 
 def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
@@ -81,7 +82,7 @@ def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
     from mcp_secure_sandbox.settings import Settings
 
     fake = dataclasses.replace(DS, extra_modules=("no_such_module_xyz",))
-    monkeypatch.setitem(profiles.PROFILES, "datascience", fake)
+    monkeypatch.setattr(state, "PROFILES", {**PROFILES, "datascience": fake})
     settings = Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "s", profile="datascience")
     with pytest.raises(ValueError, match=r"no_such_module_xyz not installed") as refused:
         state.ServerState(settings)

@@ -315,3 +315,41 @@ def test_a_refused_single_allocation_names_the_servers_memory_flag(dirs: tuple[P
     assert "MemoryError" in out["stderr"]
     assert "Limits.memory_bytes" not in out["detail"]
     assert "(the server's --memory-limit / SANDBOX_MEMORY_LIMIT, now 256 MiB)" in out["detail"]
+
+
+_BIDI = ["\u200e", "\u200f", "\u202a", "\u202b", "\u202c", "\u202d", "\u202e"]
+_BIDI += ["\u2066", "\u2067", "\u2068", "\u2069"]
+
+
+@pytest.mark.parametrize("control", _BIDI)
+def test_the_run_text_escapes_bidi_controls(control: str) -> None:
+    """Trojan Source: a field must not read in another order than it is written."""
+    structured = {
+        "status": "error",
+        "detail": f"a{control}b",
+        "changed_files": [{"path": f"x{control}.py", f"k{control}": 1}],
+        "stdout": "",
+    }
+    text = budget.run_text(structured, ("stdout",))
+    assert control not in text
+    escaped = f"\\u{ord(control):04x}"
+    assert text.split("\n")[1:3] == [
+        f"detail: a{escaped}b",
+        f'changed_files: path="x{escaped}.py", "k{escaped}"=1',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [
+        ('a", path="b', '"a\\", path=\\"b"'),
+        ("size=0, path", '"size=0, path"'),
+        ("x\ny", '"x\\ny"'),
+        ("", '""'),
+        ("plain_key1", "plain_key1"),
+    ],
+)
+def test_the_run_text_quotes_mapping_keys_that_are_not_identifiers(key: str, shown: str) -> None:
+    structured = {"changed_files": [{key: "v", "size": 1}], "stdout": ""}
+    first = budget.run_text(structured, ("stdout",)).split("\n")[0]
+    assert first == f'changed_files: {shown}="v", size=1'

@@ -23,10 +23,10 @@ import sys
 import tempfile
 import time
 
-from pysandbox import Limits, Sandbox
+from pysandbox import DATASCIENCE, ExecutionMode, Limits, Sandbox
 
-STACK = ("numpy", "pandas", "matplotlib")
-PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+STACK = DATASCIENCE.extra_modules
+PRELOAD = DATASCIENCE.preload
 WARM_VS_SPAWN = 0.05
 IMPORT_MS = 10.0
 PANDAS_SCRIPT = """
@@ -69,11 +69,11 @@ def main() -> None:
     if missing:
         print(f"bench_datascience: skipped, the stack is not installed ({missing})")
         return
-    limits = dataclasses.replace(Limits(), memory_bytes=1 << 30, timeout_s=60.0)
-    kwargs = {"limits": limits, "require": ("landlock", "seccomp"), "extra_modules": STACK}
+    limits = dataclasses.replace(Limits(), memory_bytes=DATASCIENCE.memory_bytes, timeout_s=60.0)
+    kwargs = {"limits": limits, "require": DATASCIENCE.required_layers, "extra_modules": STACK}
     with tempfile.TemporaryDirectory(prefix="pysandbox-bench-ds-") as tmp:
-        warm = Sandbox(tmp, execution="warm", preload=PRELOAD, **kwargs)  # type: ignore[arg-type]
-        spawn = Sandbox(tmp, execution="spawn", **kwargs)  # type: ignore[arg-type]
+        warm = Sandbox(tmp, execution=ExecutionMode.WARM, preload=PRELOAD, **kwargs)  # type: ignore[arg-type]
+        spawn = Sandbox(tmp, execution=ExecutionMode.SPAWN, **kwargs)  # type: ignore[arg-type]
         try:
             layers = ", ".join(warm.capabilities().active_layers)
             print(f"python {sys.version.split()[0]}; layers: {layers}")

@@ -46,7 +46,16 @@ from typing import Any
 
 import psutil
 
-from pysandbox import Limits, RunResult, RunStatus, Sandbox
+from pysandbox import (
+    KERNEL_LAYERS,
+    PROFILES,
+    ExecutionMode,
+    Layer,
+    Limits,
+    RunResult,
+    RunStatus,
+    Sandbox,
+)
 from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
 STRICTNESS = {"rejected": 3, "blocked": 2, "contained": 1}
@@ -318,13 +327,13 @@ def stopping_layer(result: RunResult) -> str:
         return f"killed:{result.detail}"
     text = result.stderr + result.stdout
     checks = (
-        ("SandboxDenied", "audit_hook"),
-        ("sandbox: import of", "import_guard"),
-        ("sandbox: attribute", "attribute_guard"),
-        ("sandbox: setting attribute", "attribute_guard"),
-        ("sandbox: access outside the workspace", "open_guard"),
-        ("[Errno 13] Permission denied", "landlock"),
-        ("[Errno 1] Operation not permitted", "seccomp"),
+        ("SandboxDenied", str(Layer.AUDIT_HOOK)),
+        ("sandbox: import of", str(Layer.IMPORT_GUARD)),
+        ("sandbox: attribute", str(Layer.ATTRIBUTE_GUARD)),
+        ("sandbox: setting attribute", str(Layer.ATTRIBUTE_GUARD)),
+        ("sandbox: access outside the workspace", str(Layer.OPEN_GUARD)),
+        ("[Errno 13] Permission denied", str(Layer.LANDLOCK)),
+        ("[Errno 1] Operation not permitted", str(Layer.SECCOMP)),
         ("File too large", "rlimit:fsize"),
     )
     for needle, layer in checks:
@@ -845,7 +854,7 @@ def kernel_only_factory(execution: str) -> Any:
         return Sandbox(
             ws,
             limits=LIMITS,
-            require=("landlock", "seccomp"),
+            require=KERNEL_LAYERS,
             execution=execution,  # type: ignore[arg-type]
             _testing_kernel_only=True,
         )
@@ -953,16 +962,13 @@ def _mkdir(path: pathlib.Path) -> pathlib.Path:
 
 
 def _profile(name: str) -> dict[str, Any]:
-    """The Sandbox arguments of a server profile (and its memory limit set on ``LIMITS``).
+    """The Sandbox arguments of a profile (and its memory limit set on ``LIMITS``).
 
-    The profiles' one home is the server's ``mcp_secure_sandbox.profiles``; this harness only
-    reads it (the red-team session installs the server).
+    The profiles' one home is :data:`pysandbox.PROFILES`; this harness only reads it.
     """
     global LIMITS  # noqa: PLW0603 - the cases read the module's limits
     if not name:
         return {}
-    from mcp_secure_sandbox.profiles import PROFILES
-
     if name not in PROFILES:
         raise SystemExit(f"harness: unknown profile {name!r}; known: {', '.join(PROFILES)}")
     profile = PROFILES[name]
@@ -987,13 +993,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         default="",
-        help="a server profile (datascience): its corpora (escapes-NAME.jsonl, benign-NAME.jsonl), "
-        "extra modules, preload and memory limit, read from mcp_secure_sandbox.profiles",
+        help="a profile of pysandbox.PROFILES (datascience): its corpora (escapes-NAME.jsonl, "
+        "benign-NAME.jsonl), extra modules, preload and memory limit",
     )
     parser.add_argument(
         "--execution",
-        choices=("spawn", "warm"),
-        default="warm",
+        choices=[str(mode) for mode in ExecutionMode],
+        default=str(ExecutionMode.WARM),
         help="Sandbox execution mode (default: warm, the library's default)",
     )
     args = parser.parse_args(argv)
@@ -1012,7 +1018,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.kernel_only:
         return main_kernel_only(escapes, args.execution, args.only, args.json_out)
-    require = ("landlock", "seccomp") if kernel else ()
+    require = KERNEL_LAYERS if kernel else ()
 
     def factory(ws: pathlib.Path) -> Sandbox:
         return Sandbox(

@@ -20,10 +20,11 @@ runs the worker in each under strace, and writes the sorted set of system-call n
 interpreter and execution mode, their union, and each case's status to ``--out``
 (``harness/traced-syscalls.json`` by default; ``nox -s trace-syscalls`` runs this).
 
-The data-science stack (pysandbox's ``datascience`` dependency group: numpy, pandas,
-matplotlib) is installed into each environment as well, and where it installs, the public
-data-science corpus (``redteam/benign-datascience.jsonl``) is traced the same way with the
-stack allowed and preloaded (warm, and spawn, where it is imported after the filter). Its calls
+The data-science stack (:data:`pysandbox.DATASCIENCE`'s modules, numpy, pandas, matplotlib,
+from pysandbox's ``[datascience]`` extra) is installed into each environment as well, and where
+it installs, the public data-science corpus (``redteam/benign-datascience.jsonl``) is traced
+the same way with the stack allowed and preloaded (warm, and spawn, where it is imported after
+the filter). Its calls
 are kept apart, in ``--datascience-out`` (``harness/traced-syscalls-datascience.json``), with
 ``beyond_standard_library``: what the stack makes that the standard-library runs did not.
 ``--no-datascience`` skips the stack; ``--datascience-only`` traces only the stack and compares
@@ -51,6 +52,8 @@ import sys
 import tempfile
 from typing import Any
 
+from pysandbox import DATASCIENCE, KERNEL_LAYERS, ExecutionMode
+
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGE = HERE.parent
 ROOT = PACKAGE.parent.parent
@@ -58,9 +61,10 @@ DEFAULT_OUT = HERE / "traced-syscalls.json"
 DEFAULT_DATASCIENCE_OUT = HERE / "traced-syscalls-datascience.json"
 DEFAULT_CORPUS = ROOT / "redteam" / "benign.jsonl"
 DATASCIENCE_CORPUS = ROOT / "redteam" / "benign-datascience.jsonl"
-#: The stack as tests/test_datascience.py runs it: allowed, and preloaded by the warm zygote.
-STACK = ("numpy", "pandas", "matplotlib")
-PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+#: The stack as tests/test_datascience.py runs it: the data-science profile's modules, allowed,
+#: and its preload, preloaded by the warm zygote.
+STACK = DATASCIENCE.extra_modules
+PRELOAD = DATASCIENCE.preload
 PYENV_VERSIONS = ("3.10", "3.11", "3.12", "3.13")
 SYSTEM_PYTHON = "/usr/bin/python3"
 
@@ -157,11 +161,11 @@ def worker(
             return (dataclasses.replace(real[0], name="trace-allow-all", code=allow_all),)
 
     statuses: dict[str, str] = {}
-    memory = (1024 if datascience else 512) * 1024 * 1024
+    memory = DATASCIENCE.memory_bytes if datascience else Limits().memory_bytes
     limits = Limits(timeout_s=30.0 if datascience else 20.0, memory_bytes=memory)
     options: dict[str, Any] = {"require": ()}
     if datascience:
-        options = {"require": ("landlock", "seccomp"), "extra_modules": STACK, "preload": PRELOAD}
+        options = {"require": KERNEL_LAYERS, "extra_modules": STACK, "preload": PRELOAD}
     prefix = "datascience" if datascience else "benign"
     cases = _cases(corpus, ordinary=not datascience, prefix=prefix)
     for case_id, code, files in cases:
@@ -248,18 +252,6 @@ def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, check=True, text=True, **kwargs)
 
 
-def dependency_group(name: str) -> list[str]:
-    """The requirements of one of pysandbox's PEP 735 dependency groups (includes resolved)."""
-    import tomllib  # the driver's interpreter (3.11+); workers run on 3.10 too
-
-    groups = tomllib.loads((PACKAGE / "pyproject.toml").read_text(encoding="utf-8"))
-    table: dict[str, list[Any]] = groups["dependency-groups"]
-    out: list[str] = []
-    for item in table[name]:
-        out += dependency_group(item["include-group"]) if isinstance(item, dict) else [item]
-    return out
-
-
 def _trace_modes(
     label: str,
     vpython: str,
@@ -271,13 +263,13 @@ def _trace_modes(
 ) -> dict[str, Any]:
     """Run the worker under strace once per execution mode; the calls and statuses per mode."""
     modes: dict[str, Any] = {}
-    for execution in ("spawn", "warm"):
+    for execution in (ExecutionMode.SPAWN, ExecutionMode.WARM):
         stem = f"{label}-{'ds-' if datascience else ''}{execution}"
         trace_file = scratch / f"{stem}.strace"
         status_file = scratch / f"{stem}.json"
         cmd = ["strace", "-f", "-qq", "-e", "trace=all", "-o", str(trace_file)]
         cmd += [vpython, str(pathlib.Path(__file__).resolve()), "worker"]
-        cmd += ["--corpus", str(corpus), "--execution", execution]
+        cmd += ["--corpus", str(corpus), "--execution", str(execution)]
         cmd += ["--status-out", str(status_file)]
         cmd += ["--datascience"] if datascience else []
         _run(cmd, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
@@ -289,7 +281,7 @@ def _trace_modes(
         counts: dict[str, int] = {}
         for status in statuses.values():
             counts[status] = counts.get(status, 0) + 1
-        modes[execution] = {
+        modes[str(execution)] = {
             "runs": len(statuses),
             "statuses": dict(sorted(counts.items())),
             "not_ok": {case: s for case, s in sorted(statuses.items()) if s != "ok"},
@@ -306,9 +298,9 @@ def _union(modes: dict[str, Any]) -> list[str]:
 #: Imports the stack in a sandbox as the data-science worker configures it (real filter, spawn).
 _SMOKE = """
 import sys
-from pysandbox import Limits, Sandbox
-limits = Limits(timeout_s=60.0, memory_bytes=1024 * 1024 * 1024)
-options = dict(require=("landlock", "seccomp"), extra_modules=%r, execution="spawn")
+from pysandbox import DATASCIENCE, KERNEL_LAYERS, ExecutionMode, Limits, Sandbox
+limits = Limits(timeout_s=60.0, memory_bytes=DATASCIENCE.memory_bytes)
+options = dict(require=KERNEL_LAYERS, extra_modules=%r, execution=ExecutionMode.SPAWN)
 with Sandbox(sys.argv[1], limits=limits, **options) as sandbox:
     result = sandbox.run("import %s")
 status, last = result.status.value, (result.stderr.strip().splitlines() or [""])[-1]
@@ -357,7 +349,9 @@ def trace_interpreter(
         entry["syscalls"] = _union(modes)
     if not datascience:
         return entry, None
-    install = ["uv", "pip", "install", "--quiet", "-p", vpython, *dependency_group("datascience")]
+    # pysandbox's [datascience] extra (the pins' one home), from this checkout.
+    stack = f"{PACKAGE}[{DATASCIENCE.extra}]"
+    install = ["uv", "pip", "install", "--quiet", "-p", vpython, packages[0], stack]
     print("+", " ".join(install), flush=True)
     installed = subprocess.run(install, text=True, capture_output=True, check=False)
     if installed.returncode != 0:
@@ -498,7 +492,7 @@ def main() -> int:
     sub = parser.add_subparsers(dest="command")
     work = sub.add_parser("worker", help="run the cases (under strace, started by the driver)")
     work.add_argument("--corpus", type=pathlib.Path, required=True)
-    work.add_argument("--execution", choices=("spawn", "warm"), required=True)
+    work.add_argument("--execution", choices=[str(m) for m in ExecutionMode], required=True)
     work.add_argument("--status-out", type=pathlib.Path, required=True)
     work.add_argument("--datascience", dest="ds_worker", action="store_true", help="the stack")
     parser.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)

@@ -6,8 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysandbox import Sandbox
-from pysandbox.runner import EXECUTION_ENV
+from pysandbox import EXECUTION_ENV, Sandbox
 from sandbox_helpers import KERNEL, kernel_skip_reason
 
 
@@ -35,7 +34,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Refuse the suite's old mode switch, so a stale command line never runs warm unnoticed.
 
     The suite runs in the library's default execution mode: ``PYSANDBOX_EXECUTION=spawn``
-    (pysandbox itself honours it, :func:`pysandbox.runner.default_execution`) runs every
+    (pysandbox itself honours it, :func:`pysandbox.default_execution`) runs every
     ``Sandbox`` constructed without ``execution=`` in spawn mode; ``nox -s tests`` runs the
     suite once in each mode. ``tests/test_execution_mode.py`` checks the mode is the one asked.
     """

@@ -264,8 +264,11 @@ def test_capabilities_kernel_details(sandbox: Sandbox) -> None:
 
 
 def test_result_to_dict_roundtrip() -> None:
-    result = RunResult(RunStatus.REJECTED, violations=({"rule_id": "X", "line": 1},))
-    assert result.to_dict()["violations"] == [{"rule_id": "X", "line": 1}]
+    violation = astguard.Violation("X", "m", line=1, col=2, end_line=3, end_col=4)
+    result = RunResult(RunStatus.REJECTED, violations=(violation,))
+    assert result.to_dict()["violations"] == [
+        {"rule_id": "X", "message": "m", "line": 1, "col": 2, "end_line": 3, "end_col": 4}
+    ]
     assert result.to_dict()["status"] == "rejected"
 
 
@@ -311,18 +314,18 @@ def test_arun_cancel_kills_tree(sandbox: Sandbox, workspace: pathlib.Path) -> No
 def test_kernel_verification_demotes_a_layer_that_cannot_apply(
     monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path
 ) -> None:
-    from pysandbox import _landlock, _probe
+    from pysandbox import Layer, _landlock, _probe
     from pysandbox._probe import probe_kernel
 
     real = probe_kernel()
     if real.landlock_abi < 1:
         pytest.skip("Landlock unavailable")
     roots = Sandbox(workspace, require=())._read_roots
-    assert _probe._probe_child("landlock", real, roots) is None
+    assert _probe._probe_child(Layer.LANDLOCK, real, roots) is None
     # Rights the kernel does not know: it refuses the ruleset in the probe child, and the
     # report says so instead of every run failing later.
     monkeypatch.setattr(_landlock, "fs_rights_for_abi", lambda abi: (1 << 40) - 1)
-    problem = _probe._probe_child("landlock", real, roots)
+    problem = _probe._probe_child(Layer.LANDLOCK, real, roots)
     assert problem is not None
     assert problem.startswith("the probe child could not apply it: landlock_create_ruleset")
 

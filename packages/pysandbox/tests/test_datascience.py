@@ -20,24 +20,24 @@ from typing import Any
 
 import pytest
 
-from pysandbox import RunStatus, Sandbox, runner
+from pysandbox import DATASCIENCE, RunStatus, Sandbox, default_execution, runner
 from pysandbox._child import PARQUET_MISSING
 from sandbox_helpers import KERNEL, needs_kernel
 from test_corpus import CORPUS, harness
 
-STACK = ("numpy", "pandas", "matplotlib")
-PRELOAD = ("numpy", "pandas", "matplotlib.pyplot")
+STACK = DATASCIENCE.extra_modules
+PRELOAD = DATASCIENCE.preload
 MISSING = [name for name in STACK if importlib.util.find_spec(name) is None]
 pytestmark = [
     pytest.mark.slow,  # the public corpora: up to 17 s a case under -n 2 (measured)
     pytest.mark.skipif(
         bool(MISSING),
         reason=f"the data-science stack is not installed in this environment ({MISSING}); "
-        "install the pysandbox 'test' dependency group",
+        "install 'secure-pysandbox[datascience]'",
     ),
     needs_kernel,
     pytest.mark.skipif(
-        runner.default_execution() == "spawn" and sys.version_info[:2] != (3, 11),
+        default_execution() == "spawn" and sys.version_info[:2] != (3, 11),
         reason="in spawn mode every run imports the stack afresh (about 1.5 s): the spawn pass "
         "runs these on Python 3.11 only (CI time); every Python runs them warm, and nox -s "
         "redteam runs the corpora over MCP in spawn mode",

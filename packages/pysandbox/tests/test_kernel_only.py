@@ -20,8 +20,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysandbox import RunStatus, Sandbox
-from pysandbox.runner import default_execution
+from pysandbox import RunStatus, Sandbox, default_execution
 from sandbox_helpers import LIBC_PRELUDE, needs_kernel
 
 ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"

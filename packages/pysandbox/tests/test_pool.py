@@ -412,13 +412,14 @@ def test_code_that_compiles_over_its_limit_is_refused_before_it_runs(
     result = folding_allowed.run(code)
     assert result.status is RunStatus.REJECTED, result
     (violation,) = result.violations
-    assert violation["rule_id"] == "PS001"
+    assert isinstance(violation, astguard.Violation)
+    assert violation.rule_id == "PS001"
     assert re.fullmatch(
         r"the code compiles to \d+ bytes; the limit is 2097152 \(constant expressions such as "
         r"'ab' \* 2000 are stored expanded: build large values at run time, from a variable or "
         r"in a loop\)",
-        violation["message"],
-    ), violation["message"]
+        violation.message,
+    ), violation.message
     assert folding_allowed._ready_pids() == before
 
 

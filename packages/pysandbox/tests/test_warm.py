@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from pysandbox import Limits, RunResult, RunStatus, Sandbox, _zygote
+from pysandbox import EXECUTION_ENV, Limits, RunResult, RunStatus, Sandbox, _zygote
 from pysandbox._launch import SpawnLauncher, ZygoteLauncher
-from pysandbox.runner import EXECUTION_ENV
 from sandbox_helpers import KERNEL, NR, needs_kernel
 
 MiB = 1024 * 1024

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,10 +33,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit status: 0 after a clean shutdown, 2 for a configuration error (one
         line on stderr, no traceback), another server on the workspace or snapshot directory
-        included (:mod:`mcp_secure_sandbox.exclusive`).
+        included (:mod:`mcp_secure_sandbox.exclusive`), and an HTTP port that cannot be bound
+        (in use, say: bound before the server says it is serving).
     """
     created: list[Path] = []
     claim: DirectoryClaim | None = None
+    listening: socket.socket | None = None
     try:
         settings = settings_from_args(argv)
         # A missing directory inside another server's workspace or store is not even created.
@@ -54,10 +57,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "using it as its workspace or snapshot directory would not be detected",
                 ancestor,
             )
+        if settings.transport == "streamable-http":
+            from mcp_secure_sandbox.http_transport import bind_http
+
+            listening = bind_http(settings)  # a port in use is refused before "serving"
+        for ancestor, pid in dict.fromkeys(claim.contested):
+            logging.getLogger("mcp_secure_sandbox").warning(
+                "%s is locked (flock) by pid %d of another user, which is not taken for a "
+                "server's lock: it is not locked here, so another server using it as its "
+                "workspace or snapshot directory would not be detected",
+                ancestor,
+                pid,
+            )
         from mcp_secure_sandbox.server import create_server
 
         app, state = create_server(settings)
     except ConfigError as exc:
+        if listening is not None:
+            listening.close()
         if claim is not None:
             claim.release()
         # Refused (by the settings or by a library): leave no directory this start created.
@@ -69,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger("mcp_secure_sandbox")
     log.info(
         "serving on %s, workspace %s, snapshots %s",
-        settings.transport,
+        settings.transport
+        if listening is None
+        else "http://{}:{}/mcp".format(
+            f"[{settings.host}]" if ":" in settings.host else settings.host, settings.port
+        ),
         settings.workspace,
         settings.snapshots,
     )
@@ -92,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 from mcp_secure_sandbox.http_transport import serve_http
 
                 try:
-                    serve_http(app, settings, state.health)
+                    serve_http(app, settings, state.health, listening)
                 except ConfigError as exc:
                     print(f"mcp-secure-sandbox: error: {exc}", file=sys.stderr)
                     return 2

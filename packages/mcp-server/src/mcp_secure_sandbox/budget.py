@@ -27,6 +27,7 @@ excerpt a second time, escaped again. Its text is :func:`run_text`: each scalar 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -119,16 +120,22 @@ def _compact(structured: Mapping[str, Any]) -> str:
 
 
 #: Characters a line of the text content shows escaped: C0 and C1 controls and the Unicode line
-#: and paragraph separators, each of which some reader takes for a line break.
+#: and paragraph separators, each of which some reader takes for a line break, and the bidi
+#: controls (marks, embeddings, overrides, isolates), which make a line read in another order
+#: than it is (Trojan Source, CVE-2021-42574).
 _LINE_BREAKERS = {
     **{c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))},
     ord("\\"): "\\\\",
     ord("\n"): "\\n",
     ord("\r"): "\\r",
     ord("\t"): "\\t",
+    **{c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F))},
+    **{c: f"\\u{c:04x}" for c in range(0x2066, 0x206A)},
     0x2028: "\\u2028",
     0x2029: "\\u2029",
 }
+#: A mapping key shown bare in the text content; any other key is quoted as string values are.
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _one_line(text: str) -> str:
@@ -139,17 +146,23 @@ def _one_line(text: str) -> str:
 def _value_text(value: Any) -> str:
     """A field's value on one line.
 
-    A string is escaped, a mapping is ``k=v`` pairs whose string values are quoted (so a value
-    holding ``, k=v`` cannot pass for another pair), anything else is JSON.
+    A string is escaped, a mapping is ``k=v`` pairs whose string values are quoted, and whose
+    keys are too unless they are identifiers (so neither a value nor a key holding ``, k=v``
+    can pass for another pair), anything else is JSON.
     """
     if isinstance(value, str):
         return _one_line(value)
     if isinstance(value, Mapping):
         return ", ".join(
-            f"{_one_line(str(k))}={_value_text(v) if not isinstance(v, str) else _quoted(v)}"
+            f"{_key_text(k)}={_value_text(v) if not isinstance(v, str) else _quoted(v)}"
             for k, v in value.items()
         )
     return json.dumps(value, ensure_ascii=False, allow_nan=False)
+
+
+def _key_text(key: object) -> str:
+    text = str(key)
+    return text if _BARE_KEY.fullmatch(text) else _quoted(text)
 
 
 def _quoted(text: str) -> str:
@@ -176,11 +189,12 @@ def run_text(structured: Mapping[str, Any], streams: Sequence[str]) -> str:
         streams: The names of its stream fields (``stdout``, ``stderr``), already cut.
 
     Returns:
-        One ``name: value`` line per scalar field (strings on one line: backslashes, controls
-        and line separators escaped as ``\\``, ``\n``, ``\x01``; numbers, booleans and null as
-        in JSON), one ``name: k=v, k=v`` line per item of a list field (string values quoted;
-        nothing for an empty list), then each non-empty stream as it was printed, between two
-        copies of a random boundary line that no stream contains, announced on the line before
+        One ``name: value`` line per scalar field (strings on one line: backslashes, controls,
+        line separators and bidi controls escaped as ``\\``, ``\n``, ``\x01``, ``\u202e``;
+        numbers, booleans and null as in JSON), one ``name: k=v, k=v`` line per item of a list
+        field (string values, and keys other than identifiers, quoted; nothing for an empty
+        list), then each non-empty stream as it was printed, between two copies of a random
+        boundary line that no stream contains, announced on the line before
         (``stdout (between the two "----- 3f09a1c2b7d4 -----" lines):``); an empty stream is
         ``name: (empty)``.
     """

@@ -26,6 +26,16 @@ the server cannot open (no read permission: another user's home directory, say) 
 never a reason to refuse a start: the check is blind above such a directory only, which
 :attr:`DirectoryClaim.unlocked` lists and the console script logs as a warning.
 
+Any local user who can open a directory can ``flock`` it: ``flock -x /home`` by another user
+would otherwise keep every server below ``/home`` from starting. An exclusive lock on an
+ancestor is therefore taken for another server's only when its holder (the pid /proc/locks
+names) runs as this server's user, or is not named at all (a process of another PID namespace:
+another container sharing the directory); a lock held by another user's process is logged
+as a warning and the ancestor left unlocked (:attr:`DirectoryClaim.contested`), so a server of
+this user on that very ancestor would not be detected. Servers of two users nested in each other
+are not detected either; one user's server writing inside another's workspace needs that
+user's permission anyway.
+
 The descriptors are close-on-exec (PEP 446); the runs, the zygote and the workers are started
 with ``exec`` and closed descriptors, so no child holds the lock after the server is gone.
 wsnapshot's own per-operation lock is a file *inside* the store (another inode), so the two
@@ -44,7 +54,8 @@ from mcp_secure_sandbox.settings import ConfigError
 __all__ = ["DirectoryClaim", "claim_directories", "refuse_inside_claimed"]
 
 #: The kernel's table of file locks: ``<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<ino> ...``.
-_PROC_LOCKS = Path("/proc/locks")
+_PROC = Path("/proc")
+_PROC_LOCKS = _PROC / "locks"
 
 
 class DirectoryClaim:
@@ -54,12 +65,15 @@ class DirectoryClaim:
 
     Attributes:
         unlocked: Ancestors that could not be opened to be locked (skipped; see the module).
+        contested: Ancestors left unlocked because a process of another user holds an
+            exclusive ``flock`` on them, with its pid (skipped; see the module).
     """
 
     def __init__(self) -> None:
         self._fds: list[int] = []
         self._held: set[tuple[int, int]] = set()
         self.unlocked: list[Path] = []
+        self.contested: list[tuple[Path, int]] = []
 
     def hold(self, path: Path, what: str) -> None:
         """Take the exclusive lock on the directory ``path`` (named ``what`` in messages).
@@ -109,11 +123,13 @@ class DirectoryClaim:
         """Take a shared lock on every ancestor of the resolved ``path`` but ``/``.
 
         Ancestors this claim already holds (a common ancestor, or the workspace above its own
-        store) are left as they are; one that cannot be opened is added to :attr:`unlocked`.
+        store) are left as they are; one that cannot be opened is added to :attr:`unlocked`,
+        one that another user's process holds exclusively to :attr:`contested`.
 
         Raises:
-            ConfigError: Another process holds an ancestor exclusively (``path`` lies inside
-                another server's workspace or store), naming it, the pid and the remedy.
+            ConfigError: A process of this user (or one the kernel does not name) holds an
+                ancestor exclusively (``path`` lies inside another server's workspace or
+                store), naming it, the pid and the remedy.
         """
         for ancestor in _ancestors(path):
             try:
@@ -127,10 +143,14 @@ class DirectoryClaim:
                 os.close(fd)
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                _share(fd, st)
             except BlockingIOError:
                 os.close(fd)
                 raise _inside(what, path, ancestor, st) from None
+            except _ForeignLockError as exc:
+                os.close(fd)
+                self.contested.append((ancestor, exc.pid))
+                continue
             except OSError:
                 os.close(fd)
                 self.unlocked.append(ancestor)
@@ -168,11 +188,11 @@ def refuse_inside_claimed(workspace: Path, snapshots: Path) -> None:
             except OSError:
                 continue
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                _share(fd, os.fstat(fd))
             except BlockingIOError:
                 raise _inside(what, path, ancestor, os.fstat(fd)) from None
             except OSError:
-                pass
+                pass  # cannot be locked, or only another user's lock is in the way
             finally:
                 os.close(fd)  # a probe: the lock, if taken, goes with the descriptor
 
@@ -208,6 +228,48 @@ def claim_directories(workspace: Path, snapshots: Path) -> DirectoryClaim:
         claim.release()
         raise
     return claim
+
+
+class _ForeignLockError(OSError):
+    """An exclusive ``flock`` of a process of another user is in the way (its ``pid``)."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(f"locked by pid {pid} of another user")
+        self.pid = pid
+
+
+def _share(fd: int, st: os.stat_result) -> None:
+    """Take a shared ``flock`` on ``fd`` (an ancestor, of inode ``st``), not blocking.
+
+    Raises:
+        BlockingIOError: A process of this user holds it exclusively (or the kernel does not
+            say who): another server's workspace or store, as far as the lock can tell.
+        _ForeignLockError: A process of another user holds it exclusively: any user who can
+            open a directory can ``flock`` it, so such a lock is not taken for a server's.
+        OSError: The lock cannot be taken for another reason.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder, _ = _holder(st)
+        if holder is None or not _of_another_user(holder):
+            raise
+        try:  # it may have been released meanwhile
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _ForeignLockError(holder) from None
+
+
+def _of_another_user(pid: int) -> bool:
+    """Whether the process ``pid`` runs as another user than this one (``/proc/<pid>``'s owner).
+
+    A process ``/proc`` hides (``hidepid``) is another user's; one that has just ended counts
+    as another user's too (its lock is gone: the caller's retry takes it).
+    """
+    try:
+        return (_PROC / str(pid)).stat().st_uid != os.geteuid()
+    except OSError:
+        return True
 
 
 def _ancestors(path: Path) -> list[Path]:

@@ -26,14 +26,17 @@ any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import json
 import logging
 import math
+import re
 import resource
+import socket
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any, ClassVar
 
 import anyio
@@ -52,6 +55,7 @@ __all__ = [
     "BodyLimit",
     "ConnectionGuard",
     "GuardedH11Protocol",
+    "bind_http",
     "build_http_app",
     "build_uvicorn_config",
     "connection_cap",
@@ -77,6 +81,17 @@ WS_POLICY_VIOLATION = 1008
 #: JSON-RPC "invalid request": the code of the body limit's refusals (the SDK client shows the
 #: message of a JSON-RPC error in a non-2xx JSON body).
 JSONRPC_INVALID_REQUEST = -32600
+#: A body refused for its size is still read (and dropped) up to this many times ``--max-body``
+#: before the 413 is sent, so that a client that sends before it reads (the SDK's) gets it.
+DISCARD_FACTOR = 2
+#: A ``Content-Length`` value: ASCII decimal digits only (RFC 9110 8.6).
+_DECIMAL = re.compile(rb"[0-9]{1,18}")
+
+#: The message of a 401: what the client must send, never anything about the expected token.
+UNAUTHORIZED_MESSAGE = (
+    "missing or invalid bearer token: send the header 'Authorization: Bearer <token>' with the "
+    "token this server was started with (SANDBOX_HTTP_TOKEN or --token-file)"
+)
 
 _REQUEST_TIMEOUT = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
@@ -104,7 +119,9 @@ class BearerAuth:
     """ASGI middleware that requires ``Authorization: Bearer <token>`` on every HTTP request.
 
     The comparison is constant-time (:func:`hmac.compare_digest`); a refused request gets 401 with
-    a ``WWW-Authenticate: Bearer`` header (RFC 6750) and never learns anything about the token.
+    a ``WWW-Authenticate: Bearer`` header (RFC 6750) and a JSON-RPC error whose message
+    (:data:`UNAUTHORIZED_MESSAGE`, which the SDK client shows as the call's error) says what to
+    send; it never learns anything about the token.
     ``/healthz`` is answered here, before auth. A ``websocket`` scope is closed with code 1008
     before it is accepted (the client sees 403), token or not: the server speaks no WebSocket.
     ``lifespan`` goes to the app unchanged.
@@ -149,7 +166,7 @@ class BearerAuth:
             return
         if not self._authorized(scope):
             challenge = [(b"www-authenticate", b'Bearer realm="mcp-secure-sandbox"')]
-            await _json_response(send, 401, {"error": "missing or invalid bearer token"}, challenge)
+            await _jsonrpc_refusal(send, 401, UNAUTHORIZED_MESSAGE, challenge)
             return
         await self.app(scope, receive, send)
 
@@ -242,10 +259,16 @@ async def _jsonrpc_refusal(
 class BodyLimit:
     """ASGI middleware: the one HTTP body limit and the budget of bodies in flight.
 
-    A request declaring a ``Content-Length`` over ``max_body`` gets 413 at once; a chunked one
-    is read up to ``max_body`` (413 past it). Each request holds its share of ``budget`` (its
-    ``Content-Length``, else ``max_body``) from its headers until the app has answered it; a
-    request that cannot get its share within ``wait_s`` gets 503 with ``Retry-After: 1``.
+    A request declaring a ``Content-Length`` over ``max_body`` gets 413 without its body being
+    kept; a chunked one (any ``Transfer-Encoding``) is read up to ``max_body`` (413 past it).
+    Either way the rest of a refused body is read and dropped, up to :data:`DISCARD_FACTOR`
+    times ``max_body``, before the 413 is sent, so a client that sends its whole body before
+    it reads gets the answer rather than a reset. Framing that is ambiguous (both
+    ``Transfer-Encoding`` and ``Content-Length``, several ``Content-Length``, one that is not
+    a decimal number) gets 400 (:func:`_body_framing`). Each request holds its share of
+    ``budget`` (its ``Content-Length``, else ``max_body``) from its headers until the app has
+    answered it; a request that cannot get its share within ``wait_s`` gets 503 with
+    ``Retry-After: 1``.
     Refusals are JSON-RPC errors (``id`` null) the SDK client shows as the call's error.
     Requests without a body, and scopes other than ``http``, pass untouched.
 
@@ -277,18 +300,18 @@ class BodyLimit:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        declared: int | None = None
-        chunked = False
-        for name, value in scope.get("headers", []):
-            key = bytes(name).lower()
-            if key == b"content-length" and bytes(value).strip().isdigit():
-                declared = int(bytes(value))
-            elif key == b"transfer-encoding":
-                chunked = True
-        if (declared is None and not chunked) or declared == 0:
+        framing = _body_framing(scope.get("headers", []))
+        if isinstance(framing, str):
+            await _jsonrpc_refusal(send, 400, framing, [])
+            return
+        declared = framing  # None: chunked (Transfer-Encoding); else the Content-Length
+        if declared == 0:
             await self.app(scope, receive, send)
             return
         if declared is not None and declared > self.max_body:
+            # Read what the client sends (discarded, never buffered) before answering: a
+            # client still sending when the server closes gets a reset, not the 413.
+            await self._discard(receive, 0)
             await _jsonrpc_refusal(send, 413, self.too_large(f"{declared:,}"), [])
             return
         share = self.max_body if declared is None else declared
@@ -312,6 +335,26 @@ class BodyLimit:
         finally:
             self.budget.release(share)
 
+    async def _discard(self, receive: Receive, seen: int) -> None:
+        """Read and drop the rest of a refused body, up to ``DISCARD_FACTOR`` x ``max_body``.
+
+        Nothing is kept, so the budget is not involved; the request deadline
+        (``--http-request-timeout``) bounds the time, the cap the bytes: past it the refusal is
+        sent and the connection closed with the rest unread.
+
+        Args:
+            receive: The request's ASGI ``receive``.
+            seen: Body bytes already read.
+        """
+        bound = DISCARD_FACTOR * self.max_body
+        while seen <= bound:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            seen += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                return
+
     async def _read_chunked(self, receive: Receive, send: Send) -> Receive | None:
         """Read a body without a length up to ``max_body``; ``None`` once refused with 413."""
         parts: list[bytes] = []
@@ -324,6 +367,9 @@ class BodyLimit:
             body = bytes(message.get("body", b""))
             size += len(body)
             if size > self.max_body:
+                parts.clear()  # nothing more is kept
+                if message.get("more_body", False):
+                    await self._discard(receive, size)
                 await _jsonrpc_refusal(
                     send, 413, self.too_large(f"more than {self.max_body:,}"), []
                 )
@@ -340,6 +386,45 @@ class BodyLimit:
             return queued.popleft() if queued else await receive()
 
         return replay
+
+
+def _body_framing(headers: Iterable[tuple[bytes, bytes]]) -> int | str | None:
+    """How a request frames its body, from its headers, as :class:`BodyLimit` books it.
+
+    Args:
+        headers: The ASGI scope's header pairs (names in any case).
+
+    Returns:
+        The ``Content-Length`` (``0`` when neither header is sent), ``None`` for a body framed
+        by ``Transfer-Encoding`` (whatever its value: booked as chunked, the largest share), or
+        the message of a 400 refusal: both headers at once (RFC 9112 6.3 lets a server reject
+        it; it is how requests are smuggled past a proxy, and no client we serve sends it),
+        more than one ``Content-Length`` header or a list in one, or a value that is not a
+        decimal number (a sign, inner spaces, another digit set).
+    """
+    lengths: list[bytes] = []
+    encoded = False
+    for name, value in headers:
+        key = bytes(name).lower()
+        if key == b"content-length":
+            lengths.append(bytes(value))
+        elif key == b"transfer-encoding":
+            encoded = True
+    if encoded and lengths:
+        return (
+            "a request with both Transfer-Encoding and Content-Length is refused "
+            "(RFC 9112 6.3); send one of them"
+        )
+    if encoded:
+        return None
+    if not lengths:
+        return 0
+    if len(lengths) > 1:
+        return "a request with more than one Content-Length header is refused; send one"
+    text = lengths[0].strip(b" \t")
+    if not _DECIMAL.fullmatch(text):
+        return "the Content-Length header is not a decimal number of bytes"
+    return int(text)
 
 
 def http_warnings(settings: Settings) -> list[str]:
@@ -604,17 +689,61 @@ def build_uvicorn_config(
     return config, guard
 
 
+#: Pending connections the listening socket queues (uvicorn's default ``--backlog``).
+LISTEN_BACKLOG = 2048
+
+
+def bind_http(settings: Settings) -> socket.socket:
+    """Bind and listen on ``--host``/``--port`` before anything says the server is serving.
+
+    Returns:
+        The listening socket (close-on-exec); :func:`serve_http` serves on it.
+
+    Raises:
+        ConfigError: The address cannot be bound: the port is in use (another server, or any
+            program listening there), the address is not this machine's, or the port needs
+            privileges; the message names the host, the port and the remedy.
+    """
+    try:
+        return socket.create_server(
+            (settings.host, settings.port),
+            family=socket.AF_INET6 if ":" in settings.host else socket.AF_INET,
+            backlog=LISTEN_BACKLOG,
+        )
+    except OSError as exc:
+        where = f"{settings.host}:{settings.port}"
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"port {settings.port} on {settings.host} is already in use (another "
+                "mcp-secure-sandbox server, or another program listening there; `ss -ltnp "
+                f"'sport = :{settings.port}'` shows which): stop it, or choose another --port"
+            ) from None
+        raise ConfigError(
+            f"cannot listen on {where}: {exc.strerror or exc}; check --host and --port "
+            "(ports below 1024 need privileges)"
+        ) from None
+
+
 def serve_http(
-    app: MCPServer[Any], settings: Settings, health: Callable[[], str | None] | None = None
+    app: MCPServer[Any],
+    settings: Settings,
+    health: Callable[[], str | None] | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve ``app`` over streamable HTTP with uvicorn until interrupted (blocking).
 
-    ``health`` is :class:`BearerAuth`'s (``/healthz``).
+    Args:
+        app: The MCP server.
+        settings: The server's settings.
+        health: :class:`BearerAuth`'s (``/healthz``).
+        sock: The listening socket from :func:`bind_http`; bound here when ``None``.
 
     Raises:
-        ConfigError: As :func:`build_uvicorn_config`.
+        ConfigError: As :func:`build_uvicorn_config` and :func:`bind_http`.
     """
     config, guard = build_uvicorn_config(app, settings, health)
+    if sock is None:
+        sock = bind_http(settings)
     for warning in http_warnings(settings):
         log.warning("%s", warning)
     log.info(
@@ -622,4 +751,4 @@ def serve_http(
         guard.cap,
         guard.request_timeout_s,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])

@@ -11,6 +11,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import Field
 
 from datavalidate import DataValidateError, validate_json
+from mcp_secure_sandbox._declare import size_words
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.validation import parse_json_strict
 
@@ -24,10 +25,6 @@ INVALID_PARAMS = -32602
 def _invalid(message: str) -> MCPError:
     """A protocol error the client sees with this exact message (not a generic one)."""
     return MCPError(code=INVALID_PARAMS, message=message)
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1024 * 1024):g} MiB"
 
 
 def register(app: MCPServer[Any], state: ServerState) -> None:
@@ -52,9 +49,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             "access to dunder attributes other than ordinary ones such as __init__ and __name__, "
             "no frame or code-object introspection.\n"
             f"- Limits: {state.settings.default_timeout_s:g} s wall clock by default (at most "
-            f"{state.settings.max_timeout_s:g} s), {_mib(limits.memory_bytes)} of memory, "
-            f"{_mib(limits.output_bytes)} of output per stream (the answer shows the first and "
-            f"last {state.settings.stream_excerpt_bytes // 1024} KiB of each).\n"
+            f"{state.settings.max_timeout_s:g} s), {size_words(limits.memory_bytes)} of memory, "
+            f"{size_words(limits.output_bytes)} of output per stream (the answer shows the first "
+            f"and last {size_words(state.settings.stream_excerpt_bytes)} of each).\n"
             "Print the results to stdout. Return only the script in one ```python block."
         )
 

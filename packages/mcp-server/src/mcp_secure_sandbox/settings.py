@@ -1,8 +1,12 @@
 """Server settings: command-line flags over ``SANDBOX_*`` environment variables over defaults.
 
-Every setting has a flag and an environment variable, except secrets, which come only from the
-environment or a file (command lines are readable by every local user). ``--help`` lists them all
-with their defaults.
+Each setting is declared once, as a field of :class:`Settings` whose ``metadata`` holds its
+:class:`~mcp_secure_sandbox._declare.Setting` (flag, variable, parse, bounds, help); the parser,
+the environment, ``--help`` and the settings page (``docs/settings.md``, written by
+``python -m mcp_secure_sandbox._settings_page``) are derived from them, and the bounds and
+the cross-field rules (:data:`CHECKS`) hold for every :class:`Settings`, however it was built.
+Secrets have no flag (command lines are readable by every local user): the HTTP token comes
+from the environment or a file.
 """
 
 from __future__ import annotations
@@ -12,19 +16,40 @@ import importlib.metadata
 import math
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import astguard
 from mcp_secure_sandbox import _sizes
+from mcp_secure_sandbox._declare import (
+    SETTING,
+    Check,
+    Setting,
+    csv_list,
+    positive,
+    size,
+    size_text,
+    size_words,
+)
 from mcp_secure_sandbox._sizes import MAX_WRITE_BYTES
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
-from mcp_secure_sandbox.profiles import PROFILES
-from pysandbox import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S
+from pysandbox import (
+    KERNEL_LAYERS,
+    PROFILES,
+    READY_CHILDREN,
+    READY_MAX_IDLE_S,
+    ExecutionMode,
+    Layer,
+    Limits,
+    SandboxConfig,
+    bound_of,
+)
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
 __all__ = [
+    "CHECKS",
     "DEFAULT_SNAPSHOTS",
     "DEFAULT_WORKSPACE",
     "LOOPBACK_HOSTS",
@@ -33,8 +58,10 @@ __all__ = [
     "Settings",
     "build_parser",
     "check_importable_overlap",
+    "declarations",
     "prepare_directories",
     "settings_from_args",
+    "settings_page",
 ]
 
 DEFAULT_WORKSPACE = "./sandbox_workspace"
@@ -45,6 +72,18 @@ _MIB = 1024 * 1024
 #: Default ``--max-body``: the largest content a tool takes (8 MiB) as Base64 (x 4/3, rounded up
 #: to a MiB), plus 1 MiB for the JSON-RPC envelope and the other arguments: 12 MiB.
 DEFAULT_MAX_BODY = -(-MAX_WRITE_BYTES * 4 // 3 // _MIB) * _MIB + _MIB
+#: The memory rlimits pysandbox sets for ``Limits.memory_bytes`` (``pysandbox._config.rlimits``:
+#: the data segment, and twice it as address space); a test holds this to pysandbox's.
+RUN_MEMORY_RLIMITS = "RLIMIT_DATA of this size and RLIMIT_AS of twice it"
+_LAYERS = tuple(str(layer) for layer in KERNEL_LAYERS)
+#: pysandbox's limit defaults (``pysandbox.Limits``, their one home): the run limits' defaults.
+_LIMITS = Limits()
+
+
+def _at_least(cls: type, name: str) -> tuple[float | None, None]:
+    """The lower bound pysandbox declares for ``cls.name``, as a :class:`Setting`'s bounds."""
+    minimum = bound_of(cls, name).minimum
+    return (int(minimum) if minimum is not None and minimum == int(minimum) else minimum, None)
 
 
 class ConfigError(Exception):
@@ -55,143 +94,587 @@ class ConfigError(Exception):
     """
 
 
+def _layers(text: str) -> tuple[str, ...]:
+    """``--require-layers``: a comma-separated list, ``none`` (any case) standing for no layer."""
+    return tuple(x for x in csv_list(text) if x.lower() != "none")
+
+
+def _profiles_help() -> str:
+    return "; ".join(
+        f"'{p.name}' allows and preloads {', '.join(p.extra_modules)} (install "
+        f"mcp-secure-sandbox[{p.extra or p.name}]) and raises the default memory limit to "
+        f"{size_text(p.memory_bytes)}; it needs --require-layers {','.join(p.required_layers)}"
+        for p in PROFILES.values()
+    )
+
+
 @dataclass(frozen=True)
 class Settings:
     """The settings in force for one server process.
 
-    Every field but ``workspace_fallback`` and ``token`` has a flag and a ``SANDBOX_*`` variable
-    (``mcp-secure-sandbox --help`` lists them with their defaults).
+    Each field with a :class:`~mcp_secure_sandbox._declare.Setting` in its metadata is a
+    setting: its flag, ``SANDBOX_*`` variable, bounds and meaning are declared there and listed
+    by ``mcp-secure-sandbox --help`` and ``docs/settings.md`` (:func:`settings_page`). Sizes are
+    in bytes (fields ``*_bytes``), times in seconds (``*_s``). The bounds and :data:`CHECKS`
+    are checked for every instance: a violation raises :class:`ConfigError`.
 
-    Attributes:
-        workspace: Directory the sandboxed code runs in (absolute once prepared).
-        snapshots: Directory of the snapshot store (absolute once prepared); with
-            ``snapshots_url``, the local state directory of that store (its lock, staging files
-            and restore journal), ``./sandbox_snapshots`` by default.
-        snapshots_url: ``s3://BUCKET/PREFIX`` when ``--snapshots`` names S3-compatible
-            storage (endpoint and credentials only from the ``AWS_*`` environment), else
-            ``None``.
-        default_timeout_s: Wall-clock time-out of a run when the call gives none, in seconds.
-        max_timeout_s: Largest time-out a call may ask for, in seconds; also the CPU-time limit
-            (rounded up) of every run.
-        memory_bytes: Address-space limit of one run (``RLIMIT_AS``), in bytes.
-        output_bytes: Kill cap on each of stdout and stderr of one run, in bytes (pysandbox's
-            ``Limits.output_bytes``); what an answer carries is :mod:`mcp_secure_sandbox.budget`'s.
-        file_size_bytes: Largest file a run may write (``RLIMIT_FSIZE``), in bytes.
-        workspace_bytes: Largest total size of the workspace, in bytes.
-        workspace_files: Largest number of files in the workspace.
-        max_concurrent_runs: Runs admitted at once; further calls wait their turn.
-        ready_children: Children the warm zygote keeps forked and confined (every layer
-            applied) for the next runs, at most :data:`MAX_READY_CHILDREN`; 0 switches the pool
-            off. The default is pysandbox's (``pysandbox.READY_CHILDREN``, 2). Budget: an idle
-            ready child is one process of one thread with about 2.3 MiB of private memory (its
-            ~11 MiB RSS is the zygote's pages, shared copy-on-write); a claimed child is a run
-            under ``memory_bytes`` and the pool is refilled after the run ends, so at most
-            ``max_concurrent_runs + ready_children`` children exist. Under compose's 1 GiB /
-            128 pids, 2 ready children take 2 pids and about 5 MiB, 8 take 8 pids and ~20 MiB.
-        ready_max_idle_s: Seconds a ready child waits before it is replaced (pysandbox's
-            ``READY_MAX_IDLE_S`` by default, 60), at least ``pysandbox.READY_MIN_IDLE_S``.
-        extra_modules: Modules allowed on top of astguard's default allow-list (a profile's
-            included).
-        profile: ``"none"`` or a name of :data:`mcp_secure_sandbox.profiles.PROFILES`.
-        preload: Modules the warm zygote imports once (the profile's).
-        require_layers: Kernel layers (``"landlock"``, ``"seccomp"``) a run refuses to go
-            without; empty accepts Python-level isolation only, which is unsafe.
-        execution: ``"warm"`` (fork each run from a prepared zygote) or ``"spawn"``.
-        log_level: Level of the ``logging`` output on stderr.
-        transport: ``"stdio"`` or ``"streamable-http"``.
-        host: Address the HTTP transport binds.
-        port: Port of the HTTP transport.
-        allowed_hosts: ``Host`` header values HTTP accepts (empty: the bound host and port).
-        allowed_origins: ``Origin`` header values HTTP accepts.
-        allow_unauthenticated_http: Serve HTTP without a token (loopback binds only).
-        max_body_bytes: Largest HTTP request body, in bytes (:data:`DEFAULT_MAX_BODY`: 8 MiB of
-            content as Base64 plus 1 MiB); a larger one gets 413 with a JSON-RPC error.
-        max_body_in_flight_bytes: Request bodies the HTTP transport holds at once, in bytes (each
-            counted by its ``Content-Length``, else ``max_body_bytes``); past it a request waits
-            up to ``admission_wait_s``, then gets 503 with ``Retry-After: 1``.
-        http_request_timeout_s: Time a client has to send a whole request (request line,
-            headers and body) from its connection or first byte, in seconds.
-        http_max_connections: Largest number of open HTTP connections (further bounded by the
-            soft ``RLIMIT_NOFILE``, see :func:`~mcp_secure_sandbox.http_transport.connection_cap`).
-        worker_pool_size: Confined worker processes validating caller-supplied input at most
-            (:mod:`mcp_secure_sandbox.workers`); also how many validations run at once.
-        worker_deadline_s: Wall-clock time one validation may take in a worker, in seconds;
-            past it the worker is killed and replaced.
-        worker_memory_bytes: Address-space budget (``RLIMIT_AS``) of each worker, in bytes.
-        diff_deadline_s: Wall-clock time one snapshot diff may take in its confined worker (a
-            pool of one), in seconds.
-        diff_memory_bytes: Address-space budget (``RLIMIT_AS``) of the diff worker, in bytes.
-        admission_wait_s: Longest time a call other than a run waits in the admission queue
-            for its turn (a worker, a snapshot or export slot, the workspace) before it is
-            answered "busy, retry", in seconds; a run waits at most its own time-out plus
-            :data:`~mcp_secure_sandbox.concurrency.RUN_WAIT_GRACE_S`.
-        queue_length: Calls that may wait for their turn at once, all kinds together; a call
-            finding the queue full is answered "busy, retry" at once.
-        export_max_bytes: Largest export served over MCP (in chunks), in bytes; a larger one is
-            refused with the host command that exports it.
-        max_concurrent_exports: Export calls and export chunk reads served at once.
-        max_images: Most images one run result carries as image content (see
-            :mod:`mcp_secure_sandbox.rich`).
-        stream_excerpt_bytes: What a run's answer keeps of each of stdout and stderr (head,
-            tail and the cut marker), in UTF-8 bytes before JSON escaping; between
-            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MIN_BYTES` and
-            :data:`~mcp_secure_sandbox.budget.STREAM_EXCERPT_MAX_BYTES`. The answer carries the
-            excerpt twice (structured content and text), so the default keeps a 5 MB print's
-            answer within 40 KiB.
-        workspace_fallback: True when the default workspace could not be used in the current
-            directory and the user's data directory was used instead.
-        token: The HTTP bearer token, or ``None``; never printed, logged or returned.
+    The other fields: ``preload`` (modules the warm zygote imports once: the profile's),
+    ``workspace_fallback`` (True when the default workspace could not be used in the current
+    directory and the user's data directory was used instead), ``snapshots_url``
+    (``s3://BUCKET/PREFIX`` when ``--snapshots`` names S3-compatible storage, else ``None``;
+    ``snapshots`` is then the store's local state directory) and ``given`` (the fields a flag
+    or variable set, empty for settings built in code). ``token`` is never printed, logged or
+    returned.
     """
 
-    workspace: Path
-    snapshots: Path
-    default_timeout_s: float = 10.0
-    max_timeout_s: float = 60.0
-    memory_bytes: int = 512 * 1024 * 1024
-    output_bytes: int = 8 * 1024 * 1024
-    file_size_bytes: int = 64 * 1024 * 1024
-    workspace_bytes: int = 1024 * 1024 * 1024
-    workspace_files: int = 10_000
-    max_concurrent_runs: int = field(default_factory=lambda: os.cpu_count() or 1)
-    ready_children: int = READY_CHILDREN
-    ready_max_idle_s: float = READY_MAX_IDLE_S
-    extra_modules: tuple[str, ...] = ()
-    profile: str = "none"
+    workspace: Path = field(
+        metadata=Setting(
+            flag="--workspace",
+            env="SANDBOX_WORKSPACE",
+            help="directory the sandboxed code runs in; created if missing",
+            default_text=DEFAULT_WORKSPACE,
+        ).metadata
+    )
+    snapshots: Path = field(
+        metadata=Setting(
+            flag="--snapshots",
+            env="SANDBOX_SNAPSHOTS",
+            help="directory of the snapshot store, created if missing; or s3://BUCKET/PREFIX "
+            "for S3-compatible storage (the [s3] extra; endpoint and credentials from the "
+            "AWS_* environment, never a flag)",
+            default_text=DEFAULT_SNAPSHOTS,
+        ).metadata
+    )
+    default_timeout_s: float = field(
+        default=10.0,
+        metadata=Setting(
+            flag="--default-timeout",
+            env="SANDBOX_DEFAULT_TIMEOUT",
+            parse=float,
+            positive=True,
+            unit="s",
+            help="time-out of a run in seconds when the call gives none",
+        ).metadata,
+    )
+    max_timeout_s: float = field(
+        default=60.0,
+        metadata=Setting(
+            flag="--max-timeout",
+            env="SANDBOX_MAX_TIMEOUT",
+            parse=float,
+            positive=True,
+            unit="s",
+            help="largest time-out in seconds a call may ask for; also the CPU-time limit "
+            "(RLIMIT_CPU, rounded up) of every run",
+        ).metadata,
+    )
+    memory_bytes: int = field(
+        default=_LIMITS.memory_bytes,
+        metadata=Setting(
+            flag="--memory-limit",
+            env="SANDBOX_MEMORY_LIMIT",
+            parse=size,
+            positive=True,
+            bounds=_at_least(Limits, "memory_bytes"),
+            unit="bytes",
+            help=f"memory limit of one run in bytes ({RUN_MEMORY_RLIMITS}); K, M, G suffixes",
+        ).metadata,
+    )
+    output_bytes: int = field(
+        default=_LIMITS.output_bytes,
+        metadata=Setting(
+            flag="--output-limit",
+            env="SANDBOX_OUTPUT_LIMIT",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="cap on each of stdout and stderr of a run in bytes; passing it stops the run "
+            "(status output_limit); what an answer keeps of each stream is --stream-excerpt",
+        ).metadata,
+    )
+    file_size_bytes: int = field(
+        default=_LIMITS.file_size_bytes,
+        metadata=Setting(
+            flag="--file-size-limit",
+            env="SANDBOX_FILE_SIZE_LIMIT",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="largest file a run may write, in bytes (RLIMIT_FSIZE; a larger write fails "
+            "with EFBIG)",
+        ).metadata,
+    )
+    workspace_bytes: int = field(
+        default=_LIMITS.workspace_bytes,
+        metadata=Setting(
+            flag="--workspace-quota",
+            env="SANDBOX_WORKSPACE_QUOTA",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="largest total size of the workspace in bytes",
+        ).metadata,
+    )
+    workspace_files: int = field(
+        default=_LIMITS.workspace_files,
+        metadata=Setting(
+            flag="--workspace-max-files",
+            env="SANDBOX_WORKSPACE_MAX_FILES",
+            parse=int,
+            help="largest number of files in the workspace",
+        ).metadata,
+    )
+    max_concurrent_runs: int = field(
+        default_factory=lambda: os.cpu_count() or 1,
+        metadata=Setting(
+            flag="--max-concurrent-runs",
+            env="SANDBOX_MAX_CONCURRENT_RUNS",
+            parse=int,
+            bounds=_at_least(SandboxConfig, "max_concurrent_runs"),
+            help="runs executing at once; further runs queue",
+            default_doc="CPU count",
+        ).metadata,
+    )
+    ready_children: int = field(
+        default=READY_CHILDREN,
+        metadata=Setting(
+            flag="--ready-children",
+            env="SANDBOX_READY_CHILDREN",
+            parse=int,
+            bounds=(0, MAX_READY_CHILDREN),
+            help="children the warm zygote keeps forked and confined for the next runs (0: "
+            "off); each idle one is 1 pid and about 2.3 MiB",
+            doc="warm mode: children kept forked and confined (every layer applied) for the "
+            "next runs, each used for one run and never reused (pysandbox's READY_CHILDREN "
+            "by default); `0` switches the pool off. Budget: an idle ready child is 1 pid (one "
+            "thread) and about 2.3 MiB of private memory (its ~11 MiB RSS is the zygote's "
+            "pages, shared copy-on-write); a claimed child is a run under `--memory-limit`, "
+            "and the pool refills after the run ends, so at most `--max-concurrent-runs` + "
+            "`--ready-children` children exist. Under compose's 1 GiB / 128 pids, 2 ready "
+            "children take 2 pids and ~5 MiB (8: 8 pids, ~20 MiB)",
+        ).metadata,
+    )
+    ready_max_idle_s: float = field(
+        default=READY_MAX_IDLE_S,
+        metadata=Setting(
+            flag="--ready-max-idle",
+            env="SANDBOX_READY_MAX_IDLE",
+            parse=float,
+            bounds=_at_least(SandboxConfig, "ready_max_idle_s"),
+            unit="s",
+            help="seconds a ready child waits before it is replaced (pysandbox's "
+            "READY_MAX_IDLE_S by default)",
+        ).metadata,
+    )
+    extra_modules: tuple[str, ...] = field(
+        default=(),
+        metadata=Setting(
+            flag="--extra-modules",
+            env="SANDBOX_EXTRA_MODULES",
+            parse=csv_list,
+            help="comma-separated extra modules the policy allows",
+            doc="comma-separated modules allowed beyond the default policy, a profile's "
+            "included (a module that reaches the system, such as `os`, logs a warning: only "
+            "the kernel layers confine it then)",
+        ).metadata,
+    )
+    profile: str = field(
+        default="none",
+        metadata=Setting(
+            flag="--profile",
+            env="SANDBOX_PROFILE",
+            choices=("none", *PROFILES),
+            help=_profiles_help(),
+            doc=f'{_profiles_help()} (see the README\'s "Data science")',
+        ).metadata,
+    )
     preload: tuple[str, ...] = ()
-    require_layers: tuple[str, ...] = ("landlock", "seccomp")
-    execution: str = "warm"
-    log_level: str = "INFO"
-    transport: str = "stdio"
-    host: str = "127.0.0.1"
-    port: int = 8000
-    allowed_hosts: tuple[str, ...] = ()
-    allowed_origins: tuple[str, ...] = ()
-    allow_unauthenticated_http: bool = False
-    max_body_bytes: int = DEFAULT_MAX_BODY
-    max_body_in_flight_bytes: int = 64 * _MIB
-    http_request_timeout_s: float = 30.0
-    http_max_connections: int = 512
-    worker_pool_size: int = 2
-    worker_deadline_s: float = 10.0
-    worker_memory_bytes: int = 256 * 1024 * 1024
-    diff_deadline_s: float = 30.0
-    diff_memory_bytes: int = 512 * 1024 * 1024
-    admission_wait_s: float = 30.0
-    queue_length: int = 32
-    export_max_bytes: int = 256 * 1024 * 1024
-    max_concurrent_exports: int = 2
-    max_images: int = 4
-    stream_excerpt_bytes: int = 16 * 1024
+    require_layers: tuple[str, ...] = field(
+        default=_LAYERS,
+        metadata=Setting(
+            flag="--require-layers",
+            env="SANDBOX_REQUIRE_LAYERS",
+            parse=_layers,
+            choices=_LAYERS,
+            help="comma-separated kernel layers a run requires, refusing to run without them; "
+            "'none' accepts Python-level isolation only, which is unsafe",
+        ).metadata,
+    )
+    execution: str = field(
+        default=str(ExecutionMode.WARM),
+        metadata=Setting(
+            flag="--execution",
+            env="SANDBOX_EXECUTION",
+            choices=tuple(str(mode) for mode in ExecutionMode),
+            help="how runs start: 'warm' forks each run from a prepared zygote process (every "
+            "layer applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
+            doc="`warm`: each run is forked from a prepared zygote process and gets every layer "
+            "applied after the fork (about 6 ms for `print(1)` against 20 ms); `spawn`: a "
+            "fresh interpreter per run. Warm falls back to spawn, with the reason in "
+            "`sandbox://status`, when the zygote cannot start",
+        ).metadata,
+    )
+    log_level: str = field(
+        default="INFO",
+        metadata=Setting(
+            flag="--log-level",
+            env="SANDBOX_LOG_LEVEL",
+            parse=str.upper,
+            choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+            help="level of the log written to stderr",
+        ).metadata,
+    )
+    transport: str = field(
+        default="stdio",
+        metadata=Setting(
+            flag="--transport",
+            env="SANDBOX_TRANSPORT",
+            choices=("stdio", "streamable-http"),
+            help="MCP transport",
+        ).metadata,
+    )
+    host: str = field(
+        default="127.0.0.1",
+        metadata=Setting(
+            flag="--host", env="SANDBOX_HOST", help="address the HTTP transport binds"
+        ).metadata,
+    )
+    port: int = field(
+        default=8000,
+        metadata=Setting(
+            flag="--port", env="SANDBOX_PORT", parse=int, help="port of the HTTP transport"
+        ).metadata,
+    )
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=Setting(
+            flag="--allowed-hosts",
+            env="SANDBOX_ALLOWED_HOSTS",
+            parse=csv_list,
+            help="comma-separated Host header values HTTP accepts (DNS-rebinding protection); "
+            "empty means the bound host and port",
+        ).metadata,
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=Setting(
+            flag="--allowed-origins",
+            env="SANDBOX_ALLOWED_ORIGINS",
+            parse=csv_list,
+            help="comma-separated Origin values HTTP accepts (empty: http:// and each allowed "
+            "host)",
+        ).metadata,
+    )
+    allow_unauthenticated_http: bool = field(
+        default=False,
+        metadata=Setting(
+            flag="--allow-unauthenticated-http",
+            env="SANDBOX_ALLOW_UNAUTHENTICATED_HTTP",
+            switch=True,
+            help="serve HTTP without a token on a loopback address; unsafe: every local user "
+            "can then run code as this server's user",
+            doc="serve HTTP without a token, on a loopback host only (unsafe: every local user "
+            "can run code as the server's user; logged and shown in `sandbox://status` "
+            "`warnings`)",
+        ).metadata,
+    )
+    max_body_bytes: int = field(
+        default=DEFAULT_MAX_BODY,
+        metadata=Setting(
+            flag="--max-body",
+            env="SANDBOX_MAX_BODY",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help=f"largest HTTP request body in bytes (the default holds "
+            f"{size_words(MAX_WRITE_BYTES)} of content as Base64); a larger one gets 413 "
+            "naming the limit",
+            doc=f"largest HTTP request body, bytes: {size_words(MAX_WRITE_BYTES)} of content "
+            "(what `write_workspace_file` takes) as Base64, plus 1 MiB. A larger body gets "
+            "`413` with a JSON-RPC error the SDK client shows (the limit, and to pass large "
+            "data as a workspace file by path: `csv_path`, `data_path`)",
+        ).metadata,
+    )
+    max_body_in_flight_bytes: int = field(
+        default=64 * _MIB,
+        metadata=Setting(
+            flag="--max-body-in-flight",
+            env="SANDBOX_MAX_BODY_IN_FLIGHT",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="HTTP request bodies held at once in bytes (each counted by its "
+            "Content-Length); past it a request waits up to --admission-wait, then gets 503 "
+            "with Retry-After: 1",
+            doc="request bodies held at once, bytes (each counted by its `Content-Length`, "
+            "else `--max-body`, until its request is answered); past it a request waits up to "
+            "`--admission-wait`, then gets `503` with `Retry-After: 1` (its "
+            "`--http-request-timeout` runs meanwhile: a body not all sent by then closes the "
+            "connection first)",
+        ).metadata,
+    )
+    http_request_timeout_s: float = field(
+        default=30.0,
+        metadata=Setting(
+            flag="--http-request-timeout",
+            env="SANDBOX_HTTP_REQUEST_TIMEOUT",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds a client has to send a whole HTTP request (request line, headers and "
+            "body) from its connection or first byte; slower connections are closed (408 if no "
+            "request line arrived). Responses, including long event streams, are never cut",
+        ).metadata,
+    )
+    http_max_connections: int = field(
+        default=512,
+        metadata=Setting(
+            flag="--http-max-connections",
+            env="SANDBOX_HTTP_MAX_CONNECTIONS",
+            parse=positive(int),
+            positive=True,
+            help="open HTTP connections at most (also kept below the soft RLIMIT_NOFILE); over "
+            "it, the oldest connection not being served is closed, or the new one refused",
+            doc="open HTTP connections at most, lowered to leave a quarter (at least 64) of the "
+            "soft `RLIMIT_NOFILE` to the rest of the server; over it the oldest connection not "
+            "being served is closed, or the new one gets `503` when all are being served",
+        ).metadata,
+    )
+    worker_pool_size: int = field(
+        default=2,
+        metadata=Setting(
+            flag="--worker-pool-size",
+            env="SANDBOX_WORKER_POOL_SIZE",
+            parse=positive(int),
+            positive=True,
+            help="confined worker processes that validate JSON and CSV input (each a fresh "
+            "interpreter with rlimits, read-only Landlock and seccomp); also the validations "
+            "running at once. With compose's 1 GiB / 128 pids, 2 workers of 256 MiB leave room "
+            "for runs",
+            doc="confined worker processes validating JSON and CSV input (each a fresh "
+            "`python -I` with an empty environment, rlimits, no_new_privs, read-only Landlock "
+            "and seccomp without exec or sockets; JSON lines, never pickle, each answer "
+            "shape-checked: a malformed one kills and replaces its worker; a worker is retired "
+            "after 200 jobs or before its CPU limit could cut a job short); also the "
+            "validations running at once",
+        ).metadata,
+    )
+    worker_deadline_s: float = field(
+        default=10.0,
+        metadata=Setting(
+            flag="--worker-deadline",
+            env="SANDBOX_WORKER_DEADLINE",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds one validation may take in a worker; past it the worker is killed "
+            "and replaced and the call gets a tool error",
+            doc="seconds one validation may take; past it the worker is killed and replaced, "
+            'and the call gets "validation stopped after {worker_deadline_s} / '
+            '{worker_memory_bytes}: the schema or data is too expensive"',
+        ).metadata,
+    )
+    worker_memory_bytes: int = field(
+        default=256 * _MIB,
+        metadata=Setting(
+            flag="--worker-memory",
+            env="SANDBOX_WORKER_MEMORY",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="address-space budget of each validation worker in bytes (RLIMIT_AS); K, M, "
+            "G suffixes",
+        ).metadata,
+    )
+    diff_deadline_s: float = field(
+        default=30.0,
+        metadata=Setting(
+            flag="--diff-deadline",
+            env="SANDBOX_DIFF_DEADLINE",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds one snapshot diff may take in its confined worker (read-only on the "
+            "store and workspace); past it the worker is killed and replaced",
+            doc="seconds one `diff_state_snapshots` may take in its confined worker (one "
+            "worker, read-only on the store and the workspace, started when first needed); "
+            'past it the worker is killed and replaced, and the call gets "diff stopped after '
+            '{diff_deadline_s} / {diff_memory_bytes}: the snapshots are too large to compare"',
+        ).metadata,
+    )
+    diff_memory_bytes: int = field(
+        default=512 * _MIB,
+        metadata=Setting(
+            flag="--diff-memory",
+            env="SANDBOX_DIFF_MEMORY",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G suffixes",
+        ).metadata,
+    )
+    admission_wait_s: float = field(
+        default=30.0,
+        metadata=Setting(
+            flag="--admission-wait",
+            env="SANDBOX_ADMISSION_WAIT",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds a call other than a run waits in the queue for its turn (a worker, a "
+            "snapshot or export slot, the workspace) before it is answered 'busy, retry'; a "
+            f"run waits at most its timeout_sec + {RUN_WAIT_GRACE_S:g} s",
+            doc="seconds a call other than a run waits in the admission queue for its turn (a "
+            "validation worker, the snapshot slot, an export slot, the workspace); then it is "
+            'answered "busy, retry: ..." naming what it waited for. A run waits at most its '
+            f"own `timeout_sec` + {RUN_WAIT_GRACE_S:g} s. Metrics, status and listings never "
+            "wait behind heavy work",
+        ).metadata,
+    )
+    queue_length: int = field(
+        default=32,
+        metadata=Setting(
+            flag="--queue-length",
+            env="SANDBOX_QUEUE_LENGTH",
+            parse=positive(int),
+            positive=True,
+            help="calls that may wait for their turn at once (runs, validations, snapshot "
+            "operations, exports, workspace writes together); a call finding it full is "
+            "answered 'busy, retry' at once",
+        ).metadata,
+    )
+    export_max_bytes: int = field(
+        default=256 * _MIB,
+        metadata=Setting(
+            flag="--export-max",
+            env="SANDBOX_EXPORT_MAX",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="largest snapshot export served over MCP (in chunks) in bytes; larger ones are "
+            "refused with the host command (wsnapshot export)",
+        ).metadata,
+    )
+    max_concurrent_exports: int = field(
+        default=2,
+        metadata=Setting(
+            flag="--max-concurrent-exports",
+            env="SANDBOX_MAX_CONCURRENT_EXPORTS",
+            parse=positive(int),
+            positive=True,
+            help="export calls and export chunk reads served at once",
+        ).metadata,
+    )
+    max_images: int = field(
+        default=4,
+        metadata=Setting(
+            flag="--max-images",
+            env="SANDBOX_MAX_IMAGES",
+            parse=positive(int),
+            positive=True,
+            help="most images (files the run wrote, figures it showed) one run result carries "
+            "as image content, within the response budget; the rest are named in "
+            "images_omitted",
+        ).metadata,
+    )
+    stream_excerpt_bytes: int = field(
+        default=16 * 1024,
+        metadata=Setting(
+            flag="--stream-excerpt",
+            env="SANDBOX_STREAM_EXCERPT",
+            parse=size,
+            bounds=(_sizes.STREAM_EXCERPT_MIN_BYTES, _sizes.STREAM_EXCERPT_MAX_BYTES),
+            unit="bytes",
+            help="what a run's answer keeps of each of stdout and stderr (head and tail, bytes "
+            "of UTF-8 before JSON escaping); K, M suffixes",
+        ).metadata,
+    )
     workspace_fallback: bool = False
     snapshots_url: str | None = None
-    token: str | None = field(default=None, repr=False, compare=False)
+    token: str | None = field(
+        default=None,
+        repr=False,
+        compare=False,
+        metadata=Setting(
+            env="SANDBOX_HTTP_TOKEN",
+            secret=True,
+            help="the HTTP bearer token, at least 16 characters; deliberately no flag, since "
+            "command lines are visible to every local user",
+            file_flag="--token-file",
+            file_env="SANDBOX_TOKEN_FILE",
+            file_help="file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is "
+            "deliberately no flag for the token itself: command lines are visible to every "
+            "local user",
+        ).metadata,
+    )
+    given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Check every declared bound and choice, then every rule of :data:`CHECKS`.
+
+        Raises:
+            ConfigError: The first setting out of its bounds or choices, or the first rule
+                broken, in one line naming the flags.
+        """
+        for item, setting in declarations():
+            problem = setting.problem(getattr(self, item.name))
+            if problem is not None:
+                raise ConfigError(problem)
+        for check in CHECKS:
+            if not check.holds(self):
+                raise ConfigError(check.message(self))
+
+    def sandbox_config(self, policy: astguard.Policy | None = None) -> SandboxConfig:
+        """The sandbox's configuration from these settings, in one call (pysandbox validates it).
+
+        The run's ceiling is the maximum time-out (each call passes its own, shorter one), and
+        the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
+
+        Args:
+            policy: The astguard policy; ``None`` for astguard's default with
+                :attr:`extra_modules`, as the server builds it.
+
+        Returns:
+            The configuration ``pysandbox.Sandbox.from_config`` takes.
+
+        Raises:
+            ValueError: A value is out of pysandbox's bounds (the settings' own bounds are
+                pysandbox's, so a checked ``Settings`` passes).
+            TypeError: A value has the wrong type.
+        """
+        limits = Limits(
+            timeout_s=self.max_timeout_s,
+            cpu_time_s=math.ceil(self.max_timeout_s),
+            memory_bytes=self.memory_bytes,
+            output_bytes=self.output_bytes,
+            file_size_bytes=self.file_size_bytes,
+            workspace_bytes=self.workspace_bytes,
+            workspace_files=self.workspace_files,
+        )
+        if policy is None:
+            policy = astguard.Policy().with_modules(*self.extra_modules)
+        return SandboxConfig(
+            limits=limits,
+            policy=policy,
+            require=tuple(Layer(name) for name in self.require_layers),
+            extra_modules=self.extra_modules,
+            execution=ExecutionMode(self.execution),
+            max_concurrent_runs=self.max_concurrent_runs,
+            preload=self.preload,
+            ready_children=self.ready_children,
+            ready_max_idle_s=self.ready_max_idle_s,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as JSON-compatible data, paths absolute, without any secret.
 
         The HTTP token never appears, not even as a length or a mask: only whether auth is on.
         """
-        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "token"}
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        for item, setting in declarations():
+            if setting.secret:
+                del data[item.name]
+        del data["given"]
         data["workspace"] = str(self.workspace)
         data["snapshots"] = str(self.snapshots)
         for key, value in data.items():
@@ -201,404 +684,101 @@ class Settings:
         return data
 
 
-_SUFFIXES = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+def declarations() -> Iterator[tuple[Field[Any], Setting]]:
+    """Each :class:`Settings` field that is a setting, with its declaration, in field order.
 
-
-def _size(text: str) -> int:
-    """Parse a positive byte count such as ``512M`` or ``1048576`` (K, M, G are powers of 1024)."""
-    raw = text.strip().upper().removesuffix("B")
-    unit = raw[-1:] if raw[-1:] in ("K", "M", "G") else ""
-    try:
-        value = int(raw[: len(raw) - len(unit)]) * _SUFFIXES[unit]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"not a size in bytes: {text!r}; give a whole number with an optional K, M or G "
-            "suffix (powers of 1024), such as 512M or 1048576"
-        ) from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"a size must be positive: {text!r}")
-    return value
-
-
-def _size_text(value: int) -> str:
-    """``value`` bytes as :func:`_size` reads it: ``512M`` rather than ``536870912``."""
-    for unit in ("G", "M", "K"):
-        if value % _SUFFIXES[unit] == 0:
-            return f"{value // _SUFFIXES[unit]}{unit}"
-    return str(value)
-
-
-def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
-    """An argparse type: ``kind`` of the text, refused unless positive and finite."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-        if not 0 < value < math.inf:
-            raise argparse.ArgumentTypeError(f"must be positive and finite: {text!r}")
-        return value
-
-    return parse
-
-
-def _csv_list(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-#: The :class:`Settings` fields' defaults, which the options' defaults are (the directories are
-#: the options' own).
-_FIELD_DEFAULTS = Settings(workspace=Path(DEFAULT_WORKSPACE), snapshots=Path(DEFAULT_SNAPSHOTS))
-
-
-@dataclass(frozen=True)
-class _Option:
-    """One setting: its flag, its ``SANDBOX_*`` variable, its default (as text) and its help.
-
-    ``default`` ``None`` takes the :class:`Settings` field's default (one home for each default);
-    text is for options without one (the directories, ``--token-file``).
+    Returns:
+        An iterator of ``(dataclasses.Field, Setting)`` pairs.
     """
-
-    flag: str
-    env: str
-    default: str | None
-    help: str
-    type: Callable[[str], Any] = str
-    choices: tuple[str, ...] | None = None
-    #: The :class:`Settings` field the option fills: the flag's name unless given here; ``None``
-    #: when the option is read some other way (``--token-file``).
-    field: str | None = ""
-
-    @property
-    def dest(self) -> str:
-        """The attribute argparse stores the value under."""
-        return self.flag[2:].replace("-", "_")
-
-    @property
-    def settings_field(self) -> str | None:
-        """The :class:`Settings` field this option fills, or ``None``."""
-        return self.dest if self.field == "" else self.field
-
-    def default_text(self) -> str:
-        """The default as the flag would spell it: ``default``, else the field's, formatted."""
-        if self.default is not None:
-            return self.default
-        value = getattr(_FIELD_DEFAULTS, str(self.settings_field))
-        if isinstance(value, tuple):
-            return ",".join(value)
-        if self.type is _size:
-            return _size_text(int(value))
-        if isinstance(value, float):
-            short = f"{value:g}"  # 10 rather than 10.0, unless that loses digits
-            return short if float(short) == value else repr(value)
-        return str(value)
+    for item in fields(Settings):
+        setting = item.metadata.get(SETTING)
+        if isinstance(setting, Setting):
+            yield item, setting
 
 
-_OPTIONS: tuple[_Option, ...] = (
-    _Option(
-        "--workspace",
-        "WORKSPACE",
-        DEFAULT_WORKSPACE,
-        "directory the sandboxed code runs in; created if missing",
+def _flag(name: str) -> str:
+    """The flag (or variable) of the setting held in field ``name``, for messages."""
+    (setting,) = [s for f, s in declarations() if f.name == name]
+    return setting.name
+
+
+def _profile_layers_missing(settings: Settings) -> list[str]:
+    profile = PROFILES.get(settings.profile)
+    if profile is None:
+        return []
+    return [layer for layer in profile.required_layers if layer not in settings.require_layers]
+
+
+#: The rules between settings, checked for every :class:`Settings` and listed on the page.
+CHECKS: tuple[Check, ...] = (
+    Check(
+        fields=("default_timeout_s", "max_timeout_s"),
+        holds=lambda s: s.default_timeout_s <= s.max_timeout_s,
+        message=lambda s: (
+            f"{_flag('default_timeout_s')} {s.default_timeout_s} s exceeds "
+            f"{_flag('max_timeout_s')} {s.max_timeout_s} s"
+        ),
+        doc="the default time-out is at most the largest one",
     ),
-    _Option(
-        "--snapshots",
-        "SNAPSHOTS",
-        DEFAULT_SNAPSHOTS,
-        "directory of the snapshot store, created if missing; or s3://BUCKET/PREFIX for "
-        "S3-compatible storage (the [s3] extra; endpoint and credentials from the AWS_* "
-        "environment, never a flag)",
+    Check(
+        fields=("max_body_bytes", "max_body_in_flight_bytes"),
+        holds=lambda s: s.max_body_bytes <= s.max_body_in_flight_bytes,
+        message=lambda s: (
+            f"{_flag('max_body_bytes')} {size_text(s.max_body_bytes)} exceeds "
+            f"{_flag('max_body_in_flight_bytes')} {size_text(s.max_body_in_flight_bytes)}: one "
+            f"body could never be received; raise {_flag('max_body_in_flight_bytes')} or lower "
+            f"{_flag('max_body_bytes')}"
+        ),
+        doc="one body fits the bodies held at once",
     ),
-    _Option(
-        "--default-timeout",
-        "DEFAULT_TIMEOUT",
-        None,
-        "time-out of a run in seconds when the call gives none",
-        float,
-        field="default_timeout_s",
-    ),
-    _Option(
-        "--max-timeout",
-        "MAX_TIMEOUT",
-        None,
-        "largest time-out in seconds a call may ask for",
-        float,
-        field="max_timeout_s",
-    ),
-    _Option(
-        "--memory-limit",
-        "MEMORY_LIMIT",
-        None,
-        "memory limit of one run in bytes; K, M, G suffixes",
-        _size,
-        field="memory_bytes",
-    ),
-    _Option(
-        "--output-limit",
-        "OUTPUT_LIMIT",
-        None,
-        "cap on each of stdout and stderr of a run in bytes; passing it stops the run (status "
-        "output_limit); what an answer keeps of each stream is --stream-excerpt",
-        _size,
-        field="output_bytes",
-    ),
-    _Option(
-        "--file-size-limit",
-        "FILE_SIZE_LIMIT",
-        None,
-        "largest file a run may write, in bytes (RLIMIT_FSIZE; a larger write fails with EFBIG)",
-        _size,
-        field="file_size_bytes",
-    ),
-    _Option(
-        "--workspace-quota",
-        "WORKSPACE_QUOTA",
-        None,
-        "largest total size of the workspace in bytes",
-        _size,
-        field="workspace_bytes",
-    ),
-    _Option(
-        "--workspace-max-files",
-        "WORKSPACE_MAX_FILES",
-        None,
-        "largest number of files in the workspace",
-        int,
-        field="workspace_files",
-    ),
-    _Option(
-        "--max-concurrent-runs",
-        "MAX_CONCURRENT_RUNS",
-        None,
-        "runs executing at once; further runs queue",
-        int,
-    ),
-    _Option(
-        "--ready-children",
-        "READY_CHILDREN",
-        None,
-        "children the warm zygote keeps forked and confined for the next runs (0: off; at "
-        f"most {MAX_READY_CHILDREN}); each idle one is 1 pid and about 2.3 MiB",
-        int,
-    ),
-    _Option(
-        "--ready-max-idle",
-        "READY_MAX_IDLE",
-        None,
-        f"seconds a ready child waits before it is replaced (at least {READY_MIN_IDLE_S})",
-        float,
-        field="ready_max_idle_s",
-    ),
-    _Option(
-        "--extra-modules",
-        "EXTRA_MODULES",
-        None,
-        "comma-separated extra modules the policy allows",
-        _csv_list,
-    ),
-    _Option(
-        "--profile",
-        "PROFILE",
-        None,
-        "'datascience' allows and preloads numpy, pandas and matplotlib (install "
-        "mcp-secure-sandbox[datascience]) and raises the default memory limit to 1G; it needs "
-        "both kernel layers required",
-        str,
-        ("none", *PROFILES),
-    ),
-    _Option(
-        "--execution",
-        "EXECUTION",
-        None,
-        "how runs start: 'warm' forks each run from a prepared zygote process (every layer "
-        "applied per run, a few ms), 'spawn' starts a fresh interpreter per run",
-        str,
-        ("warm", "spawn"),
-    ),
-    _Option(
-        "--require-layers",
-        "REQUIRE_LAYERS",
-        None,
-        "comma-separated kernel layers a run requires, refusing to run without them; 'none' "
-        "accepts Python-level isolation only, which is unsafe",
-        _csv_list,
-    ),
-    _Option(
-        "--log-level",
-        "LOG_LEVEL",
-        None,
-        "level of the log written to stderr",
-        str.upper,
-        ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
-    ),
-    _Option("--transport", "TRANSPORT", None, "MCP transport", str, ("stdio", "streamable-http")),
-    _Option("--host", "HOST", None, "address the HTTP transport binds"),
-    _Option("--port", "PORT", None, "port of the HTTP transport", int),
-    _Option(
-        "--allowed-hosts",
-        "ALLOWED_HOSTS",
-        None,
-        "comma-separated Host header values HTTP accepts (DNS-rebinding protection); empty "
-        "means the bound host and port",
-        _csv_list,
-    ),
-    _Option(
-        "--allowed-origins",
-        "ALLOWED_ORIGINS",
-        None,
-        "comma-separated Origin values HTTP accepts",
-        _csv_list,
-    ),
-    _Option(
-        "--token-file",
-        "TOKEN_FILE",
-        "",
-        "file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is deliberately no "
-        "flag for the token itself: command lines are visible to every local user",
-        field=None,
-    ),
-    _Option(
-        "--max-body",
-        "MAX_BODY",
-        None,
-        f"largest HTTP request body in bytes (the default holds {MAX_WRITE_BYTES // _MIB} MiB of "
-        "content as Base64); a larger one gets 413 naming the limit",
-        _size,
-        field="max_body_bytes",
-    ),
-    _Option(
-        "--max-body-in-flight",
-        "MAX_BODY_IN_FLIGHT",
-        None,
-        "HTTP request bodies held at once in bytes (each counted by its Content-Length); past "
-        "it a request waits up to --admission-wait, then gets 503 with Retry-After: 1",
-        _size,
-        field="max_body_in_flight_bytes",
-    ),
-    _Option(
-        "--http-request-timeout",
-        "HTTP_REQUEST_TIMEOUT",
-        None,
-        "seconds a client has to send a whole HTTP request (request line, headers and body) "
-        "from its connection or first byte; slower connections are closed. Responses, "
-        "including long event streams, are never cut",
-        _positive(float),
-        field="http_request_timeout_s",
-    ),
-    _Option(
-        "--http-max-connections",
-        "HTTP_MAX_CONNECTIONS",
-        None,
-        "open HTTP connections at most (also kept below the soft RLIMIT_NOFILE); over it, the "
-        "oldest connection not being served is closed, or the new one refused",
-        _positive(int),
-    ),
-    _Option(
-        "--worker-pool-size",
-        "WORKER_POOL_SIZE",
-        None,
-        "confined worker processes that validate JSON and CSV input (each a fresh interpreter "
-        "with rlimits, read-only Landlock and seccomp); also the validations running at once. "
-        "With compose's 1 GiB / 128 pids, 2 workers of 256 MiB leave room for runs",
-        _positive(int),
-    ),
-    _Option(
-        "--worker-deadline",
-        "WORKER_DEADLINE",
-        None,
-        "seconds one validation may take in a worker; past it the worker is killed and "
-        "replaced and the call gets a tool error",
-        _positive(float),
-        field="worker_deadline_s",
-    ),
-    _Option(
-        "--worker-memory",
-        "WORKER_MEMORY",
-        None,
-        "address-space budget of each validation worker in bytes (RLIMIT_AS); K, M, G suffixes",
-        _size,
-        field="worker_memory_bytes",
-    ),
-    _Option(
-        "--diff-deadline",
-        "DIFF_DEADLINE",
-        None,
-        "seconds one snapshot diff may take in its confined worker (read-only on the store and "
-        "workspace); past it the worker is killed and replaced",
-        _positive(float),
-        field="diff_deadline_s",
-    ),
-    _Option(
-        "--diff-memory",
-        "DIFF_MEMORY",
-        None,
-        "address-space budget of the diff worker in bytes (RLIMIT_AS); K, M, G suffixes",
-        _size,
-        field="diff_memory_bytes",
-    ),
-    _Option(
-        "--admission-wait",
-        "ADMISSION_WAIT",
-        None,
-        "seconds a call other than a run waits in the queue for its turn (a worker, a "
-        "snapshot or export slot, the workspace) before it is answered 'busy, retry'; a run "
-        f"waits at most its timeout_sec + {RUN_WAIT_GRACE_S:g} s",
-        _positive(float),
-        field="admission_wait_s",
-    ),
-    _Option(
-        "--queue-length",
-        "QUEUE_LENGTH",
-        None,
-        "calls that may wait for their turn at once (runs, validations, snapshot operations, "
-        "exports, workspace writes together); a call finding it full is answered 'busy, retry' "
-        "at once",
-        _positive(int),
-    ),
-    _Option(
-        "--export-max",
-        "EXPORT_MAX",
-        None,
-        "largest snapshot export served over MCP (in chunks) in bytes; larger ones are refused "
-        "with the host command (wsnapshot export)",
-        _size,
-        field="export_max_bytes",
-    ),
-    _Option(
-        "--max-concurrent-exports",
-        "MAX_CONCURRENT_EXPORTS",
-        None,
-        "export calls and export chunk reads served at once",
-        _positive(int),
-    ),
-    _Option(
-        "--max-images",
-        "MAX_IMAGES",
-        None,
-        "most images (files the run wrote, figures it showed) one run result carries as "
-        "image content, within the response budget; the rest are named",
-        _positive(int),
-    ),
-    _Option(
-        "--stream-excerpt",
-        "STREAM_EXCERPT",
-        None,
-        "what a run's answer keeps of each of stdout and stderr (head and tail, bytes of UTF-8 "
-        f"before JSON escaping; {_sizes.STREAM_EXCERPT_MIN_BYTES} to "
-        f"{_size_text(_sizes.STREAM_EXCERPT_MAX_BYTES)}); K, M suffixes",
-        _size,
-        field="stream_excerpt_bytes",
+    Check(
+        fields=("profile", "require_layers"),
+        holds=lambda s: not _profile_layers_missing(s),
+        message=lambda s: (
+            f"{_flag('profile')} {s.profile} allows native extension modules, which the "
+            f"Python-level layers cannot confine: it needs {_flag('require_layers')} "
+            f"{','.join(PROFILES[s.profile].required_layers)} (missing: "
+            f"{', '.join(_profile_layers_missing(s))})"
+        ),
+        doc="a profile allows native extension modules, which only the kernel layers confine: "
+        "it needs the layers it names (both)",
     ),
 )
+
+
+def _default(item: Field[Any], setting: Setting, defaults: Settings | None) -> str:
+    """The default of a setting as its flag spells it: ``defaults``' value, else the field's."""
+    if defaults is not None and item.name not in ("workspace", "snapshots", "token"):
+        return setting.text(getattr(defaults, item.name))
+    if setting.default_text is not None:
+        return setting.default_text
+    if item.default is not MISSING:
+        return setting.text(item.default)
+    if item.default_factory is not MISSING:
+        return setting.text(item.default_factory())
+    return ""
+
+
+class _Given(argparse.Action):
+    """Stores the value and records that the flag was given (``namespace._given``)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+        namespace.__dict__.setdefault("_given", set()).add(self.dest)
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Defaults in each option's help; the description and epilog as written (a URL whole)."""
 
 
-def _readme_url() -> str:
-    """Where the server's README is read: the distribution's ``Source`` URL (``pyproject.toml``)."""
+def _source_url() -> str | None:
+    """Where the server's source is read: the distribution's ``Source`` URL (``pyproject.toml``)."""
     try:
         urls: list[str] = list(
             importlib.metadata.metadata("mcp-secure-sandbox").get_all("Project-URL") or []
@@ -609,17 +789,35 @@ def _readme_url() -> str:
         label, _, url = str(entry).partition(",")
         if label.strip() == "Source":
             return url.strip()
-    return "the README.md of the mcp-secure-sandbox package"
+    return None
 
 
-def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
-    """Build the command-line parser; defaults come from ``SANDBOX_*`` variables in ``environ``.
+def _settings_page_url() -> str:
+    source = _source_url()
+    if source is None:
+        return "docs/settings.md of the mcp-secure-sandbox package"
+    return f"{source}/docs/settings.md"
+
+
+def _help(setting: Setting) -> str:
+    bounds = setting.bounds_text() if setting.bounds is not None else ""
+    env = f"{setting.env}=1" if setting.switch else setting.env
+    return f"{setting.help}{f' ({bounds})' if bounds else ''} (env {env})"
+
+
+def build_parser(
+    environ: Mapping[str, str] | None = None, *, defaults: Settings | None = None
+) -> argparse.ArgumentParser:
+    """Build the command-line parser from the declarations; ``SANDBOX_*`` variables are defaults.
 
     A malformed variable is reported like a malformed flag (argparse converts string defaults
-    with the option's type): one usage line and exit status 2.
+    with the option's type): one usage line and exit status 2. A flag given is recorded in the
+    namespace's ``_given`` set (:func:`settings_from_args` reads it).
 
     Args:
         environ: The environment to read defaults from (``os.environ`` when ``None``).
+        defaults: Settings whose values are the defaults shown and used (the fields' defaults
+            when ``None``); the directories keep their own defaults.
 
     Returns:
         An :class:`argparse.ArgumentParser` whose ``--help`` documents every setting.
@@ -636,38 +834,59 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
             "SANDBOX_* environment variable it names; the flag wins."
         ),
         epilog=(
-            "Every setting, the profiles and the limits they set are documented in the\n"
-            f"README's Settings section:\n  {_readme_url()}"
+            "Every setting, its bounds and the rules between settings are documented on the\n"
+            f"settings page:\n  {_settings_page_url()}"
         ),
         formatter_class=_HelpFormatter,
+        # No prefix of a flag stands for it: "--token SECRET" must not become --token-file,
+        # and a flag added later cannot change what an abbreviation meant.
+        allow_abbrev=False,
     )
-    for option in _OPTIONS:
+    for item, setting in declarations():
+        if setting.secret:
+            if setting.file_flag is not None and setting.file_env is not None:
+                parser.add_argument(
+                    setting.file_flag,
+                    dest=f"{item.name}_file",
+                    action=_Given,
+                    default=env.get(setting.file_env, ""),
+                    help=f"{setting.file_help} (env {setting.file_env})",
+                )
+            continue
+        if setting.switch:
+            parser.add_argument(
+                str(setting.flag),
+                dest=item.name,
+                action=_Given,
+                nargs=0,
+                default=env.get(setting.env, "") == "1",
+                help=_help(setting),
+            )
+            continue
+        scalar = not isinstance(getattr(defaults, item.name, item.default), tuple)
         parser.add_argument(
-            option.flag,
-            type=option.type,
-            choices=option.choices,
-            default=env.get(f"SANDBOX_{option.env}", option.default_text()),
-            help=f"{option.help} (env SANDBOX_{option.env})",
+            str(setting.flag),
+            dest=item.name,
+            action=_Given,
+            metavar=str(setting.flag)[2:].replace("-", "_").upper(),
+            type=setting.parse,
+            choices=setting.choices if scalar else None,
+            default=env.get(setting.env, _default(item, setting, defaults)),
+            help=_help(setting),
         )
-    parser.add_argument(
-        "--allow-unauthenticated-http",
-        action="store_true",
-        default=env.get("SANDBOX_ALLOW_UNAUTHENTICATED_HTTP", "") == "1",
-        help="serve HTTP without a token on a loopback address; unsafe: every local user can "
-        "then run code as this server's user (env SANDBOX_ALLOW_UNAUTHENTICATED_HTTP=1)",
-    )
     return parser
 
 
-def _read_token(token_file: str, environ: Mapping[str, str]) -> str | None:
-    token = environ.get("SANDBOX_HTTP_TOKEN") or None
+def _read_token(setting: Setting, token_file: str, environ: Mapping[str, str]) -> str | None:
+    """The secret ``setting`` from its variable, or from the file ``token_file`` (which wins)."""
+    token = environ.get(setting.env) or None
     if token_file:
         try:
             token = Path(token_file).read_text(encoding="utf-8").strip()
         except OSError as exc:
-            raise ConfigError(f"--token-file {token_file}: {exc.strerror}") from None
+            raise ConfigError(f"{setting.file_flag} {token_file}: {exc.strerror}") from None
         if not token:
-            raise ConfigError(f"--token-file {token_file} is empty")
+            raise ConfigError(f"{setting.file_flag} {token_file} is empty")
     if token is not None and len(token) < 16:
         raise ConfigError("the HTTP token must be at least 16 characters long")
     return token
@@ -709,10 +928,41 @@ def _snapshots_url(value: str) -> str | None:
     return f"{S3_SCHEME}{bucket}/{prefix}"
 
 
+def _secret_flags(item: Field[Any], setting: Setting) -> set[str]:
+    """The flags a person might try for a secret: its field's name and its variable's."""
+    variable = setting.env.removeprefix("SANDBOX_").lower().replace("_", "-")
+    return {f"--{item.name.replace('_', '-')}", f"--{variable}"}
+
+
+def _refuse_secret_flags(argv: Sequence[str]) -> None:
+    """Refuse a secret on the command line, without repeating it (argparse would echo it).
+
+    Raises:
+        ConfigError: An argument is a secret's would-be flag, alone or with ``=value``.
+    """
+    for item, setting in declarations():
+        if not setting.secret:
+            continue
+        tried = _secret_flags(item, setting)
+        for arg in argv:
+            if arg.split("=", 1)[0] in tried:
+                where = f"set {setting.env}"
+                if setting.file_flag:
+                    where += f" or {setting.file_flag}"
+                raise ConfigError(
+                    f"{arg.split('=', 1)[0]}: the HTTP token has no flag, since command lines "
+                    f"are visible to every local user; {where} (the value given was not used)"
+                )
+
+
 def settings_from_args(
     argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
     """Parse flags and environment into :class:`Settings` (directories not yet prepared).
+
+    A profile's defaults (its memory limit) apply to the settings neither a flag nor a variable
+    gave (``Settings.given``), however the flag was spelt (``--memory-limit=1G``, ``--memory
+    1G``).
 
     Args:
         argv: Command-line arguments without the program name (``sys.argv[1:]`` when ``None``).
@@ -722,94 +972,120 @@ def settings_from_args(
         The parsed settings, paths made absolute but not created.
 
     Raises:
-        ConfigError: A profile is chosen without both kernel layers required; a time-out is
-            not positive or the default exceeds the maximum; HTTP would
-            be served without a token without ``--allow-unauthenticated-http`` or on a
-            non-loopback host.
-        SystemExit: From argparse, for unknown flags or ``--help``.
+        ConfigError: A value out of its bounds or choices, a rule of :data:`CHECKS` broken
+            (the default time-out over the maximum, a body limit over the in-flight budget, a
+            profile without both kernel layers), a bad token file; HTTP would be served
+            without a token without ``--allow-unauthenticated-http`` or on a non-loopback host.
+        SystemExit: From argparse, for unknown flags, unparsable values or ``--help``.
     """
     env = os.environ if environ is None else environ
-    args = build_parser(env).parse_args(argv)
-    for option in _OPTIONS:  # argparse checks choices on flags, not on defaults from variables
-        value = getattr(args, option.dest)
-        if option.choices and value not in option.choices:
-            raise ConfigError(
-                f"SANDBOX_{option.env}={value!r}: choose one of {', '.join(option.choices)}"
-            )
-    if not (0 < args.default_timeout < math.inf and 0 < args.max_timeout < math.inf):
-        raise ConfigError("time-outs must be positive, finite numbers of seconds")
-    if args.default_timeout > args.max_timeout:
-        raise ConfigError(
-            f"--default-timeout {args.default_timeout} s exceeds --max-timeout {args.max_timeout} s"
-        )
-    if args.max_concurrent_runs < 1:
-        raise ConfigError("--max-concurrent-runs must be at least 1")
-    if not 0 <= args.ready_children <= MAX_READY_CHILDREN:
-        raise ConfigError(
-            f"--ready-children must be between 0 and {MAX_READY_CHILDREN}, "
-            f"got {args.ready_children}"
-        )
-    if not READY_MIN_IDLE_S <= args.ready_max_idle < math.inf:
-        raise ConfigError(
-            f"--ready-max-idle must be a finite number of seconds of at least {READY_MIN_IDLE_S}, "
-            f"got {args.ready_max_idle}"
-        )
-    if args.max_body > args.max_body_in_flight:
-        raise ConfigError(
-            f"--max-body {_size_text(args.max_body)} exceeds --max-body-in-flight "
-            f"{_size_text(args.max_body_in_flight)}: one body could never be received; raise "
-            "--max-body-in-flight or lower --max-body"
-        )
-    low, high = _sizes.STREAM_EXCERPT_MIN_BYTES, _sizes.STREAM_EXCERPT_MAX_BYTES
-    if not low <= args.stream_excerpt <= high:
-        raise ConfigError(
-            f"--stream-excerpt must be between {low} and {high} bytes, got {args.stream_excerpt}"
-        )
-    require = tuple(x for x in args.require_layers if x.lower() != "none")
-    unknown = sorted(set(require) - {"landlock", "seccomp"})
-    if unknown:
-        raise ConfigError(
-            f"--require-layers: unknown layer {', '.join(unknown)}; use landlock, seccomp or none"
-        )
-    profile = PROFILES.get(args.profile)
-    if profile is not None:
-        missing = [layer for layer in profile.required_layers if layer not in require]
-        if missing:
-            raise ConfigError(
-                f"--profile {profile.name} allows native extension modules, which the "
-                f"Python-level layers cannot confine: it needs --require-layers "
-                f"{','.join(profile.required_layers)} (missing: {', '.join(missing)})"
-            )
-    token = _read_token(args.token_file, env)
-    if args.transport == "streamable-http" and token is None:
-        _check_unauthenticated_http(args.host, args.allow_unauthenticated_http, env)
-    url = _snapshots_url(args.snapshots)
-    values: dict[str, Any] = {
-        option.settings_field: getattr(args, option.dest)
-        for option in _OPTIONS
-        if option.settings_field is not None
-    }
+    given_argv = sys.argv[1:] if argv is None else argv
+    _refuse_secret_flags(given_argv)
+    args = build_parser(env).parse_args(given_argv)
+    flags_given: set[str] = args.__dict__.pop("_given", set())
+    values: dict[str, Any] = {}
+    given: set[str] = set()
+    for item, setting in declarations():
+        if setting.secret:
+            values[item.name] = _read_token(setting, getattr(args, f"{item.name}_file"), env)
+            if values[item.name] is not None:
+                given.add(item.name)
+            continue
+        value = getattr(args, item.name)
+        # argparse checks choices on flags, not on defaults from variables
+        if setting.choices and not isinstance(value, tuple) and value not in setting.choices:
+            choices = ", ".join(setting.choices)
+            raise ConfigError(f"{setting.env}={value!r}: choose one of {choices}")
+        values[item.name] = value
+        if item.name in flags_given or setting.env in env:
+            given.add(item.name)
+    if values["transport"] == "streamable-http" and values["token"] is None:
+        _check_unauthenticated_http(values["host"], values["allow_unauthenticated_http"], env)
+    url = _snapshots_url(str(values["snapshots"]))
     values.update(
         # absolute, without symlink resolution: the workspace checks resolve it themselves
-        workspace=Path(os.path.abspath(args.workspace)),  # noqa: PTH100
-        snapshots=Path(os.path.abspath(DEFAULT_SNAPSHOTS if url else args.snapshots)),  # noqa: PTH100
+        workspace=Path(os.path.abspath(values["workspace"])),  # noqa: PTH100
+        snapshots=Path(os.path.abspath(DEFAULT_SNAPSHOTS if url else values["snapshots"])),  # noqa: PTH100
         snapshots_url=url,
-        require_layers=require,
-        allow_unauthenticated_http=args.allow_unauthenticated_http,
-        token=token,
+        given=frozenset(given),
     )
+    profile = PROFILES.get(values["profile"])
     if profile is not None:
-        given = sys.argv[1:] if argv is None else argv
-        explicit = "SANDBOX_MEMORY_LIMIT" in env or any(
-            a == "--memory-limit" or a.startswith("--memory-limit=") for a in given
-        )
         values["extra_modules"] = tuple(
             dict.fromkeys((*profile.extra_modules, *values["extra_modules"]))
         )
         values["preload"] = profile.preload
-        if not explicit:
+        if "memory_bytes" not in given:
             values["memory_bytes"] = profile.memory_bytes
     return Settings(**values)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def settings_page(defaults: Settings | None = None) -> str:
+    """The settings page (``docs/settings.md``), derived from the declarations.
+
+    Args:
+        defaults: Settings whose values are the defaults shown (the fields' defaults, and
+            ``default_doc`` for a machine-dependent one, when ``None``).
+
+    Returns:
+        Markdown: a table of every setting (flag, variable, default, bounds, meaning) and the
+        rules between settings.
+    """
+    words: dict[str, str] = {}
+    for item, setting in declarations():
+        if setting.secret or (item.default is MISSING and defaults is None):
+            continue
+        value = getattr(defaults, item.name) if defaults is not None else item.default
+        words[item.name] = setting.words(value)
+    lines = [
+        "# Settings of mcp-secure-sandbox",
+        "",
+        "<!-- Generated from the declarations in src/mcp_secure_sandbox/settings.py; do not edit.",
+        "     Regenerate: python -m mcp_secure_sandbox._settings_page > docs/settings.md -->",
+        "",
+        "Each setting has a flag and a `SANDBOX_*` environment variable (the flag wins), except",
+        "secrets, which have no flag; `mcp-secure-sandbox --help` prints the same list. Sizes",
+        "accept `K`, `M` and `G` suffixes (powers of 1024). A value out of its bounds, or",
+        "settings breaking a rule below, stop the server at start with one line on stderr",
+        "(status 2).",
+        "",
+        "| flag | environment | default | bounds | meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for item, setting in declarations():
+        if setting.secret and setting.file_flag is not None:
+            lines.append(
+                f"| `{setting.file_flag}` | `{setting.file_env}` | none | | "
+                f"{_cell(setting.file_help)} |"
+            )
+        flag = f"`{setting.flag}`" if setting.flag else "(none)"
+        env = f"`{setting.env}=1`" if setting.switch else f"`{setting.env}`"
+        if setting.secret:
+            default = "none"
+        elif setting.switch:
+            default = "off"
+        elif setting.default_doc is not None and defaults is None:
+            default = setting.default_doc
+        else:
+            shown = _default(item, setting, defaults)
+            default = f"`{shown}`" if shown else "none"
+        if setting.choices and not setting.switch:
+            bounds = ", ".join(f"`{c}`" for c in setting.choices)
+            if item.name == "require_layers":
+                bounds += " or `none`"
+        else:
+            bounds = setting.bounds_text()
+        meaning = (setting.doc or setting.help).format_map(words)
+        lines.append(f"| {flag} | {env} | {default} | {_cell(bounds)} | {_cell(meaning)} |")
+    lines += ["", "Rules between settings, checked however the settings were given:", ""]
+    for check in CHECKS:
+        names = ", ".join(f"`{_flag(name)}`" for name in check.fields)
+        lines.append(f"- {names}: {check.doc}.")
+    return "\n".join(lines) + "\n"
 
 
 def _outside_the_interpreter(path: Path) -> bool:

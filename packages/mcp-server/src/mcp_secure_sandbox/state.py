@@ -26,10 +26,10 @@ from mcp_secure_sandbox.concurrency import (
     WorkspaceGate,
 )
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
-from mcp_secure_sandbox.profiles import PROFILES, install_hint
+from mcp_secure_sandbox.profiles import install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.workers import WorkerPool
-from pysandbox import Limits, Sandbox
+from pysandbox import KERNEL_LAYERS, PROFILES, Sandbox
 from wsnapshot import SafeWorkspace, SnapshotStore, StoreUnavailable, WorkspaceServedElsewhere
 
 __all__ = ["FENCE_CHECK_S", "ServerState"]
@@ -68,29 +68,11 @@ class ServerState:
                     name,
                 )
         self.policy = default_policy.with_modules(*settings.extra_modules)
-        # The per-call time-out is passed to each run; the sandbox's own ceiling is the maximum,
-        # and the CPU-time limit matches it so a long CPU-bound run ends by its time-out.
-        self.limits = Limits(
-            timeout_s=settings.max_timeout_s,
-            cpu_time_s=math.ceil(settings.max_timeout_s),
-            memory_bytes=settings.memory_bytes,
-            output_bytes=settings.output_bytes,
-            file_size_bytes=settings.file_size_bytes,
-            workspace_bytes=settings.workspace_bytes,
-            workspace_files=settings.workspace_files,
-        )
-        self.sandbox = Sandbox(
-            settings.workspace,
-            limits=self.limits,
-            policy=self.policy,
-            require=settings.require_layers,
-            extra_modules=settings.extra_modules,
-            execution=settings.execution,
-            max_concurrent_runs=settings.max_concurrent_runs,
-            preload=settings.preload,
-            ready_children=settings.ready_children,
-            ready_max_idle_s=settings.ready_max_idle_s,
-        )
+        # One call builds the sandbox's configuration (pysandbox validates it; settings_from_args
+        # checked it once already): limits, layers, modules, execution, concurrency, pool.
+        config = settings.sandbox_config(self.policy)
+        self.limits = config.limits
+        self.sandbox = Sandbox.from_config(settings.workspace, config)
         if settings.snapshots_url is not None:  # S3: settings.snapshots holds the local state
             self.store = SnapshotStore(
                 settings.workspace, settings.snapshots_url, state_dir=settings.snapshots
@@ -164,7 +146,7 @@ class ServerState:
                 f"would be refused. Make {name} available, or leave it out of --require-layers "
                 "(SANDBOX_REQUIRE_LAYERS; 'none' accepts Python-level isolation only, unsafe)"
             )
-        for name in ("landlock", "seccomp"):
+        for name in KERNEL_LAYERS:
             info = caps.layer(name)
             if not info.active:
                 warnings.append(

@@ -12,8 +12,9 @@ a client sends ``tools/list`` into the model's context with every request.
 
 from __future__ import annotations
 
-from mcp_secure_sandbox.profiles import PROFILES
-from mcp_secure_sandbox.settings import Settings
+from mcp_secure_sandbox._declare import size_words
+from mcp_secure_sandbox.settings import Settings, declarations
+from pysandbox import PROFILES
 
 __all__ = [
     "TOOLS_LIST_MAX_BYTES",
@@ -23,6 +24,7 @@ __all__ = [
     "imports_clause",
     "instructions",
     "run_limits",
+    "setting_words",
     "size_words",
     "tools_list_max_bytes",
 ]
@@ -38,7 +40,7 @@ def tools_list_max_bytes(profile: str) -> int:
     """The bound of the tool listing for a server started with ``--profile profile``.
 
     Args:
-        profile: ``"none"`` or a name of :data:`mcp_secure_sandbox.profiles.PROFILES`.
+        profile: ``"none"`` or a name of :data:`pysandbox.PROFILES`.
 
     Returns:
         :data:`TOOLS_LIST_PROFILE_MAX_BYTES` for a profile, else :data:`TOOLS_LIST_MAX_BYTES`.
@@ -46,12 +48,21 @@ def tools_list_max_bytes(profile: str) -> int:
     return TOOLS_LIST_PROFILE_MAX_BYTES if profile in PROFILES else TOOLS_LIST_MAX_BYTES
 
 
-def size_words(n: int) -> str:
-    """``n`` bytes as a person reads them: ``8 MiB``, ``16 KiB``, ``1 GiB``, ``1,000 bytes``."""
-    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if n >= size and n % (size // 16) == 0:
-            return f"{n / size:g} {unit}"
-    return f"{n:,} bytes"
+def setting_words(settings: Settings, name: str) -> str:
+    """The value of setting ``name`` in ``settings`` as a person reads it, by its declaration.
+
+    Args:
+        settings: The settings in force.
+        name: A declared field of :class:`~mcp_secure_sandbox.settings.Settings`.
+
+    Returns:
+        For example ``"30 s"`` for ``diff_deadline_s``, ``"256 MiB"`` for ``export_max_bytes``.
+
+    Raises:
+        KeyError: ``name`` is no declared setting.
+    """
+    declared = {item.name: setting for item, setting in declarations()}
+    return declared[name].words(getattr(settings, name))
 
 
 def imports_clause(settings: Settings) -> str:

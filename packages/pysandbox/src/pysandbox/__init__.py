@@ -5,9 +5,18 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 """
 
 from pysandbox.__about__ import __version__
+from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
+from pysandbox._layers import (
+    EXECUTION_ENV,
+    KERNEL_LAYERS,
+    ExecutionMode,
+    Layer,
+    default_execution,
+)
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
+from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     IsolationUnavailable,
@@ -15,23 +24,36 @@ from pysandbox.exceptions import (
     SandboxError,
     SandboxSetupError,
 )
+from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
 
 __all__ = [
+    "DATASCIENCE",
+    "DEFAULT",
+    "EXECUTION_ENV",
+    "KERNEL_LAYERS",
+    "PROFILES",
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
+    "Bound",
     "Capabilities",
+    "ExecutionMode",
     "IsolationUnavailable",
+    "Layer",
     "LayerInfo",
     "Limits",
+    "Profile",
     "RunResult",
     "RunStatus",
     "Sandbox",
     "SandboxClosedError",
+    "SandboxConfig",
     "SandboxError",
     "SandboxSetupError",
     "WorkerConfinement",
     "__version__",
+    "bound_of",
     "confine_worker",
+    "default_execution",
 ]

@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from pysandbox import _seccomp
+from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer
 
 if TYPE_CHECKING:
     from pysandbox._gate import ModuleRules
@@ -19,9 +20,6 @@ if TYPE_CHECKING:
     from pysandbox._seccomp import SeccompProgram
 
 __all__ = ["KERNEL_LAYERS", "Capabilities", "LayerInfo", "report"]
-
-#: Layers that only the kernel can provide; ``require`` may name these.
-KERNEL_LAYERS: tuple[str, ...] = ("landlock", "seccomp")
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ class LayerInfo:
     def to_dict(self) -> dict[str, Any]:
         """Return the layer as a JSON-compatible dict."""
         return {
-            "name": self.name,
+            "name": str(self.name),
             "available": self.available,
             "active": self.active,
             "details": dict(self.details),
@@ -77,7 +75,7 @@ class Capabilities:
     tree_kill: str
     execution: Mapping[str, Any] = field(
         default_factory=lambda: MappingProxyType(
-            {"requested": "spawn", "mode": "spawn", "reason": ""}
+            {"requested": ExecutionMode.SPAWN, "mode": ExecutionMode.SPAWN, "reason": ""}
         )
     )
 
@@ -114,11 +112,14 @@ class Capabilities:
             "platform": self.platform,
             "python": self.python,
             "kernel_layers": self.kernel_layers,
-            "required": list(self.required),
-            "missing_required": list(self.missing_required),
-            "layers": {info.name: info.to_dict() for info in self.layers},
+            "required": [str(name) for name in self.required],
+            "missing_required": [str(name) for name in self.missing_required],
+            "layers": {str(info.name): info.to_dict() for info in self.layers},
             "tree_kill": self.tree_kill,
-            "execution": dict(self.execution),
+            "execution": {
+                key: str(value) if isinstance(value, ExecutionMode) else value
+                for key, value in self.execution.items()
+            },
         }
 
 
@@ -156,9 +157,9 @@ def report(
     def add(name: str, available: bool, active: bool, reason: str = "", **details: Any) -> None:
         layers.append(LayerInfo(name, available, active, MappingProxyType(details), reason))
 
-    add("ast_gate", True, True, checker="astguard")
+    add(Layer.AST_GATE, True, True, checker="astguard")
     add(
-        "isolated_interpreter",
+        Layer.ISOLATED_INTERPRETER,
         True,
         True,
         argv=[sys.executable, "-I", "-S", "-X", "utf8", "-c", "<bootstrap stub>"],
@@ -167,7 +168,7 @@ def report(
         env_allow_list=list(env_allow_list),
     )
     add(
-        "rlimits",
+        Layer.RLIMITS,
         True,
         True,
         cpu_time_s=lim.cpu_time_s,
@@ -178,10 +179,10 @@ def report(
         core_bytes=0,
         nproc="not set: the child shares the caller's uid; seccomp denies process creation",
     )
-    add("open_guard", True, True, workspace=workspace)
-    add("audit_hook", True, True, immutable_state=True)
-    add("import_guard", True, True, allowed_modules=sorted(rules.allowed))
-    add("attribute_guard", True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
+    add(Layer.OPEN_GUARD, True, True, workspace=workspace)
+    add(Layer.AUDIT_HOOK, True, True, immutable_state=True)
+    add(Layer.IMPORT_GUARD, True, True, allowed_modules=sorted(rules.allowed))
+    add(Layer.ATTRIBUTE_GUARD, True, True, guarded=["getattr", "setattr", "delattr", "hasattr"])
     off = "" if kernel_layers else "kernel layers switched off (kernel_layers=False)"
     ll_active = probe.landlock_abi > 0 and kernel_layers
     ll_details: dict[str, Any] = {
@@ -191,7 +192,7 @@ def report(
     if probe.landlock_abi > 0:
         ll_details.update(plan().describe())
     add(
-        "landlock",
+        Layer.LANDLOCK,
         probe.landlock_abi > 0,
         ll_active,
         probe.landlock_reason or off,
@@ -211,15 +212,15 @@ def report(
             ],
             rules=list(_seccomp.denied_rules()),
         )
-    add("seccomp", probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)
+    add(Layer.SECCOMP, probe.seccomp, sc_active, probe.seccomp_reason or off, **sc_details)
     add(
-        "no_new_privs",
+        Layer.NO_NEW_PRIVS,
         probe.seccomp or probe.landlock_abi > 0,
         ll_active or sc_active,
         "" if (ll_active or sc_active) else "set only together with a kernel layer",
     )
     add(
-        "capabilities",
+        Layer.CAPABILITIES,
         probe.seccomp or probe.landlock_abi > 0,
         ll_active or sc_active,
         "" if (ll_active or sc_active) else "dropped only together with a kernel layer",
@@ -227,7 +228,7 @@ def report(
         euid=os.geteuid() if hasattr(os, "geteuid") else None,
     )
     add(
-        "supervision",
+        Layer.SUPERVISION,
         True,
         True,
         wall_clock_s=lim.timeout_s,

@@ -11,7 +11,6 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import CodeType
-from typing import Any
 
 import astguard
 
@@ -63,7 +62,7 @@ class GateOutcome:
     """
 
     ok: bool
-    violations: tuple[Any, ...]
+    violations: tuple[astguard.Violation, ...]
 
 
 def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str]) -> astguard.Policy:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from pysandbox._bounds import Bound, bounded, check_fields
 
 __all__ = ["Limits"]
 
@@ -15,8 +16,10 @@ MiB = 1024 * 1024
 class Limits:
     """Limits applied to every run of a :class:`~pysandbox.Sandbox`.
 
-    All values must be positive. The kernel enforces the per-process ones (``setrlimit``);
-    the parent enforces the wall clock, the workspace size and file count, and the output caps.
+    All values must be positive and finite; each field's bounds are declared with it (read them
+    with ``pysandbox.bound_of(Limits, name)``). The kernel enforces the per-process ones
+    (``setrlimit``); the parent enforces the wall clock, the workspace size and file count, and
+    the output caps.
 
     Attributes:
         timeout_s: Wall-clock deadline of a run, in seconds (default 10). ``run(timeout=...)``
@@ -24,14 +27,14 @@ class Limits:
         cpu_time_s: CPU time of the child, in seconds (``RLIMIT_CPU``; soft limit, hard limit
             one second later; default 10).
         memory_bytes: Data segment of the child (``RLIMIT_DATA``; ``RLIMIT_AS`` is twice this
-            as a backstop), in bytes (default 512 MiB).
+            as a backstop), in bytes (default 512 MiB, at least 64 MiB).
         file_size_bytes: Largest file the child may write (``RLIMIT_FSIZE``; writes beyond fail
             with ``OSError(EFBIG)``), in bytes (default 64 MiB).
         workspace_bytes: Total size of the workspace, watched by the parent, in bytes
-            (default 256 MiB).
+            (default 1 GiB).
         workspace_files: Number of entries (files, directories, links) in the workspace,
             watched by the parent (default 10 000).
-        open_files: File descriptors of the child (``RLIMIT_NOFILE``; default 64).
+        open_files: File descriptors of the child (``RLIMIT_NOFILE``; default 64, at least 16).
         output_bytes: Cap of stdout and of stderr, each, in bytes (default 8 MiB). Passing it
             stops the run with status ``output_limit``. It bounds the work a run can do; what a
             caller passes on (an MCP response, a log) is the caller's own, smaller, cut.
@@ -41,29 +44,17 @@ class Limits:
     ``PS001`` before the AST gate.
     """
 
-    timeout_s: float = 10.0
-    cpu_time_s: int = 10
-    memory_bytes: int = 512 * MiB
-    file_size_bytes: int = 64 * MiB
-    workspace_bytes: int = 256 * MiB
-    workspace_files: int = 10_000
-    open_files: int = 64
-    output_bytes: int = 8 * MiB
+    timeout_s: float = bounded(10.0, Bound(float, positive=True))
+    cpu_time_s: int = bounded(10, Bound(int, positive=True))
+    memory_bytes: int = bounded(512 * MiB, Bound(int, minimum=64 * MiB, minimum_text="64 MiB"))
+    file_size_bytes: int = bounded(64 * MiB, Bound(int, positive=True))
+    workspace_bytes: int = bounded(1024 * MiB, Bound(int, positive=True))
+    workspace_files: int = bounded(10_000, Bound(int, positive=True))
+    open_files: int = bounded(64, Bound(int, minimum=16))
+    output_bytes: int = bounded(8 * MiB, Bound(int, positive=True))
 
     def __post_init__(self) -> None:
-        for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"Limits.{name} must be a number, not {type(value).__name__}")
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(f"Limits.{name} must be a positive finite number, got {value!r}")
-            if name != "timeout_s" and not isinstance(value, int):
-                raise TypeError(f"Limits.{name} must be an int, got {value!r}")
-        if self.open_files < 16:
-            raise ValueError(f"Limits.open_files must be at least 16, got {self.open_files}")
-        if self.memory_bytes < 64 * MiB:
-            raise ValueError(
-                f"Limits.memory_bytes must be at least 64 MiB, got {self.memory_bytes}"
-            )
+        check_fields(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the limits as a JSON-compatible dict."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pysandbox import _abi, _config, _landlock, _seccomp
 from pysandbox._launch import RunSpec, SpawnLauncher
+from pysandbox._layers import Layer
 from pysandbox._supervisor import Supervisor
 
 __all__ = ["KernelProbe", "probe_kernel", "verify_kernel"]
@@ -109,8 +110,8 @@ def _machine_problem() -> str:
 
 
 #: What each layer's probe child runs: it prints "ok" when the layer held.
-_PROBE_CODE = {
-    "landlock": """
+_PROBE_CODE: dict[Layer, str] = {
+    Layer.LANDLOCK: """
 try:
     import os
     os.listdir("/")
@@ -118,7 +119,7 @@ try:
 except PermissionError:
     print("ok")
 """,
-    "seccomp": """
+    Layer.SECCOMP: """
 import socket
 try:
     socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
@@ -153,24 +154,24 @@ def verify_kernel(read_roots: tuple[str, ...]) -> KernelProbe:
             return _verified[read_roots]
         result = probe
         if probe.landlock_abi > 0:
-            problem = _probe_child("landlock", probe, read_roots)
+            problem = _probe_child(Layer.LANDLOCK, probe, read_roots)
             if problem is not None:
                 result = dataclasses.replace(result, landlock_abi=0, landlock_reason=problem)
         if probe.seccomp:
-            problem = _probe_child("seccomp", probe, read_roots)
+            problem = _probe_child(Layer.SECCOMP, probe, read_roots)
             if problem is not None:
                 result = dataclasses.replace(result, seccomp=False, seccomp_reason=problem)
         _verified[read_roots] = result
         return result
 
 
-def _probe_child(layer: str, probe: KernelProbe, read_roots: tuple[str, ...]) -> str | None:
+def _probe_child(layer: Layer, probe: KernelProbe, read_roots: tuple[str, ...]) -> str | None:
     """Run ``layer`` alone in a probe child; return why it failed, or ``None`` if it held."""
     with tempfile.TemporaryDirectory(prefix="pysandbox-probe-") as tmp:
         workspace = os.path.realpath(tmp)
         landlock = None
         seccomp = None
-        if layer == "landlock":
+        if layer == Layer.LANDLOCK:
             landlock = _landlock.plan(probe.landlock_abi, workspace=workspace, read_only=read_roots)
         else:
             seccomp = _seccomp.build_filters()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import astguard
 
 __all__ = ["RunResult", "RunStatus"]
 
@@ -39,18 +39,6 @@ class RunStatus(str, enum.Enum):
         return self.value
 
 
-def violation_to_dict(violation: object) -> dict[str, Any]:
-    """Convert an astguard ``Violation`` (or a mapping) to a JSON-compatible dict."""
-    if isinstance(violation, Mapping):
-        return {str(k): v for k, v in violation.items()}
-    if dataclasses.is_dataclass(violation) and not isinstance(violation, type):
-        return {
-            field.name: getattr(violation, field.name) for field in dataclasses.fields(violation)
-        }
-    keys = ("rule_id", "message", "line", "col", "end_line", "end_col")
-    return {key: getattr(violation, key, None) for key in keys}
-
-
 @dataclass(frozen=True)
 class RunResult:
     """The result of :meth:`pysandbox.Sandbox.run`.
@@ -66,7 +54,9 @@ class RunResult:
         duration_ms: Wall-clock time from start of the child to its end, in milliseconds.
         cpu_time_ms: User plus system CPU time of the child (``wait4``), in milliseconds.
         peak_memory_bytes: Peak resident set size of the child (``wait4`` ``ru_maxrss``), bytes.
-        violations: The static checker's findings (non-empty when ``status`` is ``rejected``).
+        violations: The static checker's findings, astguard's ``Violation`` values (non-empty
+            when ``status`` is ``rejected``; pysandbox's own source-size refusal is one too,
+            rule ``PS001``).
         layers: Names of the isolation layers that were active for this run.
         detail: One human sentence about the outcome (which limit tripped, ...), or ``""``.
         changed_files: ``(relative path, size in bytes)`` of every regular file of the
@@ -90,7 +80,7 @@ class RunResult:
     duration_ms: float = 0.0
     cpu_time_ms: float = 0.0
     peak_memory_bytes: int = 0
-    violations: tuple[Any, ...] = ()
+    violations: tuple[astguard.Violation, ...] = ()
     layers: tuple[str, ...] = ()
     detail: str = ""
     changed_files: tuple[tuple[str, int], ...] = ()
@@ -115,8 +105,8 @@ class RunResult:
             "duration_ms": self.duration_ms,
             "cpu_time_ms": self.cpu_time_ms,
             "peak_memory_bytes": self.peak_memory_bytes,
-            "violations": [violation_to_dict(v) for v in self.violations],
-            "layers": list(self.layers),
+            "violations": [v.to_dict() for v in self.violations],
+            "layers": [str(layer) for layer in self.layers],
             "detail": self.detail,
             "changed_files": [{"path": p, "size": n} for p, n in self.changed_files],
             "figure_bytes": [len(f) for f in self.figures],

@@ -16,7 +16,6 @@ import marshal
 import math
 import os
 import pathlib
-import re
 import secrets
 import sys
 import sysconfig
@@ -40,14 +39,16 @@ from pysandbox import (
     _seccomp,
     _zygote,
 )
-from pysandbox._capabilities import KERNEL_LAYERS, Capabilities, LayerInfo, report
+from pysandbox._capabilities import Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._disk import Listing, changed_files, workspace_usage
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
+from pysandbox._layers import KERNEL_LAYERS, PYTHON_LEVEL_LAYERS, ExecutionMode, Layer
 from pysandbox._limits import Limits
 from pysandbox._outcome import Observation, Stop, decide
 from pysandbox._probe import probe_kernel, verify_kernel
 from pysandbox._result import RunResult, RunStatus
+from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._supervisor import Supervisor, start_usage_entries
 from pysandbox.exceptions import (
     IsolationUnavailable,
@@ -61,7 +62,6 @@ READY_CHILDREN = _pool.READY_CHILDREN
 READY_MAX_IDLE_S = _pool.READY_MAX_IDLE_S
 READY_MIN_IDLE_S = _pool.READY_MIN_IDLE_S
 
-_MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _ENV_PASSTHROUGH = ("TZ",)
 #: In the environment of every run (warm and spawn) and of the zygote before it preloads:
 #: native libraries read them once at load. One thread each (BLAS and OpenMP pools would make
@@ -69,42 +69,10 @@ _ENV_PASSTHROUGH = ("TZ",)
 RUN_ENV = MappingProxyType(
     {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MALLOC_ARENA_MAX": "2"}
 )
-#: The layers the testing kernel-only mode switches off.
-_PYTHON_LEVEL_LAYERS = frozenset(
-    {"ast_gate", "open_guard", "audit_hook", "import_guard", "attribute_guard"}
-)
 #: The environment variable that must be ``1`` for ``Sandbox(_testing_kernel_only=True)``.
 TESTING_KERNEL_ONLY_ENV = "PYSANDBOX_TESTING_KERNEL_ONLY"
-EXECUTION_MODES = ("spawn", "warm")
-#: The execution mode of a ``Sandbox`` constructed without ``execution=``.
-DEFAULT_EXECUTION = "warm"
-#: The environment variable that, when set, replaces :data:`DEFAULT_EXECUTION` (one of
-#: :data:`EXECUTION_MODES`); an explicit ``execution=`` argument always wins.
-EXECUTION_ENV = "PYSANDBOX_EXECUTION"
-
-
-def default_execution() -> str:
-    """The execution mode a ``Sandbox`` gets when ``execution`` is not given.
-
-    Returns:
-        ``$PYSANDBOX_EXECUTION`` when it is set (read at each call), else
-        :data:`DEFAULT_EXECUTION` (``"warm"``).
-
-    Raises:
-        ValueError: ``PYSANDBOX_EXECUTION`` is set to something other than one of
-            :data:`EXECUTION_MODES` (the empty string included): a typo never silently runs
-            another mode.
-    """
-    value = os.environ.get(EXECUTION_ENV)
-    if value is None:
-        return DEFAULT_EXECUTION
-    if value not in EXECUTION_MODES:
-        raise ValueError(
-            f"{EXECUTION_ENV} must be one of {list(EXECUTION_MODES)} when set, not {value!r}"
-        )
-    return value
-
-
+#: The kernel layers' names, as messages list them.
+_KERNEL_NAMES = [str(layer) for layer in KERNEL_LAYERS]
 #: Standard-library modules the warm zygote imports before forking (only those the policy
 #: allows; each run's import guard still decides what the code may import).
 _PREIMPORT = (
@@ -131,7 +99,16 @@ _PREIMPORT = (
     "traceback",
     "linecache",
 )
+#: The rule id of pysandbox's own refusals of a source before the AST gate (its size, or the
+#: size of its compiled form), reported as an ``astguard.Violation`` on line 1.
 SOURCE_RULE_ID = "PS001"
+
+
+def _source_violation(message: str) -> astguard.Violation:
+    """A :data:`SOURCE_RULE_ID` refusal: the whole source, line 1, column 0."""
+    return astguard.Violation(
+        rule_id=SOURCE_RULE_ID, message=message, line=1, col=0, end_line=1, end_col=0
+    )
 
 
 _executor_cache: list[concurrent.futures.ThreadPoolExecutor] = []
@@ -181,6 +158,9 @@ class Sandbox:
     builtins); Landlock and seccomp (Linux); parent supervision (deadline, output caps,
     workspace size, process-tree kill).
 
+    The keywords are those of :class:`~pysandbox.SandboxConfig` (``Sandbox(workspace, **kw)``
+    builds one, which checks them); :meth:`from_config` takes one built already.
+
     Args:
         workspace: Existing directory the code may read and write (its current directory).
             Refused: ``/``, a home directory, or anything overlapping the interpreter, the
@@ -195,7 +175,7 @@ class Sandbox:
         extra_read_paths: Extra paths the code may read (read-only).
         kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
             comparison run only). rlimits and Python-level guards stay on.
-        execution: ``None`` (default): :func:`default_execution`, which is
+        execution: ``None`` (default): :func:`pysandbox.default_execution`, which is
             ``$PYSANDBOX_EXECUTION`` when set, else ``"warm"``. ``"warm"``: a fork server
             ("zygote") started lazily with the same layers forks a fresh child per run and
             applies every layer after the fork (Linux; where the zygote cannot start, runs fall
@@ -256,7 +236,7 @@ class Sandbox:
         *,
         limits: Limits | None = None,
         policy: astguard.Policy | None = None,
-        require: Iterable[str] = ("landlock", "seccomp"),
+        require: Iterable[str] = KERNEL_LAYERS,
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
@@ -268,69 +248,85 @@ class Sandbox:
         seccomp_debug: bool = False,
         _testing_kernel_only: bool = False,
     ) -> None:
-        if _testing_kernel_only is not False:
-            if os.environ.get(TESTING_KERNEL_ONLY_ENV) != "1" or _testing_kernel_only is not True:
+        options: dict[str, Any] = {}
+        if max_concurrent_runs is not None:
+            options["max_concurrent_runs"] = max_concurrent_runs
+        if execution is not None:  # else SandboxConfig's default: pysandbox.default_execution()
+            options["execution"] = execution
+        config = SandboxConfig(
+            limits=limits if limits is not None else Limits(),
+            policy=policy,
+            require=require,  # type: ignore[arg-type]  # SandboxConfig checks and converts
+            extra_modules=extra_modules,  # type: ignore[arg-type]
+            extra_read_paths=extra_read_paths,  # type: ignore[arg-type]
+            kernel_layers=kernel_layers,
+            preload=preload,  # type: ignore[arg-type]
+            ready_children=ready_children,
+            ready_max_idle_s=ready_max_idle_s,
+            seccomp_debug=seccomp_debug,
+            **options,
+        )
+        self._setup(workspace, config, _testing_kernel_only)
+
+    @classmethod
+    def from_config(cls, workspace: str | os.PathLike[str], config: SandboxConfig) -> Sandbox:
+        """A sandbox for ``workspace`` built from a configuration validated already.
+
+        Args:
+            workspace: As for :class:`Sandbox`.
+            config: The sandbox's configuration (see :class:`~pysandbox.SandboxConfig`).
+
+        Returns:
+            The sandbox.
+
+        Raises:
+            TypeError: ``config`` is not a :class:`~pysandbox.SandboxConfig`.
+            ValueError: As for :class:`Sandbox`: the workspace, an extra module's distribution,
+                native code without the kernel layers, a preload the policy does not allow,
+                a read path that does not exist.
+        """
+        if not isinstance(config, SandboxConfig):
+            raise TypeError(
+                f"config must be a pysandbox.SandboxConfig, not {type(config).__name__}"
+            )
+        sandbox = cls.__new__(cls)
+        sandbox._setup(workspace, config, False)
+        return sandbox
+
+    def _setup(
+        self, workspace: str | os.PathLike[str], config: SandboxConfig, kernel_only: object
+    ) -> None:
+        """Build the sandbox from its validated configuration (the file-system checks)."""
+        if kernel_only is not False:
+            if os.environ.get(TESTING_KERNEL_ONLY_ENV) != "1" or kernel_only is not True:
                 raise ValueError(
                     f"_testing_kernel_only is for pysandbox's own tests and needs "
                     f"{TESTING_KERNEL_ONLY_ENV}=1 in the environment"
                 )
-            if kernel_layers is not True:
+            if config.kernel_layers is not True:
                 raise ValueError("_testing_kernel_only keeps the kernel layers: kernel_layers=True")
-        self._kernel_only = _testing_kernel_only is True
-        if not isinstance(seccomp_debug, bool):
-            raise TypeError("seccomp_debug must be a bool")
-        self._seccomp_debug = seccomp_debug
-        if execution is None:
-            execution = default_execution()
-        if execution not in EXECUTION_MODES:
-            raise ValueError(f"execution must be one of {list(EXECUTION_MODES)}, not {execution!r}")
-        if max_concurrent_runs is None:
-            max_concurrent_runs = os.cpu_count() or 1
-        if isinstance(max_concurrent_runs, bool) or not isinstance(max_concurrent_runs, int):
-            raise TypeError("max_concurrent_runs must be an int")
-        if max_concurrent_runs < 1:
-            raise ValueError(f"max_concurrent_runs must be at least 1, got {max_concurrent_runs}")
-        self._max_concurrent_runs = max_concurrent_runs
-        if isinstance(ready_children, bool) or not isinstance(ready_children, int):
-            raise TypeError("ready_children must be an int")
-        if ready_children < 0:
-            raise ValueError(f"ready_children must be at least 0, got {ready_children}")
-        if isinstance(ready_max_idle_s, bool) or not isinstance(ready_max_idle_s, (int, float)):
-            raise TypeError("ready_max_idle_s must be a number of seconds")
-        if not math.isfinite(ready_max_idle_s) or ready_max_idle_s < _pool.READY_MIN_IDLE_S:
-            raise ValueError(
-                f"ready_max_idle_s must be a finite number of seconds of at least "
-                f"{_pool.READY_MIN_IDLE_S}, got {ready_max_idle_s!r}"
-            )
-        self._execution = execution
+        self._kernel_only = kernel_only is True
+        self._sandbox_config = config
+        self._seccomp_debug = config.seccomp_debug
+        self._max_concurrent_runs = config.max_concurrent_runs
+        self._execution = config.execution
         self._zygote: _zygote.Zygote | None = None
         self._zygote_reason = ""
         self._zygote_lock = threading.Lock()
-        self._limits = limits if limits is not None else Limits()
-        if not isinstance(self._limits, Limits):
-            raise TypeError(f"limits must be a pysandbox.Limits, not {type(limits).__name__}")
-        if isinstance(require, str):
-            raise TypeError("require must be an iterable of layer names, not a string")
-        self._require = tuple(dict.fromkeys(require))
-        unknown = [name for name in self._require if name not in KERNEL_LAYERS]
-        if unknown:
-            raise ValueError(
-                f"unknown layer(s) in require: {unknown}; known: {list(KERNEL_LAYERS)}"
-            )
-        if not isinstance(kernel_layers, bool):
-            raise TypeError("kernel_layers must be a bool")
-        self._kernel_layers = kernel_layers
+        self._limits = config.limits
+        self._require = config.require
+        self._kernel_layers = config.kernel_layers
         self._workspace = self._validate_workspace(workspace)
-        self._extra_modules = tuple(self._validate_module(name) for name in extra_modules)
+        self._extra_modules = config.extra_modules
         self._grants = self._locate_modules(self._extra_modules)
         self._sys_path = self._grants.sys_path
         module_roots = self._grants.read_roots
-        if self._grants.native and not (kernel_layers and set(KERNEL_LAYERS) <= set(self._require)):
+        if self._grants.native and not config.requires_kernel_layers:
             names = ", ".join(f"{n} {v}" for n, v in self._grants.distributions)
             raise ValueError(
                 f"extra_modules: the distributions allowed ({names}) ship native extension "
                 "modules, which make the Python-level layers no barrier: they are allowed only "
-                f"with the kernel layers on and required (require={list(KERNEL_LAYERS)}, "
+                f"with the kernel layers on and required (require={_KERNEL_NAMES}, "
                 "kernel_layers=True)"
             )
         dist_names = {n for n, _ in self._grants.distributions}
@@ -340,10 +336,10 @@ class Sandbox:
         self._home = _home.home_dir()
         module_roots = (*module_roots, self._home)
         extra_paths = []
-        for path in extra_read_paths:
-            real = os.path.realpath(os.fspath(path))
+        for path in config.extra_read_paths:
+            real = os.path.realpath(path)
             if not pathlib.Path(real).exists():
-                raise ValueError(f"extra_read_paths: {os.fspath(path)!r} does not exist")
+                raise ValueError(f"extra_read_paths: {path!r} does not exist")
             extra_paths.append(real)
         self._read_roots = tuple(
             dict.fromkeys([*_stdlib_roots(), *module_roots, *extra_paths, *_landlock.SYSTEM_DIRS])
@@ -358,17 +354,15 @@ class Sandbox:
                     f"workspace {self._workspace!r} overlaps {root!r} (interpreter, library or "
                     "read-only path): choose a dedicated directory"
                 )
-        self._policy = _gate.runtime_policy(policy, self._extra_modules)
+        self._policy = _gate.runtime_policy(config.policy, self._extra_modules)
         self._pool = _pool.ReadyPool(
-            ready_children if execution == "warm" else 0,
-            float(ready_max_idle_s),
+            config.ready_children if config.execution == ExecutionMode.WARM else 0,
+            config.ready_max_idle_s,
             _pool.max_code_bytes(self._policy.max_source_bytes),
         )
         self._max_compiled_bytes = _pool.max_compiled_bytes(self._policy.max_source_bytes)
         self._rules = _gate.module_rules(self._policy)
-        if isinstance(preload, str):
-            raise TypeError("preload must be an iterable of module names, not a string")
-        self._preload = tuple(dict.fromkeys(self._validate_module(n) for n in preload))
+        self._preload = config.preload
         for name in self._preload:
             if not _child.module_allowed(name, self._rules.allowed, self._rules.denied):
                 raise ValueError(
@@ -378,7 +372,7 @@ class Sandbox:
         mpl_first = ("matplotlib",) if self._mpl_dir is not None else ()
         self._import_first = tuple(dict.fromkeys((*self._preload, *mpl_first)))
         self._closed = False
-        self._run_slots = threading.BoundedSemaphore(max_concurrent_runs)
+        self._run_slots = threading.BoundedSemaphore(config.max_concurrent_runs)
         self._active: set[Supervisor] = set()
         self._active_lock = threading.Lock()
         self._landlock_plan: _landlock.LandlockPlan | None = None
@@ -415,12 +409,6 @@ class Sandbox:
         return real
 
     @staticmethod
-    def _validate_module(name: object) -> str:
-        if not isinstance(name, str) or not _MODULE_NAME.match(name):
-            raise ValueError(f"extra_modules: {name!r} is not a dotted module name")
-        return name
-
-    @staticmethod
     def _locate_modules(names: tuple[str, ...]) -> _distributions.Grants:
         """The grants of the extra modules' distributions (standard-library ones need none)."""
         stdlib = _stdlib_roots()
@@ -445,6 +433,11 @@ class Sandbox:
         return self._limits
 
     @property
+    def config(self) -> SandboxConfig:
+        """The sandbox's configuration (validated when it was built)."""
+        return self._sandbox_config
+
+    @property
     def max_concurrent_runs(self) -> int:
         """How many runs of this sandbox execute at once."""
         return self._max_concurrent_runs
@@ -462,12 +455,12 @@ class Sandbox:
     def _execution_info(self) -> MappingProxyType[str, Any]:
         mode = self._execution
         info: dict[str, Any] = {"requested": mode, "mode": mode, "reason": ""}
-        if mode == "warm" and self._zygote_reason:
-            info.update(mode="spawn", reason=self._zygote_reason)
-        if mode == "warm":
+        if mode == ExecutionMode.WARM and self._zygote_reason:
+            info.update(mode=ExecutionMode.SPAWN, reason=self._zygote_reason)
+        if mode == ExecutionMode.WARM:
             zygote = self._zygote
             info["zygote_pid"] = zygote.pid if zygote is not None and zygote.alive() else None
-            if info["mode"] == "warm":
+            if info["mode"] == ExecutionMode.WARM:
                 info["ready_children"] = self._pool.size
         return MappingProxyType(info)
 
@@ -489,13 +482,13 @@ class Sandbox:
         off = "off: testing kernel-only mode (_testing_kernel_only=True)"
         layers = [
             dataclasses.replace(info, active=False, reason=off)
-            if info.name in _PYTHON_LEVEL_LAYERS
+            if info.name in PYTHON_LEVEL_LAYERS
             else info
             for info in caps.layers
         ]
         layers.append(
             LayerInfo(
-                "testing_kernel_only",
+                Layer.TESTING_KERNEL_ONLY,
                 True,
                 True,
                 MappingProxyType({"environment": f"{TESTING_KERNEL_ONLY_ENV}=1"}),
@@ -690,19 +683,12 @@ class Sandbox:
             return None
         size = len(marshal.dumps(compiled))
         if size > self._max_compiled_bytes:
-            violation = {
-                "rule_id": SOURCE_RULE_ID,
-                "message": (
-                    f"the code compiles to {size} bytes; the limit is {self._max_compiled_bytes} "
-                    "(constant expressions such as 'ab' * 2000 are stored expanded: build large "
-                    "values at run time, from a variable or in a loop)"
-                ),
-                "line": 1,
-                "col": 0,
-                "end_line": 1,
-                "end_col": 0,
-            }
-            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+            violation = _source_violation(
+                f"the code compiles to {size} bytes; the limit is {self._max_compiled_bytes} "
+                "(constant expressions such as 'ab' * 2000 are stored expanded: build large "
+                "values at run time, from a variable or in a loop)"
+            )
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=(Layer.AST_GATE,))
         return compiled
 
     def _check(self, code: str, timeout: float | None) -> float | RunResult:
@@ -721,18 +707,15 @@ class Sandbox:
         caps = self.capabilities()
         size = len(code.encode("utf-8", "surrogatepass"))
         if size > self._policy.max_source_bytes:  # astguard's one source-size limit
-            violation = {
-                "rule_id": SOURCE_RULE_ID,
-                "message": f"source is {size} bytes; the limit is {self._policy.max_source_bytes}",
-                "line": 1,
-                "col": 0,
-                "end_line": 1,
-                "end_col": 0,
-            }
-            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=("ast_gate",))
+            violation = _source_violation(
+                f"source is {size} bytes; the limit is {self._policy.max_source_bytes}"
+            )
+            return RunResult(RunStatus.REJECTED, violations=(violation,), layers=(Layer.AST_GATE,))
         gate = _gate.check_source(code, self._policy)
         if not gate.ok and not self._kernel_only:
-            return RunResult(RunStatus.REJECTED, violations=gate.violations, layers=("ast_gate",))
+            return RunResult(
+                RunStatus.REJECTED, violations=gate.violations, layers=(Layer.AST_GATE,)
+            )
         if os.name != "posix":
             raise IsolationUnavailable(
                 ("posix",), {"posix": f"pysandbox runs code on POSIX systems only, not {os.name}"}
@@ -746,8 +729,8 @@ class Sandbox:
         """The sandbox's child configuration, built once (after the capability report)."""
         if self._config is None:
             caps = self.capabilities()
-            landlock_on = caps.layer("landlock").active
-            seccomp_on = caps.layer("seccomp").active
+            landlock_on = caps.layer(Layer.LANDLOCK).active
+            seccomp_on = caps.layer(Layer.SECCOMP).active
             self._config = _config.build(
                 workspace=self._workspace,
                 read_roots=self._read_roots,
@@ -880,7 +863,7 @@ class Sandbox:
     # -- warm mode --
     def _launcher(self, config: ChildConfig) -> Launcher:
         """The zygote's launcher in warm mode (zygote started lazily), else spawn's."""
-        if self._execution == "warm":
+        if self._execution == ExecutionMode.WARM:
             zygote = self._warm_zygote(config)
             if zygote is not None:
                 return ZygoteLauncher(zygote)

@@ -11,15 +11,15 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field, TypeAdapter
+from pydantic import Field
 
 import astguard
 from mcp_secure_sandbox import rich, surface
 from mcp_secure_sandbox._schemas import RunOutput
-from mcp_secure_sandbox.profiles import PROFILES, profile_offer
+from mcp_secure_sandbox.profiles import profile_offer
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from pysandbox import IsolationUnavailable, RunResult, SandboxSetupError
+from pysandbox import PROFILES, IsolationUnavailable, RunResult, SandboxSetupError
 
 __all__ = [
     "PROGRESS_AFTER_S",
@@ -246,9 +246,9 @@ def refusal_text(exc: IsolationUnavailable | SandboxSetupError) -> str:
 def _run_output(result: RunResult) -> dict[str, Any]:
     """The server's view of a run: ``RunResult``'s fields, the status as its value.
 
-    A violation is astguard's ``Violation`` or, for pysandbox's own source-size rule, a dict of
-    the same keys; it is dumped to JSON here, and the SDK validates it against ``Violation``'s
-    schema. The isolation layers are in ``sandbox://status``, not in every result.
+    A violation is astguard's ``Violation`` (pysandbox's own source-size rule ``PS001``
+    too); it is dumped to JSON here, and the SDK validates it against ``Violation``'s schema.
+    The isolation layers are in ``sandbox://status``, not in every result.
     """
     return {
         "status": result.status.value,
@@ -261,16 +261,9 @@ def _run_output(result: RunResult) -> dict[str, Any]:
         "duration_ms": result.duration_ms,
         "cpu_time_ms": result.cpu_time_ms,
         "peak_memory_bytes": result.peak_memory_bytes,
-        "violations": [_plain(v) for v in result.violations],
+        "violations": [v.to_dict() for v in result.violations],
         "detail": result.detail,
     }
-
-
-def _plain(violation: Any) -> dict[str, Any]:
-    """A violation as JSON-compatible data (astguard's dataclass or pysandbox's dict)."""
-    if isinstance(violation, dict):
-        return dict(violation)
-    return dict(TypeAdapter(type(violation)).dump_python(violation, mode="json"))
 
 
 class _Progress:

@@ -11,7 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from mcp_secure_sandbox import _answers, budget
+from mcp_secure_sandbox import _answers, budget, surface
 from mcp_secure_sandbox._schemas import (
     DeleteOutput,
     ExportOutput,
@@ -305,6 +305,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
     @tool(
         app,
+        fill={
+            "deadline": surface.setting_words(state.settings, "diff_deadline_s"),
+            "memory": surface.setting_words(state.settings, "diff_memory_bytes"),
+        },
         annotations=ToolAnnotations(
             title="Compare snapshots",
             read_only_hint=True,
@@ -324,7 +328,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
         Returns the paths added, removed, modified (content, link target or kind) and
         metadata_changed (same content, different mtime or mode). The comparison runs in a
-        confined worker with a deadline and a memory budget (--diff-deadline, --diff-memory); a
+        confined worker within {deadline} and {memory} (--diff-deadline, --diff-memory); a
         diff too large for one answer is refused with its counts and the host command.
         """
         async with state.instrument("diff_state_snapshots"):
@@ -348,6 +352,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
     @tool(
         app,
+        fill={"export_max": surface.setting_words(state.settings, "export_max_bytes")},
         annotations=ToolAnnotations(
             title="Export a snapshot",
             read_only_hint=True,
@@ -366,7 +371,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         chunk k being bytes [k * chunk_bytes, (k + 1) * chunk_bytes) of the record (compact
         UTF-8 JSON, contents in Base64, each file with its sha256); concatenated they are the
         record, `size_bytes` long. An export larger than the server serves over MCP
-        (--export-max) is refused: export it on the host with `wsnapshot export`.
+        ({export_max}, --export-max) is refused: export it on the host with `wsnapshot export`.
         """
         async with (
             state.instrument("export_state_snapshot"),

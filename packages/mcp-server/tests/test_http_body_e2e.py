@@ -22,6 +22,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from _paths import PACKAGE_DIR
 from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
 from test_http_e2e import HEADERS, INIT, TOKEN, _free_port
 
@@ -260,7 +261,7 @@ def test_the_sdk_client_reads_the_413_of_a_multi_megabyte_body(
 
 def _readme_client() -> str:
     """The SDK client example of the README's "Streamable HTTP" section."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (PACKAGE_DIR / "README.md").read_text(encoding="utf-8")
     section = readme.split("## Streamable HTTP", 1)[1]
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 

@@ -36,7 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
     The suite runs in the library's default execution mode: ``PYSANDBOX_EXECUTION=spawn``
     (pysandbox itself honours it, :func:`pysandbox.default_execution`) runs every
     ``Sandbox`` constructed without ``execution=`` in spawn mode; ``nox -s tests`` runs the
-    suite once in each mode. ``tests/test_execution_mode.py`` checks the mode is the one asked.
+    suite once in each mode. ``tests/e2e/test_execution_mode.py`` checks the mode is the one asked.
     """
     if "PYSANDBOX_TEST_EXECUTION" in os.environ:
         raise pytest.UsageError(

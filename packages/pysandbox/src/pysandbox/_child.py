@@ -33,7 +33,7 @@ import sys
 # The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from types import MappingProxyType
     from typing import Any
 
@@ -397,7 +397,7 @@ def make_generated_code_check(
     # Imported now: importing it inside the hook could meet a partly initialised module.
     import ast
 
-    parse, walk = ast.parse, ast.walk
+    parse, walk, iter_children = ast.parse, ast.walk, ast.iter_child_nodes
 
     def bad_name(name: str) -> str | None:
         if local_prefix is not None and name.startswith(local_prefix):
@@ -429,23 +429,20 @@ def make_generated_code_check(
             except SyntaxError:
                 return "source that does not parse"
         nodes: list[Any] = list(walk(tree))
-        # the generator returns the functions it defined: `return __setattr__`
-        # and its parameters are local names (a namedtuple field called `opcode`)
-        defined = {node.name for node in nodes if type(node).__name__ == "FunctionDef"}
-        defined.update(node.arg for node in nodes if type(node).__name__ == "arg")
+        bound = _bound_names(tree, nodes, iter_children)
 
         def own(attribute: Any) -> bool:  # an attribute of a name the code defines (self)
             root = attribute.value
             while type(root).__name__ == "Attribute":
                 root = root.value
-            return type(root).__name__ == "Name" and root.id in defined
+            return type(root).__name__ == "Name" and root.id in bound[id(root)]
 
         for node in nodes:
             kind = type(node).__name__
             if kind not in syntax:
                 return f"the syntax {kind}"
             problem: str | None = None
-            if kind == "Name" and node.id not in defined:
+            if kind == "Name" and node.id not in bound[id(node)]:
                 problem = bad_name(node.id)
             elif kind == "Attribute":
                 attr = node.attr
@@ -479,6 +476,38 @@ def make_generated_code_check(
         return None
 
     return check
+
+
+def _bound_names(
+    tree: Any, nodes: list[Any], iter_children: Callable[[Any], Any]
+) -> dict[int, frozenset[str]]:
+    """For each node of ``tree`` (by ``id``), the names the code itself binds where it stands.
+
+    A generator returns the functions it defined (``return __setattr__``: a ``def``'s name
+    counts everywhere) and its parameters are local names (a namedtuple field called
+    ``opcode``, a dataclass's ``self``), but only inside the body of their ``def`` or
+    ``lambda``: a parameter named like an ``@`` name (``lambda __pd_eval_local_df: 0``) does
+    not make ``@df._mgr`` beside it the code's own. Iterative: the tree may be deep.
+    """
+    functions = frozenset(n.name for n in nodes if type(n).__name__ == "FunctionDef")
+    bound: dict[int, frozenset[str]] = {}
+    stack: list[tuple[Any, frozenset[str]]] = [(tree, functions)]
+    while stack:
+        node, names = stack.pop()
+        bound[id(node)] = names
+        kind = type(node).__name__
+        inner = names
+        body: list[Any] = []
+        if kind in ("FunctionDef", "Lambda"):
+            arguments = node.args
+            params = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+            params += [a for a in (arguments.vararg, arguments.kwarg) if a is not None]
+            inner = names | frozenset(a.arg for a in params)
+            body = node.body if kind == "FunctionDef" else [node.body]
+        inside = {id(b) for b in body}
+        for child in iter_children(node):
+            stack.append((child, inner if id(child) in inside else names))
+    return bound
 
 
 def is_library_source(
@@ -543,7 +572,8 @@ def make_audit_hook(
     ``no_chmod`` (the seccomp layer is on: its filter answers the ``chmod`` family ``EPERM``,
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
     here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
-    ``os.listxattr``/``os.getxattr`` (refused by the filter too) answer ``ENOTSUP``.
+    this hook answers ``os.listxattr``/``os.getxattr`` ``ENOTSUP`` (the filter would say
+    ``EPERM``).
     """
 
     def hook(
@@ -751,6 +781,20 @@ def make_guarded_operator(refused_name: Callable[[str], bool], real: Any = None)
     return copy
 
 
+def user_may_import(name: object, allowed: frozenset[str], denied: frozenset[str]) -> bool:
+    """Whether user code may import the module ``name`` (an exact str), by any means.
+
+    :func:`module_allowed` and not :func:`refused_module`: what a library's import-by-name
+    helper may hand to user code.
+    """
+    return type(name) is str and not refused_module(name) and module_allowed(name, allowed, denied)
+
+
+def import_refusal(name: str) -> str:
+    """What a run-time refusal of importing the module ``name`` says (every guard that does)."""
+    return f"sandbox: import of {name!r} is not permitted (not on the allow-list)"
+
+
 def make_import(
     real_import: Callable[..., Any],
     allowed: frozenset[str],
@@ -789,10 +833,7 @@ def make_import(
             if any(type(item) is not str for item in fromlist):
                 raise ImportError("sandbox: from-import names must be exact str objects")
         if not module_allowed(name, allowed, denied):
-            raise ModuleNotFoundError(
-                f"sandbox: import of {name!r} is not permitted (not on the allow-list)",
-                name=str(name),
-            )
+            raise ModuleNotFoundError(import_refusal(name), name=str(name))
         module = real_import(name, globals, locals, fromlist, level)
         if name in swaps:
             return swaps[name]
@@ -976,53 +1017,153 @@ PARQUET_MISSING = (
 )
 
 
-def make_pandas_guard() -> Callable[[Any], None]:
+def make_pandas_guard(
+    allowed: frozenset[str] = frozenset(),
+    denied: frozenset[str] = frozenset(),
+    user_builtins: Mapping[str, Any] | None = None,
+) -> Callable[[Any], None]:
     """``patch(modules)``: pandas' expressions and optional dependencies, once pandas is loaded.
 
     Expressions: pandas looks the names of an ``eval``/``query`` expression up itself (columns,
     ``@`` names from the caller's frame, and every attribute's value, kept as a temporary) and
-    reads attributes with the real ``getattr`` in its own frames: a module reached so would
-    hand out what the attribute guard refuses. The check of generated code refuses dunder and
-    private attributes by name; this refuses a module as the value of any name pandas resolves
-    (``Scope.resolve``).
+    reads attributes with the real ``getattr`` in its own frames. The check of generated code
+    refuses dunder and private attributes by name; this (``Scope``) refuses:
+
+    - a scope read from any frame but the user's code (``<sandbox>``) or pandas' own:
+      ``level=N`` (and a negative one) walks up to the sandbox's frames, whose locals and
+      globals are its internals; and a ``Scope`` as ``local_dict`` (pandas would read the
+      locals of every frame up to its ``level``);
+    - a private plain name (``_x``, as ``@_x`` already is), except pandas' own temporaries;
+    - values pandas would hand out unguarded: modules, code, frames, tracebacks, generators and
+      coroutines, functions and classes of the sandbox's own code, and the real builtins the
+      user's builtins replace or leave out (``exec``, the unguarded ``getattr``).
 
     Optional dependencies: pandas answers a missing one (pyarrow for parquet) with "use pip or
     conda to install"; here nothing can be installed, so ``import_optional_dependency`` (in
     every pandas module that bound it) and parquet's engine look-up say so and name what
-    works instead (:data:`PARQUET_MISSING`).
+    works instead (:data:`PARQUET_MISSING`). A module user code may not import
+    (:func:`module_allowed`, :func:`refused_module`) is refused with the import guard's
+    message (:func:`import_refusal`), or ``None`` where pandas asked for no error (as if it
+    were not installed): the helper hands back ``sys.modules`` entries, ``os`` among them.
 
-    Idempotent; a module not loaded yet is patched by a later call.
+    Args:
+        allowed: The import allow-list.
+        denied: The import deny-list.
+        user_builtins: The builtins of the user's namespace (filled in later is fine).
+
+    Returns:
+        ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
     """
+    import types
+
     module_type = type(sys)
     done: set[str] = set()
     real_optional: list[Any] = []
+    own_dir = _BOOT_FILE.rpartition(os.sep)[0] + os.sep  # as code objects name their files
+    pandas_dirs: list[str] = []
+    opaque = (
+        types.CodeType, types.FrameType, types.TracebackType, types.GeneratorType,
+        types.CoroutineType, types.AsyncGeneratorType,
+    )  # fmt: skip
+    real_builtins = builtins.__dict__
 
-    def refuse_modules(cls: Any) -> None:
-        real_resolve = cls.resolve
+    def denied_scope(what: str) -> SandboxDenied:
+        return SandboxDenied(1, f"sandbox: a pandas expression may not {what}; {PANDAS_ADVICE}")
+
+    def internal_file(filename: object) -> bool:
+        return type(filename) is str and (filename == _BOOT_FILE or filename.startswith(own_dir))
+
+    def internal(value: Any) -> str | None:
+        """What ``value`` is if pandas may not hand it out, else ``None``."""
+        if isinstance(value, opaque):
+            return f"a {type(value).__name__} object"
+        if isinstance(value, (types.MethodType, staticmethod, classmethod)):
+            value = value.__func__
+        if isinstance(value, types.FunctionType):
+            if internal_file(value.__code__.co_filename):
+                return "a function of the sandbox's own code"
+            return None
+        if isinstance(value, type):
+            module = real_builtins["getattr"](value, "__module__", "")
+            if type(module) is str and module.partition(".")[0] == "pysandbox":
+                return "a class of the sandbox's own code"
+            return None
+        if isinstance(value, types.BuiltinFunctionType) and value.__self__ is builtins:
+            name = value.__name__
+            if real_builtins.get(name) is value and (
+                user_builtins is None or user_builtins.get(name) is not value
+            ):
+                return f"the unguarded builtin {name!r}"
+        return None
+
+    def readable_frame(frame: Any) -> bool:
+        filename = frame.f_code.co_filename
+        return filename == USER_FILENAME or any(filename.startswith(d) for d in pandas_dirs)
+
+    def guard_scope(cls: Any) -> None:
+        real_init, real_resolve = cls.__init__, cls.resolve
+
+        def __init__(  # noqa: PLR0917 - pandas' own signature, called positionally
+            self: Any,
+            level: int,
+            global_dict: Any = None,
+            local_dict: Any = None,
+            resolvers: Any = (),
+            target: Any = None,
+        ) -> None:
+            if type(level) is not int or level < 0:
+                raise denied_scope("use a level= that is not a whole number of 0 or more")
+            if isinstance(local_dict, cls):
+                raise denied_scope("take a Scope as local_dict (pass a dict of names)")
+            frame = sys._getframe(level + 1)  # the frame pandas reads: `level` above the caller
+            try:
+                if not readable_frame(frame):
+                    raise denied_scope(
+                        "read names from a frame outside the code (leave level= out: the "
+                        "default reads the names of the code that calls eval()/query())"
+                    )
+            finally:
+                del frame
+            real_init(self, level + 1, global_dict, local_dict, resolvers, target)
+            self.level = level + 1  # as pandas stores it (this frame is one more)
 
         def resolve(self: Any, key: str, is_local: bool) -> Any:
+            name = f"@{key}" if is_local else "an attribute" if "_" in key else key
+            if type(key) is str and key.startswith("_") and key not in self.temps:
+                raise denied_scope(f"use the private name {key!r}")
             value = real_resolve(self, key, is_local)
             if isinstance(value, module_type):
-                name = f"@{key}" if is_local else "an attribute" if "_" in key else key
                 raise SandboxDenied(
                     1,
                     f"sandbox: a pandas expression may not use modules ({name} is the module "
                     f"{getattr(value, '__name__', '?')!r}: pandas would read its attributes "
                     f"unguarded); {PANDAS_ADVICE}",
                 )
+            what = internal(value)
+            if what is not None:
+                raise denied_scope(f"use {what} ({name})")
             return value
 
+        __init__.__doc__ = real_init.__doc__
         resolve.__doc__ = real_resolve.__doc__
+        cls.__init__ = __init__
         cls.resolve = resolve
 
     def import_optional_dependency(name: str, *args: Any, **kwargs: Any) -> Any:
         # The signature differs between pandas versions: passed on as given.
+        parquet = name in ("pyarrow", "fastparquet")
+        if not user_may_import(name, allowed, denied):
+            if kwargs.get("errors", args[1] if len(args) > 1 else "raise") in ("ignore", "warn"):
+                return None  # what pandas gets for a dependency that is not installed
+            if parquet:  # the advice that helps more: what works instead
+                raise ImportError(PARQUET_MISSING)
+            raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
         try:
             return real_optional[0](name, *args, **kwargs)
         except ImportError:
             pass
         extra = kwargs.get("extra", args[0] if args else "")
-        if name in ("pyarrow", "fastparquet"):
+        if parquet:
             raise ImportError(PARQUET_MISSING) from None
         raise ImportError(
             f"sandbox: the optional dependency {name!r} of pandas is not available in this "
@@ -1056,10 +1197,50 @@ def make_pandas_guard() -> Callable[[Any], None]:
             namespace = getattr(module, "__dict__", {})
             if namespace.get("import_optional_dependency") is real:
                 module.import_optional_dependency = import_optional_dependency
+            if name == "pandas":
+                pandas_dirs.append(str(module.__file__).rpartition(os.sep)[0] + os.sep)
             if name == "pandas.core.computation.scope":
-                refuse_modules(module.Scope)
+                guard_scope(module.Scope)
             elif name == "pandas.io.parquet":
                 wrap_engine(module)
+
+    return patch
+
+
+def make_matplotlib_guard(allowed: frozenset[str], denied: frozenset[str]) -> Callable[[Any], None]:
+    """``patch(modules)``: matplotlib's backend loader imports only what user code may import.
+
+    ``backend_registry.load_backend_module("module://NAME")`` imports any module by name and
+    returns it (``os``, ``ctypes``); ``matplotlib.use`` and ``pyplot.switch_backend`` go
+    through it. A module user code may not import (:func:`module_allowed`,
+    :func:`refused_module`) is refused before the import, with the import guard's message
+    (:func:`import_refusal`); matplotlib's own backends (``matplotlib.backends.*``) load.
+
+    Args:
+        allowed: The import allow-list.
+        denied: The import deny-list.
+
+    Returns:
+        ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
+    """
+    patched: list[Any] = []
+
+    def patch(modules: Any) -> None:
+        registry = modules.get("matplotlib.backends.registry")
+        if registry is None or registry in patched:
+            return
+        cls = registry.BackendRegistry
+        real_load = cls.load_backend_module
+
+        def load_backend_module(self: Any, backend: str) -> Any:
+            name = self._backend_module_name(backend) if type(backend) is str else backend
+            if not user_may_import(name, allowed, denied):
+                raise ModuleNotFoundError(import_refusal(str(name)), name=str(name))
+            return real_load(self, backend)
+
+        load_backend_module.__doc__ = real_load.__doc__
+        cls.load_backend_module = load_backend_module
+        patched.append(registry)
 
     return patch
 
@@ -1301,12 +1482,15 @@ def install_python_guards(
         make_sqlite_authorizer(workspace, realpath, _within)
     )
     unittest_patch = make_unittest_guard()
-    pandas_patch = make_pandas_guard()
+    user_builtins = dict(builtins.__dict__)  # completed below, before any user code runs
+    pandas_patch = make_pandas_guard(allowed, denied, user_builtins)
+    matplotlib_patch = make_matplotlib_guard(allowed, denied)
 
     def on_load(modules: Any) -> None:  # modules patched once they are loaded
         sqlite_patch(modules)
         unittest_patch(modules)
         pandas_patch(modules)
+        matplotlib_patch(modules)
 
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),
@@ -1317,7 +1501,6 @@ def install_python_guards(
         module_pairs=frozenset(cfg.get("denied_module_attributes", ())),
         module_swaps={operator: guarded_operator},
     )
-    user_builtins = dict(builtins.__dict__)
     for name in _REMOVED_BUILTINS:
         user_builtins.pop(name, None)
     user_builtins.update(

@@ -205,6 +205,8 @@ PANDAS_REFUSED = {
     "df.eval('@df._mgr')": "the private attribute '_mgr'",
     "df.query('a > @_hidden')": "the private name '@_hidden'",
     "df.eval('@open')": "the name 'open' (as @open)",
+    "df.eval('@out.append(@df._mgr) + (lambda __pd_eval_local_df: 0)')": "attribute '_mgr'",
+    "df.eval('@out.append(a._mgr) + (lambda a: 0)')": "the private attribute '_mgr'",
 }
 
 
@@ -219,16 +221,18 @@ def test_pandas_expressions_work_and_refuse_what_pandas_would_read_unguarded(
     code = (
         "import numpy as np, pandas as pd\n"
         "df = pd.DataFrame({'a': [1, 2, 3], 'c': [3, 4, 5], 's': ['x', 'yy', 'zzz']})\n"
-        "low, _hidden = 3, 1\n"
+        "low, _hidden, out = 3, 1, []\n"
         f"for compute in [{table}]:\n"
         "    try:\n"
         "        print('ok', compute())\n"
         "    except Exception as exc:\n"
         "        print('refused', type(exc).__name__, exc)\n"
+        "print('out', len(out))\n"
     )
     result = stack_sb.run(code)
     assert result.status is RunStatus.OK, result.stderr
     lines = result.stdout.splitlines()
+    assert lines.pop() == "out 0"  # nothing a refused expression reached was kept
     assert len(lines) == len(cases)
     for line, (expression, printed) in zip(lines, PANDAS_WORKING.items(), strict=False):
         assert line == f"ok {printed}", expression
@@ -238,6 +242,127 @@ def test_pandas_expressions_work_and_refuse_what_pandas_would_read_unguarded(
         assert part in line, (expression, line)
         assert "pandas eval()/query() expression" in line, line
         assert "df.assign(b=df['a'] * 2)" in line and "boolean mask" in line, line
+
+
+#: How user code calls each pandas expression entry point with ``expr``, the engine and ``kw``.
+PANDAS_ENTRIES = tuple(
+    f"{entry}({{expr}}, engine={{engine}}, {{kw}})" for entry in ("pd.eval", "df.eval", "df.query")
+)
+#: Each way a name reaches pandas' Scope, as (expression, keywords, a part of the refusal): a
+#: ``level`` above the code (the sandbox's own frame: ``_run_user_code``'s ``code_obj``), and the
+#: sandbox's own functions (the user's guarded builtins) through each dict pandas accepts.
+PANDAS_SCOPE_CHANNELS = (
+    ("'@out.append(@code_obj)'", "level=2, global_dict={'out': out}", "a frame outside the code"),
+    ("'@out.append(@g)'", "local_dict={'out': out, 'g': getattr}", "sandbox's own code (@g)"),
+    ("'@out.append(@o)'", "global_dict={'out': out, 'o': open}", "sandbox's own code (@o)"),
+    ("'out.append(h)'", "resolvers=[{'out': out, 'h': hasattr}]", "sandbox's own code (h)"),
+)
+#: Further classes, through pd.eval: private plain names, frames and generators, a negative
+#: level (pandas' own frame) and a Scope as local_dict (pandas reads the locals of every frame
+#: up to its level).
+PANDAS_SCOPE_MORE = {
+    "pd.eval('out.append(_x)', local_dict={'out': out, '_x': 1})": "the private name '_x'",
+    "pd.eval('out.append(_run_user_code)', level=2, local_dict={'out': out})": "outside the code",
+    "pd.eval('out.append(run_config)', level=2, local_dict={'out': out})": "outside the code",
+    "pd.eval('out.append(gen)', local_dict={'out': out, 'gen': (i for i in [1])})": "generator",
+    "pd.eval('out.append(self)', level=-3, global_dict={'out': out})": "a level= that is not",
+    "scope_as_locals(out)": "a Scope as local_dict",
+}
+
+
+def pandas_scope_cases() -> dict[str, str]:
+    """Every entry point x every channel x both engines (numexpr, the default, if installed)."""
+    table: dict[str, str] = {}
+    for entry in PANDAS_ENTRIES:
+        top = entry.startswith("pd.")  # a top-level pd.eval takes no @ (its names are local)
+        for written, kw, said in PANDAS_SCOPE_CHANNELS:
+            expr = written.replace("@", "") if top else written
+            part = said.replace("@", "") if top else said
+            for engine in ("'python'", "None"):
+                table[entry.format(expr=expr, engine=engine, kw=kw)] = part
+    return {**table, **PANDAS_SCOPE_MORE}
+
+
+def test_pandas_expressions_read_no_frame_and_no_value_of_the_sandbox(stack_sb: Sandbox) -> None:
+    """F1: pd.eval/df.eval/df.query read names only from the code's own frames (level= cannot
+    reach the sandbox's frames) and hand out none of its functions, frames or private names,
+    whichever dict they come through; the default level and a level naming a caller in the
+    code still work."""
+    cases = pandas_scope_cases()
+    table = ", ".join(f"lambda: {case}" for case in cases)
+    code = (
+        "import pandas as pd\n"
+        "df = pd.DataFrame({'a': [1, 2, 3]})\n"
+        "out, x = [], 2\n"
+        "def scope_as_locals(out):\n"
+        "    scope = pd.core.computation.scope.Scope(0)\n"
+        "    scope.level = 10\n"
+        "    return pd.eval('out.append(code_obj)', local_dict=scope, global_dict={'out': out})\n"
+        "def caller_names():\n"
+        "    return pd.eval('x * 3', level=1), df.query('a > @x', level=1)['a'].tolist()\n"
+        "print(caller_names(), df.query('a > @x', level=0)['a'].tolist())\n"
+        f"for compute in [{table}]:\n"
+        "    try:\n"
+        "        print('ok', compute())\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, str(exc).replace('\\n', ' '))\n"
+        "print('out', len(out))\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "(6, [3]) [3]"
+    assert lines[-1] == "out 0", lines
+    assert len(lines) == len(cases) + 2
+    for line, (case, part) in zip(lines[1:-1], cases.items(), strict=True):
+        assert line.startswith("refused SandboxDenied [Errno 1] sandbox: "), (case, line)
+        assert part in line, (case, line)
+        assert "pandas eval()/query() expression" in line, line
+
+
+#: Modules user code may not import, which the stack's module helpers used to hand back.
+REFUSED_MODULES = ("os", "ctypes", "pickle", "subprocess", "socket")
+#: The helpers that import a module by name and return it (F3).
+MODULE_HELPERS = (
+    "pandas.core.frame.import_optional_dependency({name!r})",
+    "pd.io.common.import_optional_dependency({name!r}, extra='x')",
+    "pd.io.parquet.import_optional_dependency({name!r}, '', 'raise')",
+    "backend_registry.load_backend_module('module://' + {name!r})",
+    "matplotlib.use('module://' + {name!r})",
+)
+
+
+def test_the_stacks_module_helpers_hand_back_no_module_the_code_may_not_import(
+    stack_sb: Sandbox,
+) -> None:
+    """F3: pandas' import_optional_dependency and matplotlib's backend loader refuse what the
+    import guard refuses, with its message (errors='ignore' answers None, as for a missing
+    package); allowed modules and matplotlib's own backends still load."""
+    calls = [helper.format(name=name) for helper in MODULE_HELPERS for name in REFUSED_MODULES]
+    table = ", ".join(f"lambda: {call}" for call in calls)
+    code = (
+        "import matplotlib, pandas as pd, pandas.core.frame, pandas.io.parquet\n"
+        "from matplotlib.backends import backend_registry\n"
+        "print(pandas.core.frame.import_optional_dependency('numpy').__name__,\n"
+        "      pandas.core.frame.import_optional_dependency('os', errors='ignore'),\n"
+        "      backend_registry.load_backend_module('agg').__name__)\n"
+        f"for compute in [{table}]:\n"
+        "    try:\n"
+        "        print('ok', type(compute()).__name__)\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, exc)\n"
+        "matplotlib.use('agg')\n"
+        "print(matplotlib.get_backend())\n"
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "numpy None matplotlib.backends.backend_agg"
+    assert lines[-1] == "agg"
+    names = [name for _ in MODULE_HELPERS for name in REFUSED_MODULES]
+    for line, call, name in zip(lines[1:-1], calls, names, strict=True):
+        expected = f"sandbox: import of {name!r} is not permitted (not on the allow-list)"
+        assert line == f"refused ModuleNotFoundError {expected}", (call, line)
 
 
 #: Where a run could leave a matplotlib configuration for later runs: the working directory,

@@ -354,6 +354,18 @@ def test_default_check_still_refuses_pandas_syntax(source: str | bytes) -> None:
         ("[c for c in a]", "the syntax ListComp"),
         ("a > '__class__'", "the string '__class__'"),
         ("def f(self):\n self.__class__ = C", "'__class__'"),
+        # a parameter binds its name inside its own body only (F2: `own()` counted every arg)
+        (
+            "__pd_eval_local_out.append(__pd_eval_local_df._mgr) + (lambda __pd_eval_local_df: 0)",
+            "the private attribute '_mgr'",
+        ),
+        ("(lambda __pd_eval_local_df: 0) + __pd_eval_local_df._mgr", "'_mgr'"),
+        ("a._mgr + (lambda a: a)", "the private attribute '_mgr'"),
+        ("(lambda x=a._mgr: x)", "the private attribute '_mgr'"),
+        ("(lambda f: f) + (lambda g: f._mgr)", "the private attribute '_mgr'"),
+        ("__pd_eval_local__secret + (lambda __pd_eval_local__secret: 0)", "'@_secret'"),
+        ("open('x') + (lambda open: 0)", "the name 'open'"),
+        ("def f(a):\n return a._x\na._mgr", "the private attribute '_mgr'"),
     ],
 )
 def test_expression_check_refuses(source: str, reason: str) -> None:

@@ -184,7 +184,7 @@ def _package_params() -> list[object]:
 #: team's spawn passes also use, and on the newest, to keep CI under an hour: what differs between
 #: the modes is how a child starts, not the Python it runs.
 EXTRA_TEST_RUNS: dict[str, list[tuple[dict[str, str], tuple[str, ...]]]] = {
-    "pysandbox": [({"PYSANDBOX_TEST_EXECUTION": "spawn"}, (DEFAULT_PYTHON, PYTHONS[-1]))],
+    "pysandbox": [({"PYSANDBOX_EXECUTION": "spawn"}, (DEFAULT_PYTHON, PYTHONS[-1]))],
 }
 
 #: Environment of a package's suite under CI (``CI=true``): tests that would skip for want of

@@ -113,6 +113,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"astguard {astguard.__version__}"
 
 
+@pytest.mark.e2e
 def test_python_dash_m(files: dict[str, Path]) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "astguard", str(files["bad"])],

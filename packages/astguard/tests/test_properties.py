@@ -359,6 +359,7 @@ except ImportError:  # pragma: no cover - hypothesmith is in the test group
     HAVE_HYPOTHESMITH = False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_HYPOTHESMITH, reason="hypothesmith is not installed")
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.data())

@@ -397,7 +397,8 @@ def test_ordinary_code_accepted(source: str) -> None:
 
 def test_every_rule_has_a_refusing_example_here() -> None:
     tested = {rule_id for rule_id, _ in REFUSED}
-    # AG9xx: the limits, each tested where it is defined (AG907: tests/test_folding.py).
+    # AG9xx: the limits, each tested where it is defined (AG907:
+    # tests/regressions/test_redteam_2026_12_01_ag907_constant_folding.py).
     untested = set(astguard.RULES) - tested - {f"AG90{i}" for i in (0, 2, 3, 4, 5, 6, 7)}
     assert untested == set()
 

@@ -168,6 +168,7 @@ def test_csv_unreadable_file_exits_2(files: pathlib.Path) -> None:
     assert "cannot read" in text
 
 
+@pytest.mark.e2e
 def test_python_dash_m(files: pathlib.Path) -> None:
     done = subprocess.run(
         [
@@ -295,6 +296,7 @@ def test_csv_bad_encoding_exits_2(
 
 
 @pytest.mark.parametrize("output", ["json", "text"])
+@pytest.mark.e2e
 def test_a_reader_that_goes_away_ends_the_command_quietly(
     files: pathlib.Path, tmp_path: pathlib.Path, output: str
 ) -> None:

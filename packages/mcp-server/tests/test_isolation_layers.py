@@ -22,9 +22,7 @@ from pysandbox import IsolationUnavailable, _probe
 
 KERNEL = _probe.probe_kernel()
 BLOCKED = "blocked for the test"
-needs_kernel = pytest.mark.skipif(
-    KERNEL.landlock_abi < 1 or not KERNEL.seccomp, reason="kernel layers unavailable"
-)
+needs_kernel = pytest.mark.kernel("landlock", "seccomp")  # conftest skips where one is missing
 
 
 @pytest.fixture

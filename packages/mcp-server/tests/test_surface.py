@@ -249,6 +249,7 @@ def test_a_smaller_excerpt_is_honoured(dirs: tuple[Path, Path]) -> None:
     assert budget.cut_marker(1).split("1")[0] in out["stdout"]
 
 
+@pytest.mark.e2e
 def test_the_workers_import_neither_the_sdk_nor_pydantic() -> None:
     # The validation and diff workers import the package (and so the settings) under a small
     # address-space budget: the stream-excerpt bounds must not bring the MCP SDK along.

@@ -61,7 +61,7 @@ DEFAULT_OUT = HERE / "traced-syscalls.json"
 DEFAULT_DATASCIENCE_OUT = HERE / "traced-syscalls-datascience.json"
 DEFAULT_CORPUS = ROOT / "redteam" / "benign.jsonl"
 DATASCIENCE_CORPUS = ROOT / "redteam" / "benign-datascience.jsonl"
-#: The stack as tests/test_datascience.py runs it: the data-science profile's modules, allowed,
+#: The stack as tests/e2e/test_datascience.py runs it: the data-science profile's modules, allowed,
 #: and its preload, preloaded by the warm zygote.
 STACK = DATASCIENCE.extra_modules
 PRELOAD = DATASCIENCE.preload

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysandbox import Sandbox
-from sandbox_helpers import KERNEL
+from pysandbox import EXECUTION_ENV, Sandbox
+from sandbox_helpers import KERNEL, kernel_skip_reason
 
 
 @pytest.fixture
@@ -31,12 +31,34 @@ def python_only(workspace: pathlib.Path) -> Iterator[Sandbox]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """``PYSANDBOX_TEST_EXECUTION=spawn`` runs the whole suite with spawn execution.
+    """Refuse the suite's old mode switch, so a stale command line never runs warm unnoticed.
 
-    Warm execution is the default; ``nox -s tests`` runs the suite once in each mode.
+    The suite runs in the library's default execution mode: ``PYSANDBOX_EXECUTION=spawn``
+    (pysandbox itself honours it, :func:`pysandbox.default_execution`) runs every
+    ``Sandbox`` constructed without ``execution=`` in spawn mode; ``nox -s tests`` runs the
+    suite once in each mode. ``tests/e2e/test_execution_mode.py`` checks the mode is the one asked.
     """
-    mode = os.environ.get("PYSANDBOX_TEST_EXECUTION")
-    if mode:
-        defaults = Sandbox.__init__.__kwdefaults__
-        assert defaults is not None
-        defaults["execution"] = mode
+    if "PYSANDBOX_TEST_EXECUTION" in os.environ:
+        raise pytest.UsageError(
+            f"PYSANDBOX_TEST_EXECUTION is gone: set {EXECUTION_ENV}=spawn|warm instead"
+        )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a test marked ``kernel("landlock", ...)`` where a layer it names is missing."""
+    for mark in item.iter_markers("kernel"):
+        reason = kernel_skip_reason(mark.args)
+        if reason is not None:
+            pytest.skip(reason)
+
+
+#: Tests under ``tests/e2e/`` start real processes: the folder is their ``e2e`` mark.
+E2E_DIR = pathlib.Path(__file__).resolve().parent / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under ``tests/e2e/`` ``e2e`` (``tests/README.md`` states the rule)."""
+    for item in items:
+        if E2E_DIR in item.path.parents:
+            item.add_marker(pytest.mark.e2e)

@@ -11,12 +11,42 @@ from pysandbox._launch import SpawnLauncher
 from pysandbox._probe import probe_kernel
 from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
+#: The package folder (``packages/pysandbox``: ``harness/``), for tests in any folder.
+PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
+#: The repository checkout (``redteam/``); absent from an unpacked sdist.
+REPO_ROOT = PACKAGE_DIR.parents[1]
 KERNEL = probe_kernel()
-needs_landlock = pytest.mark.skipif(KERNEL.landlock_abi < 1, reason="Landlock unavailable")
-needs_seccomp = pytest.mark.skipif(not KERNEL.seccomp, reason="seccomp unavailable")
-needs_kernel = pytest.mark.skipif(
-    KERNEL.landlock_abi < 1 or not KERNEL.seccomp, reason="kernel layers unavailable"
-)
+#: The kernel layers ``@pytest.mark.kernel(...)`` can name, and whether this machine has each.
+KERNEL_LAYERS = {"landlock": KERNEL.landlock_abi >= 1, "seccomp": KERNEL.seccomp}
+# ``kernel`` marks a test that needs the kernel; the layers it names are required: ``conftest``
+# skips the test where one is missing (``kernel_skip_reason``).
+needs_landlock = pytest.mark.kernel("landlock")
+needs_seccomp = pytest.mark.kernel("seccomp")
+needs_kernel = pytest.mark.kernel("landlock", "seccomp")
+
+
+def kernel_skip_reason(layers: tuple[object, ...]) -> str | None:
+    """Why a test marked ``kernel(*layers)`` cannot run here, or ``None`` when it can.
+
+    Args:
+        layers: The marker's arguments: names from :data:`KERNEL_LAYERS` (none: the test
+            needs no particular layer, it only exercises the kernel's answers).
+
+    Returns:
+        ``"Landlock unavailable"``, ``"seccomp unavailable"`` or ``"kernel layers
+        unavailable"`` (more than one named), or ``None``.
+
+    Raises:
+        ValueError: A name that is not a kernel layer (a typo would never skip).
+    """
+    unknown = [layer for layer in layers if layer not in KERNEL_LAYERS]
+    if unknown:
+        raise ValueError(f"pytest.mark.kernel takes {sorted(KERNEL_LAYERS)}, not {unknown}")
+    if all(KERNEL_LAYERS[str(layer)] for layer in layers):
+        return None
+    if len(layers) > 1:
+        return "kernel layers unavailable"
+    return "Landlock unavailable" if layers == ("landlock",) else "seccomp unavailable"
 
 
 def kernel_only_sandbox(

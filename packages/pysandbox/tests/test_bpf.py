@@ -362,6 +362,7 @@ sys.stdout.flush()
 
 @needs_seccomp
 @pytest.mark.skipif(_abi.canonical_machine() != "x86_64", reason="kernel cross-check on x86-64")
+@pytest.mark.e2e
 def test_the_interpreter_agrees_with_the_kernel() -> None:
     programs = _seccomp.build_filters()
     placeholder = _seccomp.PID_PLACEHOLDER

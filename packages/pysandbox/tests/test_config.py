@@ -5,9 +5,12 @@ from __future__ import annotations
 import marshal
 import resource
 
+import pytest
+
 from pysandbox import Sandbox, _bootstrap, _config, _wire
 
 
+@pytest.mark.e2e
 def test_built_once_per_sandbox(python_only: Sandbox) -> None:
     first = python_only._child_config()
     assert python_only._child_config() is first

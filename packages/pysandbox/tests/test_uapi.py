@@ -124,6 +124,7 @@ def test_the_3264_indirection_is_resolved_as_on_arm64(arm_header: dict[str, int]
     assert "sync_file_range2" not in arm_header
 
 
+@pytest.mark.e2e
 def test_the_generated_module_is_current() -> None:
     _header(X86_64_HEADER, "linux-libc-dev")
     _header(AARCH64_HEADER, "linux-libc-dev-arm64-cross")

@@ -199,3 +199,15 @@ def cut(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cut]:
         yield proxy
     finally:
         proxy.close()
+
+
+#: Tests under ``tests/e2e/`` start real processes: the folder is their ``e2e`` mark.
+E2E_DIR = Path(__file__).resolve().parent / "e2e"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under ``tests/e2e/`` ``e2e`` (``tests/README.md`` states the rule)."""
+    for item in items:
+        if E2E_DIR in item.path.parents:
+            item.add_marker(pytest.mark.e2e)

@@ -125,6 +125,7 @@ def test_cli_errors(
     assert exit_info.value.code == 2
 
 
+@pytest.mark.e2e
 def test_console_entry_point_runs_as_module(ws: Path, store_dir: Path) -> None:
     proc = subprocess.run(
         [

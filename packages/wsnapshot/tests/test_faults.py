@@ -356,6 +356,7 @@ _LOCKED_SHARDS = 3
     [(False, 0), *((True, s) for s in range(_LOCKED_SHARDS))],
     ids=["plain", *(f"unreadable-dirs-unprivileged-{s}" for s in range(_LOCKED_SHARDS))],
 )
+@pytest.mark.slow
 def test_restore_and_next_open_faults(tmp_path: Path, locked: bool, shard: int) -> None:
     """A crash at every 30th step of a restore, then a failure at every step of the next open
     (a crash, or ``EIO`` from that step on): the store opens (or the process died), and a

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -102,6 +103,7 @@ def mutate(root: Path, ops: list[tuple[Any, ...]]) -> None:
             continue
 
 
+@pytest.mark.slow
 @settings(
     max_examples=60,
     deadline=None,

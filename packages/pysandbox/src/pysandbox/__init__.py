@@ -7,7 +7,13 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 from pysandbox.__about__ import __version__
 from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
-from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer
+from pysandbox._layers import (
+    EXECUTION_ENV,
+    KERNEL_LAYERS,
+    ExecutionMode,
+    Layer,
+    default_execution,
+)
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
@@ -24,6 +30,7 @@ from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S,
 __all__ = [
     "DATASCIENCE",
     "DEFAULT",
+    "EXECUTION_ENV",
     "KERNEL_LAYERS",
     "PROFILES",
     "READY_CHILDREN",
@@ -48,4 +55,5 @@ __all__ = [
     "__version__",
     "bound_of",
     "confine_worker",
+    "default_execution",
 ]

@@ -8,8 +8,9 @@ strings keep working, while code names the member.
 from __future__ import annotations
 
 import enum
+import os
 
-__all__ = ["KERNEL_LAYERS", "ExecutionMode", "Layer"]
+__all__ = ["EXECUTION_ENV", "KERNEL_LAYERS", "ExecutionMode", "Layer", "default_execution"]
 
 
 class Layer(str, enum.Enum):
@@ -71,3 +72,30 @@ class ExecutionMode(str, enum.Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+#: The environment variable that, when set, is the execution mode of a sandbox configured
+#: without one (``Sandbox(...)`` without ``execution=``, ``SandboxConfig()``); an explicit mode
+#: always wins. pysandbox's test suite runs its spawn pass with it.
+EXECUTION_ENV = "PYSANDBOX_EXECUTION"
+
+
+def default_execution() -> ExecutionMode:
+    """The execution mode of a sandbox configured without one.
+
+    Returns:
+        ``ExecutionMode($PYSANDBOX_EXECUTION)`` when the variable is set (read at each call),
+        else :attr:`ExecutionMode.WARM`.
+
+    Raises:
+        ValueError: ``PYSANDBOX_EXECUTION`` is set to something other than a mode's value (the
+            empty string and other spellings included): a typo never silently runs another
+            mode.
+    """
+    value = os.environ.get(EXECUTION_ENV)
+    if value is None:
+        return ExecutionMode.WARM
+    if value not in tuple(ExecutionMode):
+        modes = [str(mode) for mode in ExecutionMode]
+        raise ValueError(f"{EXECUTION_ENV} must be one of {modes} when set, not {value!r}")
+    return ExecutionMode(value)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import astguard
 from pysandbox import _pool
 from pysandbox._bounds import Bound, bounded, bounded_factory, check_fields
-from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer
+from pysandbox._layers import KERNEL_LAYERS, ExecutionMode, Layer, default_execution
 from pysandbox._limits import Limits
 
 if TYPE_CHECKING:
@@ -66,7 +66,8 @@ class SandboxConfig:
         extra_read_paths: Extra paths the code may read (read-only); they must exist.
         kernel_layers: ``False`` switches Landlock and seccomp off (the red-team comparison
             run only).
-        execution: :class:`~pysandbox.ExecutionMode` (``"warm"``, the default, or ``"spawn"``).
+        execution: :class:`~pysandbox.ExecutionMode` (``"warm"`` or ``"spawn"``); default
+            ``$PYSANDBOX_EXECUTION`` when set, else ``"warm"`` (``pysandbox.default_execution``).
         max_concurrent_runs: How many runs execute at once, at least 1 (default: the CPU count).
         preload: Modules imported before a run enters its workspace (each must be allowed).
         ready_children: Warm mode: how many confined children wait for code, at least 0
@@ -89,7 +90,7 @@ class SandboxConfig:
     extra_modules: tuple[str, ...] = ()
     extra_read_paths: tuple[str, ...] = ()
     kernel_layers: bool = True
-    execution: ExecutionMode = ExecutionMode.WARM
+    execution: ExecutionMode = field(default_factory=default_execution)
     max_concurrent_runs: int = bounded_factory(_cpu_count, Bound(int, minimum=1))
     preload: tuple[str, ...] = ()
     ready_children: int = bounded(_pool.READY_CHILDREN, Bound(int, minimum=0))

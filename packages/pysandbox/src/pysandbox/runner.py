@@ -176,10 +176,12 @@ class Sandbox:
         extra_read_paths: Extra paths the code may read (read-only).
         kernel_layers: ``False`` switches Landlock and seccomp off (for the red-team
             comparison run only). rlimits and Python-level guards stay on.
-        execution: ``"warm"`` (default): a fork server ("zygote") started lazily with the
-            same layers forks a fresh child per run and applies every layer after the fork
-            (Linux; where the zygote cannot start, runs fall back to spawn and the capability
-            report's ``execution`` says why). ``"spawn"``: a fresh ``python -I -S`` per run.
+        execution: ``None`` (default): :func:`pysandbox.default_execution`, which is
+            ``$PYSANDBOX_EXECUTION`` when set, else ``"warm"``. ``"warm"``: a fork server
+            ("zygote") started lazily with the same layers forks a fresh child per run and
+            applies every layer after the fork (Linux; where the zygote cannot start, runs fall
+            back to spawn and the capability report's ``execution`` says why). ``"spawn"``: a
+            fresh ``python -I -S`` per run.
         preload: Modules imported before a run enters its workspace (each must be allowed:
             on the policy's allow-list or in ``extra_modules``): once by the warm zygote,
             before forking (it then checks that it still has exactly one thread), and by each
@@ -224,7 +226,8 @@ class Sandbox:
         ValueError: The workspace or an argument is invalid; an extra module's distribution
             cannot be allowed (no ``RECORD``, a dependency missing), or ships native code while
             the kernel layers are off or not required; ``_testing_kernel_only`` without
-            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off.
+            ``PYSANDBOX_TESTING_KERNEL_ONLY=1`` in the environment, or with kernel layers off;
+            ``execution`` not given and ``PYSANDBOX_EXECUTION`` set to an unknown mode.
         TypeError: An argument has the wrong type.
     """
 
@@ -238,7 +241,7 @@ class Sandbox:
         extra_modules: Iterable[str] = (),
         extra_read_paths: Iterable[str | os.PathLike[str]] = (),
         kernel_layers: bool = True,
-        execution: str = ExecutionMode.WARM,
+        execution: str | None = None,
         max_concurrent_runs: int | None = None,
         preload: Iterable[str] = (),
         ready_children: int = READY_CHILDREN,
@@ -249,6 +252,8 @@ class Sandbox:
         options: dict[str, Any] = {}
         if max_concurrent_runs is not None:
             options["max_concurrent_runs"] = max_concurrent_runs
+        if execution is not None:  # else SandboxConfig's default: pysandbox.default_execution()
+            options["execution"] = execution
         config = SandboxConfig(
             limits=limits if limits is not None else Limits(),
             policy=policy,
@@ -256,7 +261,6 @@ class Sandbox:
             extra_modules=extra_modules,  # type: ignore[arg-type]
             extra_read_paths=extra_read_paths,  # type: ignore[arg-type]
             kernel_layers=kernel_layers,
-            execution=execution,  # type: ignore[arg-type]
             preload=preload,  # type: ignore[arg-type]
             ready_children=ready_children,
             ready_max_idle_s=ready_max_idle_s,

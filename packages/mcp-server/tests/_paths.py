@@ -1,0 +1,12 @@
+"""Where things are, for tests in any folder under ``tests/`` (``e2e/``, ``regressions/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: This folder (``tests/``): the helpers' and fake worker's home.
+TESTS_DIR = Path(__file__).resolve().parent
+#: The package folder (``packages/mcp-server``): README, examples.
+PACKAGE_DIR = TESTS_DIR.parent
+#: The repository checkout (``noxfile.py``, ``redteam/``); absent from an unpacked sdist.
+REPO_ROOT = PACKAGE_DIR.parents[1]

@@ -1,0 +1,46 @@
+"""The install route the client examples use: the command by its absolute path, without PATH."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from _paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+
+
+def test_the_venv_command_by_absolute_path_serves_without_path(dirs: tuple[Path, Path]) -> None:
+    """A desktop client starts the server with neither the venv activated nor the user's PATH."""
+    command = Path(sys.executable).parent / "mcp-secure-sandbox"
+    assert command.is_file(), "the console script is installed next to the interpreter"
+    workspace, snapshots = dirs
+    params = StdioServerParameters(
+        command=str(command),
+        args=["--workspace", str(workspace), "--snapshots", str(snapshots)],
+        env={"PATH": "/nonexistent", "HOME": str(workspace.parent)},
+    )
+
+    async def main() -> int:
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            return len((await s.list_tools()).tools)
+
+    assert anyio.run(main) == 13
+
+
+def test_the_documented_examples_use_absolute_commands() -> None:
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r'"command": "([^"]+)"', readme)
+    local = [c for c in commands if c != "docker"]
+    assert local and all(c.startswith("/") and c.endswith("/mcp-secure-sandbox") for c in local)
+    server = (ROOT / "packages" / "mcp-server" / "README.md").read_text()
+    assert "uv tool install ./packages/mcp-server" in server
+    assert "pipx install ./packages/mcp-server" in server
+    for package in ("astguard", "pysandbox", "datavalidate", "wsnapshot"):
+        text = (ROOT / "packages" / package / "README.md").read_text()
+        assert f"./packages/{package}" in text and "Not on PyPI yet" in text, package

@@ -1,0 +1,114 @@
+"""The real server process, driven over stdio by the MCP SDK client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from _paths import PACKAGE_DIR
+
+EXAMPLES = PACKAGE_DIR / "examples"
+
+
+def _params(workspace: Path, snapshots: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-m",
+            "mcp_secure_sandbox",
+            "--workspace",
+            str(workspace),
+            "--snapshots",
+            str(snapshots),
+        ],
+    )
+
+
+def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None:
+    workspace, snapshots = dirs
+    (workspace / "numbers.csv").write_text("n\n3\n4\n5\n", encoding="utf-8")
+    code = (
+        "import csv\n"
+        "with open('numbers.csv', newline='') as f:\n"
+        "    values = [int(r['n']) for r in csv.DictReader(f)]\n"
+        "print('sum', sum(values), 'count', len(values))\n"
+    )
+
+    async def scenario() -> dict[str, object]:
+        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            names = {t.name for t in (await s.list_tools()).tools}
+            assert "run_sandbox_code" in names
+            result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            return dict(result.structured_content)
+
+    out = anyio.run(scenario)
+    assert out["status"] == "ok"
+    assert out["stdout"] == "sum 12 count 3\n"
+    assert out["exit_code"] == 0
+    assert snapshots.is_dir()
+
+
+def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> None:
+    workspace, snapshots = dirs
+
+    async def scenario() -> tuple[bool, str]:
+        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            result = await s.call_tool(
+                "run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000}
+            )
+            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+            return bool(result.is_error), str(text)
+
+    is_error, text = anyio.run(scenario)
+    assert is_error
+    assert "timeout_sec" in text
+    assert "at most 60" in text
+
+
+def test_script_error_is_a_normal_result(dirs: tuple[Path, Path]) -> None:
+    workspace, snapshots = dirs
+
+    async def scenario() -> dict[str, object]:
+        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
+            assert not result.is_error
+            assert result.structured_content is not None
+            return dict(result.structured_content)
+
+    out = anyio.run(scenario)
+    assert out["status"] == "error"
+    assert "ZeroDivisionError" in str(out["stderr"])
+
+
+def test_demo_prints_the_summary(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLES / "demo.py"), "--workspace", str(tmp_path / "ws")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "tools: " in proc.stdout
+    assert "run_sandbox_code" in proc.stdout
+    # What it sends comes before each answer: the tool, then its arguments as sent.
+    lines = proc.stdout.splitlines()
+    write = lines.index("-> tools/call write_workspace_file")
+    assert lines[write + 1] == '   path: "sales.csv"'
+    assert lines[write + 3] == "   | region,units,unit_price"
+    run = lines.index("-> tools/call run_sandbox_code")
+    assert write < lines.index("<- write_workspace_file answered") < run
+    assert lines[run + 1 : run + 3] == ["   code:", "   | import csv"]
+    assert "   timeout_sec: 10" in lines[run:]
+    assert run < lines.index("<- run_sandbox_code answered") < lines.index("structured result:")
+    assert proc.stdout.endswith("4 rows\neast: 12.50\nnorth: 37.50\nsouth: 28.00\n")
+    assert (tmp_path / "ws" / "sales.csv").is_file()

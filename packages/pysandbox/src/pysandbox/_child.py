@@ -1239,8 +1239,7 @@ TEST_SUITE_REFUSED = (
 
 
 def refuse_test_suite(*args: Any, **kwargs: Any) -> Any:
-    """Stands in for ``numpy``'s and ``pandas``' ``test()``: refuses to run (see
-    :data:`TEST_SUITE_REFUSED`).
+    """Stand in for numpy's and pandas' ``test()``: refuse (:data:`TEST_SUITE_REFUSED`).
 
     Raises:
         SandboxDenied: Always.
@@ -1340,8 +1339,7 @@ def make_matplotlib_guard(
     denied: frozenset[str],
     user_builtins: Mapping[str, Any] | None = None,
 ) -> Callable[[Any], None]:
-    """``patch(modules)``: matplotlib's backend loader and figure hooks import only what user
-    code may import.
+    """``patch(modules)``: matplotlib's backend loader and figure hooks import as user code may.
 
     ``backend_registry.load_backend_module("module://NAME")`` imports any module by name and
     returns it (``os``, ``ctypes``); ``matplotlib.use`` and ``pyplot.switch_backend`` go

@@ -488,9 +488,7 @@ def test_figure_hooks_import_and_read_only_what_the_code_may(stack_sb: Sandbox) 
     """plt.figure() imports each figure.hooks module and walks its dotted name: however the
     setting was made (and also when a FigureClass sets it while the figure is made), the
     module must be one the code may import and each attribute one it may read."""
-    steps = [
-        setter.format(hooks=list(hooks)) for hooks in REFUSED_HOOKS for setter in HOOK_SETTERS
-    ]
+    steps = [setter.format(hooks=list(hooks)) for hooks in REFUSED_HOOKS for setter in HOOK_SETTERS]
     code = "import contextlib, pathlib, matplotlib\nimport matplotlib.pyplot as plt\n"
     code += "class Fig(matplotlib.figure.Figure):\n"
     code += "    def __init__(self, *args, **kwargs):\n"
@@ -531,7 +529,8 @@ def test_pandas_plotting_backend_names_only_modules_the_code_may_import(stack_sb
         "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
         for call in calls
     )
-    code += "pd.set_option('plotting.backend', 'matplotlib')\nprint(pd.get_option('plotting.backend'))\n"
+    code += "pd.set_option('plotting.backend', 'matplotlib')\n"
+    code += "print(pd.get_option('plotting.backend'))\n"
     result = stack_sb.run(code)
     assert result.status is RunStatus.OK, (result.stderr, result.violations)
     lines = result.stdout.splitlines()

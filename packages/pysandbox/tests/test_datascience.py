@@ -583,3 +583,32 @@ def test_the_stacks_own_test_suites_are_refused(stack_sb: Sandbox) -> None:
     assert len(lines) == len(calls), result.stdout
     for line in lines:
         assert line.startswith("refused SandboxDenied [Errno 1] sandbox: running a library's"), line
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_figure_hooks_are_guarded_when_a_library_imports_pyplot(
+    execution: str, tmp_path: pathlib.Path
+) -> None:
+    """Without pyplot preloaded, pandas' df.plot() imports it: its figure() is guarded too."""
+    code = (
+        "import matplotlib\n"
+        "matplotlib.rcParams['figure.hooks'] = ['os:getcwd']\n"
+        "import pandas as pd\n"
+        "for plot in (lambda: pd.Series([1, 2]).plot(), lambda: pd.DataFrame({'a': [1]}).hist()):\n"
+        "    try:\n"
+        "        plot()\n"
+        "        print('made')\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, exc)\n"
+    )
+    preload = ("numpy", "pandas", "matplotlib")
+    with Sandbox(
+        tmp_path, limits=LIMITS, require=("landlock", "seccomp"), extra_modules=STACK,
+        preload=preload, execution=execution,
+    ) as sb:  # fmt: skip
+        result = sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    expected = "refused ModuleNotFoundError sandbox: import of 'os' is not permitted"
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    assert all(line.startswith(expected) for line in lines), result.stdout

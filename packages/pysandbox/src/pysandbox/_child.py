@@ -1364,6 +1364,7 @@ def make_matplotlib_guard(
     Returns:
         ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
     """
+    import contextlib
     import importlib
     import types
 
@@ -1401,6 +1402,11 @@ def make_matplotlib_guard(
     hooks_importlib = types.SimpleNamespace(import_module=import_module)
 
     def patch(modules: Any) -> None:
+        if "matplotlib" in modules and "matplotlib.pyplot" not in modules:
+            # pyplot imported later by a library (pandas' df.plot()) would skip this patch;
+            # if it cannot be imported, no figure() runs hooks either.
+            with contextlib.suppress(ImportError):
+                real_import_module("matplotlib.pyplot")
         pyplot = modules.get("matplotlib.pyplot")
         if pyplot is not None and getattr(pyplot, "importlib", None) is importlib:
             pyplot.importlib = hooks_importlib  # only figure() uses pyplot's global importlib

@@ -460,3 +460,155 @@ def test_matplotlib_is_imported_before_the_chdir_without_a_preload_too(
     ) as sb:
         result = sb.run("import matplotlib\nprint(matplotlib.rcParams['lines.linewidth'])\n")
     assert (result.status, result.stdout) == (RunStatus.OK, "1.5\n"), result.stderr
+
+
+#: How user code can set matplotlib's figure.hooks (``{hooks!r}`` is the list); each is
+#: followed by ``plt.figure()``.
+HOOK_SETTERS = (
+    "plt.rcParams['figure.hooks'] = {hooks!r}",
+    "matplotlib.rcParams.update({{'figure.hooks': {hooks!r}}})",
+    "plt.rc('figure', hooks={hooks!r})",
+    "stack.enter_context(plt.rc_context({{'figure.hooks': {hooks!r}}}))",
+    "pathlib.Path('h.mplstyle').write_text('figure.hooks: ' + ', '.join({hooks!r}))\n"
+    "    plt.style.use('./h.mplstyle')",
+)
+#: Hooks naming a module the code may not import, or reaching one through attributes, and
+#: what each refusal says.
+REFUSED_HOOKS = {
+    ("os:system",): "ModuleNotFoundError sandbox: import of 'os' is not permitted",
+    ("subprocess:getoutput",): "ModuleNotFoundError sandbox: import of 'subprocess' is not",
+    ("numpy:shape", "ctypes:CDLL"): "ModuleNotFoundError sandbox: import of 'ctypes' is not",
+    ("matplotlib:os.system",): "AttributeError sandbox: attribute 'os' is not accessible",
+    ("matplotlib.cbook:os.getcwd",): "AttributeError sandbox: attribute 'os' is not accessible",
+    ("numpy:_core.multiarray.__class__",): "AttributeError sandbox: attribute '_core' is not",
+}
+
+
+def test_figure_hooks_import_and_read_only_what_the_code_may(stack_sb: Sandbox) -> None:
+    """plt.figure() imports each figure.hooks module and walks its dotted name: however the
+    setting was made (and also when a FigureClass sets it while the figure is made), the
+    module must be one the code may import and each attribute one it may read."""
+    steps = [setter.format(hooks=list(hooks)) for hooks in REFUSED_HOOKS for setter in HOOK_SETTERS]
+    code = "import contextlib, pathlib, matplotlib\nimport matplotlib.pyplot as plt\n"
+    code += "class Fig(matplotlib.figure.Figure):\n"
+    code += "    def __init__(self, *args, **kwargs):\n"
+    code += "        super().__init__(*args, **kwargs)\n"
+    code += "        plt.rcParams['figure.hooks'] = ['os:getcwd']\n"
+    for step in [*steps, "plt.rcParams['figure.hooks'] = ['numpy:shape']", "Fig"]:
+        figure = "plt.figure(FigureClass=Fig)" if step == "Fig" else "plt.figure()"
+        code += (
+            "with contextlib.ExitStack() as stack:\n"
+            "    try:\n"
+            f"    {step if step != 'Fig' else 'pass'}\n"
+            f"        print('made', type({figure}).__name__)\n"
+            "    except Exception as exc:\n"
+            "        print('refused', type(exc).__name__, exc)\n"
+            "    plt.close('all')\n"
+            "    plt.rcParams['figure.hooks'] = []\n"
+        ).replace("\n    plt.style", "\n        plt.style")
+    result = stack_sb.run(code.replace("    try:\n    ", "    try:\n        "))
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    expected = [f"refused {why}" for why in REFUSED_HOOKS.values() for _ in HOOK_SETTERS]
+    expected += ["made Figure", f"refused {REFUSED_HOOKS['os:system',]}"]  # FigureClass sets it
+    assert len(lines) == len(expected), result.stdout
+    for line, start in zip(lines, expected, strict=True):
+        assert line.startswith(start), (start, line)
+
+
+def test_pandas_plotting_backend_names_only_modules_the_code_may_import(stack_sb: Sandbox) -> None:
+    """pd.set_option('plotting.backend', NAME) (and plot(backend=NAME)) import NAME."""
+    calls = [
+        *(f"pd.set_option('plotting.backend', {name!r})" for name in REFUSED_MODULES),
+        "opts = pd.options.plotting\n    opts.backend = 'os'",
+        "pd.Series([1]).plot(backend='subprocess')",
+        "pd.DataFrame({'a': [1]}).plot.line(backend='ctypes')",
+    ]
+    code = "import pandas as pd\n" + "".join(
+        f"try:\n    {call}\n    print('set', pd.get_option('plotting.backend'))\n"
+        "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
+        for call in calls
+    )
+    code += "pd.set_option('plotting.backend', 'matplotlib')\n"
+    code += "print(pd.get_option('plotting.backend'))\n"
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, (result.stderr, result.violations)
+    lines = result.stdout.splitlines()
+    names = [*REFUSED_MODULES, "os", "subprocess", "ctypes"]
+    assert lines[-1] == "matplotlib"
+    for line, name in zip(lines[:-1], names, strict=True):
+        assert line.startswith(
+            f"refused ModuleNotFoundError sandbox: import of {name!r} is not permitted"
+        ), line
+
+
+def test_numpy_matrix_strings_read_no_frame_of_the_sandbox(stack_sb: Sandbox) -> None:
+    """np.bmat('names') and np.r_['names'] look the names up in their caller's frame: called
+    as __getattr__ through the guarded getattr() that frame was the sandbox's (its globals:
+    os, sys); now only the code's own frame is read."""
+    helpers = ("np.bmat", "np.matrixlib.bmat", "np.r_.__getitem__", "np.c_.__getitem__")
+    probes = ("getattr(S('os'), 'x')", "getattr(S('sys'), 'x', None)", "hasattr(S('name'), 'x')")
+    code = "import numpy as np\nA = np.eye(2)\n"
+    code += "print(np.bmat('A,A').shape, np.r_['A;A'].shape, np.c_['A,A'].shape)\n"
+    code += "print(np.bmat('A', ldict={'A': A}).shape)\n"
+    for helper in helpers:
+        code += f"S = type('S', (str,), {{'__getattr__': {helper}}})\n"
+        for probe in probes:
+            code += (
+                f"try:\n    print('read', {probe})\n"
+                "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
+            )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[:2] == ["(2, 4) (4, 2) (2, 4)", "(2, 2)"]
+    assert len(lines) == 2 + len(helpers) * len(probes), result.stdout
+    for line in lines[2:]:
+        assert line.startswith("refused SandboxDenied [Errno 1] sandbox: np.bmat('names')"), line
+
+
+def test_the_stacks_own_test_suites_are_refused(stack_sb: Sandbox) -> None:
+    """np.test()/pd.test() would start pytest, which imports plugins and test modules."""
+    calls = ("np.test()", "np.linalg.test('fast')", "np.fft.test(verbose=0)", "pd.test()",
+             "pd.test(['-p', 'os'])")  # fmt: skip
+    code = "import numpy as np, pandas as pd\n"
+    code += "".join(
+        f"try:\n    print('ran', {call})\n"
+        "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
+        for call in calls
+    )
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, (result.stderr, result.violations)
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(calls), result.stdout
+    for line in lines:
+        assert line.startswith("refused SandboxDenied [Errno 1] sandbox: running a library's"), line
+
+
+@pytest.mark.parametrize("execution", ["warm", "spawn"])
+def test_figure_hooks_are_guarded_when_a_library_imports_pyplot(
+    execution: str, tmp_path: pathlib.Path
+) -> None:
+    """Without pyplot preloaded, pandas' df.plot() imports it: its figure() is guarded too."""
+    code = (
+        "import matplotlib\n"
+        "matplotlib.rcParams['figure.hooks'] = ['os:getcwd']\n"
+        "import pandas as pd\n"
+        "for plot in (lambda: pd.Series([1, 2]).plot(), lambda: pd.DataFrame({'a': [1]}).hist()):\n"
+        "    try:\n"
+        "        plot()\n"
+        "        print('made')\n"
+        "    except Exception as exc:\n"
+        "        print('refused', type(exc).__name__, exc)\n"
+    )
+    preload = ("numpy", "pandas", "matplotlib")
+    with Sandbox(
+        tmp_path, limits=LIMITS, require=("landlock", "seccomp"), extra_modules=STACK,
+        preload=preload, execution=execution,
+    ) as sb:  # fmt: skip
+        result = sb.run(code)
+    assert result.status is RunStatus.OK, result.stderr
+    expected = "refused ModuleNotFoundError sandbox: import of 'os' is not permitted"
+    lines = result.stdout.splitlines()
+    assert len(lines) == 2, result.stdout
+    assert all(line.startswith(expected) for line in lines), result.stdout

@@ -1061,6 +1061,7 @@ def make_pandas_guard(
     module_type = type(sys)
     done: set[str] = set()
     real_optional: list[Any] = []
+    real_tester: list[Any] = []  # pandas.test, refused (refuse_test_suite) where it is bound
     own_dir = _BOOT_FILE.rpartition(os.sep)[0] + os.sep  # as code objects name their files
     pandas_dirs: list[str] = []
     opaque = (
@@ -1186,12 +1187,30 @@ def make_pandas_guard(
         get_engine.__doc__ = real_engine.__doc__
         parquet.get_engine = get_engine
 
+    def wrap_plot_backend(core: Any) -> None:
+        real_load = core._load_backend
+
+        def _load_backend(backend: str) -> Any:
+            if backend != "matplotlib" and not user_may_import(backend, allowed, denied):
+                raise ModuleNotFoundError(
+                    f"{import_refusal(str(backend))}; pandas' plotting.backend may name only "
+                    "modules the code may import ('matplotlib' is the one here)",
+                    name=str(backend),
+                )
+            return real_load(backend)
+
+        _load_backend.__doc__ = real_load.__doc__
+        core._load_backend = _load_backend
+
     def patch(modules: Any) -> None:
         if "pandas.compat._optional" not in modules:
             return
         if not real_optional:
             real_optional.append(modules["pandas.compat._optional"].import_optional_dependency)
         real = real_optional[0]
+        tester = modules.get("pandas.util._tester")
+        if tester is not None and not real_tester:
+            real_tester.append(tester.test)
         for name, module in list(modules.items()):
             if name in done or not name.startswith("pandas") or module is None:
                 continue
@@ -1205,12 +1224,124 @@ def make_pandas_guard(
                 guard_scope(module.Scope)
             elif name == "pandas.io.parquet":
                 wrap_engine(module)
+            elif name == "pandas.plotting._core":
+                wrap_plot_backend(module)
+            if real_tester and namespace.get("test") is real_tester[0]:
+                module.test = refuse_test_suite
 
     return patch
 
 
-def make_matplotlib_guard(allowed: frozenset[str], denied: frozenset[str]) -> Callable[[Any], None]:
-    """``patch(modules)``: matplotlib's backend loader imports only what user code may import.
+#: What ``np.test()``/``pd.test()`` (a library's own test suite, run by pytest) answer.
+TEST_SUITE_REFUSED = (
+    "sandbox: running a library's own test suite (np.test(), pd.test()) is not permitted: "
+    "pytest would import its plugins and test modules unguarded; write your own checks with "
+    "assert, or numpy.testing / pandas.testing"
+)
+
+
+def refuse_test_suite(*args: Any, **kwargs: Any) -> Any:
+    """Stand in for numpy's and pandas' ``test()``: refuse (:data:`TEST_SUITE_REFUSED`).
+
+    Raises:
+        SandboxDenied: Always.
+    """
+    raise SandboxDenied(1, TEST_SUITE_REFUSED)
+
+
+#: What numpy's matrix builder strings (``np.bmat('A,B')``, ``np.r_['A,B']``) answer when the
+#: frame whose names they would read is not the user's code.
+FRAME_NAMES_REFUSED = (
+    "sandbox: np.bmat('names')/np.r_['names'] may read names only in the code that calls "
+    "them directly (not from a callback or method the sandbox or a library calls); pass "
+    "the arrays themselves (np.bmat([[a, b]])) or ldict=/gdict= dicts"
+)
+
+
+def make_numpy_guard() -> Callable[[Any], None]:
+    """``patch(modules)``: numpy's frame-reading helpers and test runner, once numpy is loaded.
+
+    ``np.bmat(str)`` and ``AxisConcatenator.__getitem__(str)`` (``np.r_``, ``np.c_``) look the
+    names of the string up in their caller's frame (``sys._getframe().f_back``), globals
+    included, and hand the values back in an object matrix. Called as a method the sandbox's
+    own code calls (``__getattr__ = np.bmat`` on a ``str`` subclass, reached through the
+    guarded ``getattr``), that frame is the sandbox's: its module globals (``os``, ``sys``)
+    and locals. Both read a frame only if it is the user's code (``<sandbox>``); explicit
+    ``ldict``/``gdict`` work as before. ``PytestTester.__call__`` (``np.test()`` and every
+    subpackage's ``test``) is refused (:func:`refuse_test_suite`).
+
+    Returns:
+        ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
+    """
+    patched: set[str] = set()
+
+    def user_frame(frame: Any) -> Any:
+        if frame is None or frame.f_code.co_filename != USER_FILENAME:
+            raise SandboxDenied(1, FRAME_NAMES_REFUSED)
+        return frame
+
+    def guard_bmat(module: Any) -> None:
+        real_bmat = module.bmat
+
+        def bmat(obj: Any, ldict: Any = None, gdict: Any = None) -> Any:
+            if isinstance(obj, str) and gdict is None:
+                frame = user_frame(sys._getframe(1))
+                try:
+                    return real_bmat(obj, frame.f_locals, frame.f_globals)
+                finally:
+                    del frame
+            return real_bmat(obj, ldict, gdict)
+
+        bmat.__doc__ = real_bmat.__doc__
+        bmat.__module__ = real_bmat.__module__
+        module.bmat = bmat
+        for name in ("numpy", "numpy.matrixlib"):
+            namespace = modules_seen[0].get(name)
+            if namespace is not None and getattr(namespace, "bmat", None) is real_bmat:
+                namespace.bmat = bmat
+
+    def guard_concatenator(module: Any, matrixlib: Any) -> None:
+        cls = module.AxisConcatenator
+        real_getitem = cls.__getitem__
+
+        def __getitem__(self: Any, key: Any) -> Any:
+            if isinstance(key, str):
+                frame = user_frame(sys._getframe(1))
+                try:  # numpy's own call: globals as ldict, locals as gdict
+                    return matrixlib.bmat(key, frame.f_globals, frame.f_locals)
+                finally:
+                    del frame
+            return real_getitem(self, key)
+
+        __getitem__.__doc__ = real_getitem.__doc__
+        cls.__getitem__ = __getitem__
+
+    modules_seen: list[Any] = [{}]
+
+    def patch(modules: Any) -> None:
+        modules_seen[0] = modules
+        defmatrix = modules.get("numpy.matrixlib.defmatrix")
+        if defmatrix is not None and "bmat" not in patched:
+            patched.add("bmat")
+            guard_bmat(defmatrix)
+        tricks = modules.get("numpy.lib._index_tricks_impl")
+        if tricks is not None and defmatrix is not None and "r_" not in patched:
+            patched.add("r_")
+            guard_concatenator(tricks, defmatrix)
+        tester = modules.get("numpy._pytesttester")
+        if tester is not None and "test" not in patched:
+            patched.add("test")
+            tester.PytestTester.__call__ = refuse_test_suite
+
+    return patch
+
+
+def make_matplotlib_guard(
+    allowed: frozenset[str],
+    denied: frozenset[str],
+    user_builtins: Mapping[str, Any] | None = None,
+) -> Callable[[Any], None]:
+    """``patch(modules)``: matplotlib's backend loader and figure hooks import as user code may.
 
     ``backend_registry.load_backend_module("module://NAME")`` imports any module by name and
     returns it (``os``, ``ctypes``); ``matplotlib.use`` and ``pyplot.switch_backend`` go
@@ -1218,16 +1349,69 @@ def make_matplotlib_guard(allowed: frozenset[str], denied: frozenset[str]) -> Ca
     :func:`refused_module`) is refused before the import, with the import guard's message
     (:func:`import_refusal`); matplotlib's own backends (``matplotlib.backends.*``) load.
 
+    ``rcParams['figure.hooks']`` (``"module:dotted.name"`` entries, however they were set:
+    ``rcParams[...] =``, ``rc()``, ``update``, ``rc_context``, a style file) makes
+    ``pyplot.figure()`` import each module and call the object at the dotted name with the
+    figure. The look-up is guarded where pyplot makes it, when the figure is made (a check
+    of the setting before could be undone by a ``FigureClass`` that sets it): the module by
+    :func:`user_may_import`, every attribute by the user's own ``getattr``
+    (``matplotlib:os.system`` fails as ``matplotlib.os`` does in user code).
+
     Args:
         allowed: The import allow-list.
         denied: The import deny-list.
+        user_builtins: The builtins of the user's namespace (filled in later is fine); its
+            ``getattr`` walks the hooks' dotted names (none given: the real one).
 
     Returns:
         ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
     """
+    import contextlib
+    import importlib
+    import types
+
     patched: list[Any] = []
+    real_import_module = importlib.import_module
+
+    def user_getattr(obj: Any, name: str) -> Any:
+        getter = (user_builtins or {}).get("getattr", getattr)
+        return getter(obj, name)
+
+    class HookTarget:
+        """What pyplot's hook look-up walks: each attribute read as user code reads it."""
+
+        __slots__ = ("target",)
+
+        def __init__(self, target: Any) -> None:
+            object.__setattr__(self, "target", target)
+
+        def __getattribute__(self, name: str) -> Any:
+            return HookTarget(user_getattr(object.__getattribute__(self, "target"), name))
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return object.__getattribute__(self, "target")(*args, **kwargs)
+
+    def import_module(name: str, package: str | None = None) -> Any:
+        if package is not None or not user_may_import(name, allowed, denied):
+            shown = str(name) if package is None else f"{package}:{name}"
+            raise ModuleNotFoundError(
+                f"{import_refusal(shown)}; rcParams['figure.hooks'] may name only modules "
+                "the code may import",
+                name=shown,
+            )
+        return HookTarget(real_import_module(name))
+
+    hooks_importlib = types.SimpleNamespace(import_module=import_module)
 
     def patch(modules: Any) -> None:
+        if "matplotlib" in modules and "matplotlib.pyplot" not in modules:
+            # pyplot imported later by a library (pandas' df.plot()) would skip this patch;
+            # if it cannot be imported, no figure() runs hooks either.
+            with contextlib.suppress(ImportError):
+                real_import_module("matplotlib.pyplot")
+        pyplot = modules.get("matplotlib.pyplot")
+        if pyplot is not None and getattr(pyplot, "importlib", None) is importlib:
+            pyplot.importlib = hooks_importlib  # only figure() uses pyplot's global importlib
         registry = modules.get("matplotlib.backends.registry")
         if registry is None or registry in patched:
             return
@@ -1486,13 +1670,15 @@ def install_python_guards(
     unittest_patch = make_unittest_guard()
     user_builtins = dict(builtins.__dict__)  # completed below, before any user code runs
     pandas_patch = make_pandas_guard(allowed, denied, user_builtins)
-    matplotlib_patch = make_matplotlib_guard(allowed, denied)
+    matplotlib_patch = make_matplotlib_guard(allowed, denied, user_builtins)
+    numpy_patch = make_numpy_guard()
 
     def on_load(modules: Any) -> None:  # modules patched once they are loaded
         sqlite_patch(modules)
         unittest_patch(modules)
         pandas_patch(modules)
         matplotlib_patch(modules)
+        numpy_patch(modules)
 
     g_get, g_set, g_del, g_has = make_attr_guards(
         frozenset(cfg["allowed_dunders"]),

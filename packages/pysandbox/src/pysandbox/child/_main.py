@@ -1103,6 +1103,28 @@ def make_pandas_guard(
         filename = frame.f_code.co_filename
         return filename == USER_FILENAME or any(filename.startswith(d) for d in pandas_dirs)
 
+    def scope_frames_readable(scope: Any) -> bool:
+        # pandas passes its own Scope as local_dict (a subscript in pandas 2.x); pandas then reads
+        # every frame up to that Scope's level above the caller: all of them must be readable.
+        depth = getattr(scope, "level", None)
+        if type(depth) is not int or depth < 0:
+            return False
+        # Frames below the code's own (the guards' wrappers it called) may lie between pandas';
+        # none above it may be read: the sandbox's frames start there.
+        seen_user = False
+        try:
+            for i in range(2, depth + 3):
+                frame = sys._getframe(i)
+                if frame.f_code.co_filename == USER_FILENAME:
+                    seen_user = True
+                elif seen_user and not readable_frame(frame):
+                    return False
+        except ValueError:
+            return False
+        finally:
+            frame = None
+        return True
+
     def guard_scope(cls: Any) -> None:
         real_init, real_resolve = cls.__init__, cls.resolve
 
@@ -1116,7 +1138,7 @@ def make_pandas_guard(
         ) -> None:
             if type(level) is not int or level < 0:
                 raise denied_scope("use a level= that is not a whole number of 0 or more")
-            if isinstance(local_dict, cls):
+            if isinstance(local_dict, cls) and not scope_frames_readable(local_dict):
                 raise denied_scope("take a Scope as local_dict (pass a dict of names)")
             frame = sys._getframe(level + 1)  # the frame pandas reads: `level` above the caller
             try:

@@ -1112,6 +1112,7 @@ def make_pandas_guard(
         # Frames below the code's own (the guards' wrappers it called) may lie between pandas';
         # none above it may be read: the sandbox's frames start there.
         seen_user = False
+        frame: Any = None
         try:
             for i in range(2, depth + 3):
                 frame = sys._getframe(i)

@@ -26,6 +26,7 @@ from typing import Any
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+import astguard
 from pysandbox import RunResult, RunStatus
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
@@ -129,7 +130,11 @@ class McpSandbox:
         fields = {f.name for f in dataclasses.fields(RunResult)}
         data = {k: v for k, v in result.structured_content.items() if k in fields}
         data["status"] = RunStatus(data["status"])
-        data["violations"] = tuple(data["violations"])
+        names = {f.name for f in dataclasses.fields(astguard.Violation)}
+        data["violations"] = tuple(
+            astguard.Violation(**{k: v for k, v in item.items() if k in names})
+            for item in data["violations"]
+        )
         # Run results no longer list the layers (sandbox://status does): take the active ones.
         data["layers"] = tuple(self.capabilities().active_layers)
         return RunResult(**data)

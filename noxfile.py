@@ -289,8 +289,9 @@ def build(session: nox.Session) -> None:
 
 
 def _check_sdist_carries_tests(session: nox.Session, pkg: Package) -> None:
-    """Fail unless ``pkg``'s sdist holds every file of its ``tests/`` folder and of each path the
-    sdist target force-includes (the red-team corpora, whose one home is ``redteam/``)."""
+    """Fail unless ``pkg``'s sdist holds its README, every file of its ``tests/`` and ``docs/``
+    folders and of each path the sdist target force-includes (the red-team corpora, whose one
+    home is ``redteam/``)."""
     stem = pkg.dist.replace("-", "_")
     found = sorted(DIST_DIR.glob(f"{stem}-*.tar.gz"))
     if len(found) != 1:
@@ -305,6 +306,9 @@ def _check_sdist_carries_tests(session: nox.Session, pkg: Package) -> None:
                 yield path.relative_to(folder)
 
     wanted = {f"tests/{f.as_posix()}" for f in files(pkg.path / "tests")}
+    # The tests also read the README (its examples) and the generated pages under docs/.
+    wanted |= {f"docs/{f.as_posix()}" for f in files(pkg.path / "docs")}
+    wanted.add("README.md")
     sdist_target = pkg.pyproject.get("tool", {}).get("hatch", {}).get("build", {})
     forced = sdist_target.get("targets", {}).get("sdist", {}).get("force-include", {})
     for source, destination in forced.items():

@@ -10,3 +10,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 PACKAGE_DIR = TESTS_DIR.parent
 #: The repository checkout (``noxfile.py``, ``redteam/``); absent from an unpacked sdist.
 REPO_ROOT = PACKAGE_DIR.parents[1]
+_SDIST_REDTEAM = TESTS_DIR / "data" / "redteam"
+#: The red-team corpora and findings: the sdist's copy (``tests/data/redteam``), else the
+#: repository's ``redteam/`` (their one home).
+REDTEAM_DIR = _SDIST_REDTEAM if _SDIST_REDTEAM.is_dir() else REPO_ROOT / "redteam"

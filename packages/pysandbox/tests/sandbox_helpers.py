@@ -15,6 +15,10 @@ from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parents[1]
 #: The repository checkout (``redteam/``); absent from an unpacked sdist.
 REPO_ROOT = PACKAGE_DIR.parents[1]
+#: The red-team corpora and findings: the sdist's copy (``tests/data/redteam``), else the
+#: repository's ``redteam/`` (their one home).
+_SDIST_REDTEAM = PACKAGE_DIR / "tests" / "data" / "redteam"
+REDTEAM_DIR = _SDIST_REDTEAM if _SDIST_REDTEAM.is_dir() else REPO_ROOT / "redteam"
 KERNEL = probe_kernel()
 #: The kernel layers ``@pytest.mark.kernel(...)`` can name, and whether this machine has each.
 KERNEL_LAYERS = {"landlock": KERNEL.landlock_abi >= 1, "seccomp": KERNEL.seccomp}

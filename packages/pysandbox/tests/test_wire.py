@@ -167,6 +167,7 @@ def _changed_wire(
     monkeypatch.setattr(_config.ChildConfig, method, changed)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("change", "drop", "detail"),
     [
@@ -228,6 +229,7 @@ def _fresh_schemas() -> Iterator[None]:
     _bootstrap._packed.clear()
 
 
+@pytest.mark.e2e
 def test_a_field_added_to_the_declaration_only_is_refused_by_the_child(
     workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -237,6 +239,7 @@ def test_a_field_added_to_the_declaration_only_is_refused_by_the_child(
         assert _spawn_run(sb).detail == "child configuration: missing key 'session'"
 
 
+@pytest.mark.e2e
 def test_a_field_added_to_the_declaration_only_is_refused_by_a_forked_child(
     workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -251,6 +254,7 @@ def test_a_field_added_to_the_declaration_only_is_refused_by_a_forked_child(
     assert info.value.detail == "run request: missing key 'session'"
 
 
+@pytest.mark.e2e
 def test_a_field_added_to_the_declaration_only_is_refused_by_the_zygote(
     python_only: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,6 +269,7 @@ def test_a_field_added_to_the_declaration_only_is_refused_by_the_zygote(
     zygote.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("change", "drop", "detail"),
     [
@@ -289,6 +294,7 @@ def test_the_forked_child_refuses_a_differing_run_request(
     assert info.value.detail == detail
 
 
+@pytest.mark.e2e
 def test_the_zygote_refuses_a_differing_start_configuration(python_only: Sandbox) -> None:
     fixed = dict(python_only._child_config().fixed_wire())
     del fixed["workspace"]
@@ -330,6 +336,7 @@ for name in ("pysandbox", "pysandbox.child", "pysandbox.child._main", "pysandbox
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("execution", ["spawn", "warm"])
 def test_user_code_cannot_import_the_child_package_or_reach_its_loader(
     workspace: pathlib.Path, monkeypatch: pytest.MonkeyPatch, execution: str
@@ -348,6 +355,7 @@ def test_user_code_cannot_import_the_child_package_or_reach_its_loader(
     ]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("execution", ["spawn", "warm"])
 @pytest.mark.parametrize(
     "code",

@@ -268,6 +268,7 @@ def _interleaving(
     return ran
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     sys.version_info[:2] != (3, 11),
     reason="the sweep runs on 3.11: the requests of a writer do not depend on the Python",
@@ -307,6 +308,8 @@ _COLLECTOR = textwrap.dedent(
 )
 
 
+@pytest.mark.e2e
+@pytest.mark.slow
 @pytest.mark.skipif(
     sys.version_info[:2] != (3, 11),
     reason="the sweep runs on 3.11: the requests of a collector do not depend on the Python",

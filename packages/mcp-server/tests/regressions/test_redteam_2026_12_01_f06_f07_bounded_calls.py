@@ -18,13 +18,13 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from _client import call, call_error, with_session
-from _paths import REPO_ROOT
+from _paths import REDTEAM_DIR
 from mcp_secure_sandbox import budget
 
 # This regression starts real processes, so it is e2e too (tests/README.md).
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # most cases > 5 s (measured)
 
-REDTEAM = REPO_ROOT / "redteam" / "findings-2026-12-01"
+REDTEAM = REDTEAM_DIR / "findings-2026-12-01"
 TOO_EXPENSIVE = "stopped after 3 s / 256 MiB: the schema or data is too expensive"
 
 

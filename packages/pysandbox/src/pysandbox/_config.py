@@ -20,6 +20,7 @@ from types import CodeType, MappingProxyType
 from pysandbox import _abi, _figures, _gate, _seccomp, _wire
 from pysandbox._gate import ModuleRules
 from pysandbox._landlock import LandlockPlan
+from pysandbox._layers import PYTHON_LEVEL_LAYERS, Layer
 from pysandbox._limits import Limits
 from pysandbox.child import _main as _child
 
@@ -27,8 +28,9 @@ __all__ = ["MARKER_NAME", "RUN_KEYS", "ChildConfig", "build", "compile_user_code
 
 #: Name of the environment variable that marks every process of a run (for the sweep).
 MARKER_NAME = "PYSANDBOX_RUN"
-#: Keys of a run's configuration that differ between runs; the zygote holds the others.
-RUN_KEYS = ("code", "code_object", "rlimits", "no_create")
+#: Keys of a run's configuration that differ between runs (their declaration:
+#: :class:`pysandbox._wire.RunPart`); the zygote holds the others.
+RUN_KEYS: frozenset[str] = _wire.RunPart.__required_keys__ | _wire.RunPart.__optional_keys__
 
 
 def rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
@@ -116,11 +118,11 @@ class ChildConfig:
         """The names in ``active`` (the sandbox's active layers) that this configuration uses."""
         off: set[str] = set()
         if self.seccomp is None:
-            off.add("seccomp")
+            off.add(Layer.SECCOMP)
         if self.landlock is None:
-            off.add("landlock")
-        if self.rules is None:
-            off.update({"open_guard", "audit_hook", "import_guard", "attribute_guard"})
+            off.add(Layer.LANDLOCK)
+        if self.rules is None:  # the AST gate runs in the parent, before any child
+            off.update(PYTHON_LEVEL_LAYERS - {Layer.AST_GATE})
         return tuple(name for name in active if name not in off)
 
     def shrink_only(self) -> ChildConfig:

@@ -20,13 +20,13 @@ from pysandbox.child._main import (
     make_guarded_operator,
     refused_module,
 )
-from sandbox_helpers import KERNEL, REPO_ROOT, needs_landlock
+from sandbox_helpers import KERNEL, REDTEAM_DIR, needs_landlock
 
 # This regression starts real processes, so it is e2e too (tests/README.md).
 pytestmark = pytest.mark.e2e
 
 REQUIRE = ("landlock", "seccomp") if KERNEL.landlock_abi and KERNEL.seccomp else ()
-FINDINGS = REPO_ROOT / "redteam" / "findings-2026-12-01"
+FINDINGS = REDTEAM_DIR / "findings-2026-12-01"
 MARK = "REAL-ESCAPE"
 
 

@@ -1,8 +1,8 @@
 """The kernel part of the child's bootstrap: setup channel, rlimits, Landlock, seccomp.
 
-Standard library only, like :mod:`pysandbox.child._main`: the one bootstrap stub
-(:mod:`pysandbox._bootstrap`) executes this module and then ``_child`` into ONE namespace in
-every confined interpreter (spawn child, warm zygote), so ``_child`` uses these names as its own.
+Standard library only, like :mod:`pysandbox.child._main`, which imports it explicitly; in every
+confined interpreter (spawn child, warm zygote) the bootstrap stub (:mod:`pysandbox._bootstrap`)
+loads the package :mod:`pysandbox.child` from marshalled code through its own loader.
 The parent imports it normally: :mod:`pysandbox.child._main` re-exports it, and
 :mod:`pysandbox._worker_confinement` confines the server's worker processes with the same
 functions. Every system call is made by name from :func:`pysandbox._abi.child_abi`'s data.

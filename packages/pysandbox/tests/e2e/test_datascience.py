@@ -585,6 +585,38 @@ def test_the_stacks_own_test_suites_are_refused(stack_sb: Sandbox) -> None:
         assert line.startswith("refused SandboxDenied [Errno 1] sandbox: running a library's"), line
 
 
+def test_numpys_code_runners_are_refused(stack_sb: Sandbox) -> None:
+    """Red team 2026-12-03 N1: numpy.testing.runstring(code, {}) filled the dict with numpy's
+    real builtins (real getattr/__import__, the child's globals and frames); measure and rundocs
+    run code too. Every spelling that reaches them is refused and nothing is handed out."""
+    calls = (
+        "nt.runstring('x = 1', d)",
+        "runstring('x = 1', d)",
+        "getattr(nt, 'run' + 'string')('x = 1', d)",
+        "np.testing.runstring('y = 2', d)",
+        "nt.measure('x = 1')",
+        "np.testing.measure('x = 1', 3)",
+        "nt.rundocs('doc.py')",
+    )
+    code = "import numpy as np, numpy.testing as nt\nfrom numpy.testing import runstring\n"
+    code += "d = {}\n"
+    code += "".join(
+        f"try:\n    print('ran', {call})\n"
+        "except Exception as exc:\n    print('refused', type(exc).__name__, exc)\n"
+        for call in calls
+    )
+    code += "print('leaked', sorted(k for k, v in d.items() if isinstance(v, dict)))\n"
+    result = stack_sb.run(code)
+    assert result.status is RunStatus.OK, (result.stderr, result.violations)
+    lines = result.stdout.splitlines()
+    assert lines.pop() == "leaked []", result.stdout
+    assert len(lines) == len(calls), result.stdout
+    for call, line in zip(calls, lines, strict=True):
+        assert line.startswith(
+            "refused SandboxDenied [Errno 1] sandbox: numpy.testing.runstring, measure and"
+        ), (call, line)
+
+
 @pytest.mark.parametrize("execution", ["warm", "spawn"])
 def test_figure_hooks_are_guarded_when_a_library_imports_pyplot(
     execution: str, tmp_path: pathlib.Path

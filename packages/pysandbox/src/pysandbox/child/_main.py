@@ -1272,6 +1272,26 @@ def refuse_test_suite(*args: Any, **kwargs: Any) -> Any:
     raise SandboxDenied(1, TEST_SUITE_REFUSED)
 
 
+#: What ``numpy.testing``'s code runners answer: they ``exec`` a string into a namespace that gets
+#: numpy's own (real) builtins, or into their caller's frame.
+CODE_RUNNER_REFUSED = (
+    "sandbox: numpy.testing.runstring, measure and rundocs are not permitted: they run a string "
+    "of code with numpy's own builtins, outside the sandbox's checks; run the code itself "
+    "(time it with time.perf_counter())"
+)
+#: numpy.testing's functions that run a string or file of code (:data:`CODE_RUNNER_REFUSED`).
+NUMPY_CODE_RUNNERS = ("runstring", "measure", "rundocs")
+
+
+def refuse_code_runner(*args: Any, **kwargs: Any) -> Any:
+    """Stand in for ``numpy.testing.runstring``/``measure``/``rundocs``: refuse.
+
+    Raises:
+        SandboxDenied: Always (:data:`CODE_RUNNER_REFUSED`).
+    """
+    raise SandboxDenied(1, CODE_RUNNER_REFUSED)
+
+
 #: What numpy's matrix builder strings (``np.bmat('A,B')``, ``np.r_['A,B']``) answer when the
 #: frame whose names they would read is not the user's code.
 FRAME_NAMES_REFUSED = (
@@ -1291,7 +1311,9 @@ def make_numpy_guard() -> Callable[[Any], None]:
     guarded ``getattr``), that frame is the sandbox's: its module globals (``os``, ``sys``)
     and locals. Both read a frame only if it is the user's code (``<sandbox>``); explicit
     ``ldict``/``gdict`` work as before. ``PytestTester.__call__`` (``np.test()`` and every
-    subpackage's ``test``) is refused (:func:`refuse_test_suite`).
+    subpackage's ``test``) is refused (:func:`refuse_test_suite`), and so are
+    ``numpy.testing``'s code runners (:data:`NUMPY_CODE_RUNNERS`, :func:`refuse_code_runner`):
+    ``runstring(code, {})`` fills the dict with numpy's real builtins.
 
     Returns:
         ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
@@ -1351,6 +1373,17 @@ def make_numpy_guard() -> Callable[[Any], None]:
         if tricks is not None and defmatrix is not None and "r_" not in patched:
             patched.add("r_")
             guard_concatenator(tricks, defmatrix)
+        utils = modules.get("numpy.testing._private.utils")
+        if utils is not None and "runners" not in patched:
+            patched.add("runners")
+            public = modules.get("numpy.testing")
+            for name in NUMPY_CODE_RUNNERS:
+                real = getattr(utils, name, None)
+                if real is None:
+                    continue
+                setattr(utils, name, refuse_code_runner)
+                if public is not None and getattr(public, name, None) is real:
+                    setattr(public, name, refuse_code_runner)
         tester = modules.get("numpy._pytesttester")
         if tester is not None and "test" not in patched:
             patched.add("test")

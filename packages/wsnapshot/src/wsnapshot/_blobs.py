@@ -363,6 +363,7 @@ class BlobStore:
         for m in files.iter_manifests(bad):
             manifests += 1
             used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+            del m  # not held while the next one loads
         sizes: dict[str, int] = {}
         for sha in self.all():
             with contextlib.suppress(FileNotFoundError):
@@ -405,6 +406,7 @@ class BlobStore:
         used: set[str | None] = set()
         for m in files.iter_manifests(bad):  # one manifest in memory at a time
             used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+            del m  # not held while the next one loads
         if not bad:
             if drop is not None:
                 victims = [s for s in drop if s not in used]

@@ -144,6 +144,7 @@ def _mark_and_sweep(
     for m in files.iter_manifests(bad):
         manifests += 1
         used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+        del m  # not held while the next one loads
     start = datetime.fromtimestamp(started, timezone.utc)
     kept = kept_bytes = young = 0
     victims: list[tuple[str, int]] = []

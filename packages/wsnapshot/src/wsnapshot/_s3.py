@@ -788,6 +788,7 @@ class S3BlobStore(BlobStore):
         used: set[str | None] = set()
         for m in files.iter_manifests(bad):
             used.update(e.sha256 for e in m.entries.values() if e.kind == "file")
+            del m  # not held while the next one loads
         if bad:
             log.warning("unreadable manifests %s: no blob removed", bad)
             return

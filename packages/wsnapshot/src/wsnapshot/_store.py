@@ -394,7 +394,10 @@ class SnapshotStore:
             One :class:`SnapshotInfo` per snapshot.
         """
         # One manifest in memory at a time: a store may hold many of 100,000 entries each.
-        infos = [(order(m), m.info()) for m in self._files.iter_manifests([])]
+        infos = []
+        for m in self._files.iter_manifests([]):
+            infos.append((order(m), m.info()))
+            del m  # not held while the next one loads
         infos.sort(key=lambda pair: pair[0])
         return [info for _, info in infos]
 

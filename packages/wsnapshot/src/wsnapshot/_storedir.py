@@ -507,6 +507,7 @@ class StoreDir:
                 bad.append(sid)
                 continue
             yield m
+            del m  # not held while the next one loads
 
     def manifests(self) -> tuple[list[Manifest], list[str]]:
         """Every readable manifest, oldest first, and the ids of those that fail validation.
@@ -525,6 +526,7 @@ class StoreDir:
         for m in self.iter_manifests([]):
             if newest is None or order(m) > order(newest):
                 newest = m
+            del m  # the newest and the one loading, never a third
         return newest
 
     def save_manifest(self, m: Manifest) -> None:

@@ -228,8 +228,12 @@ def _interleaving(
     k: int,
     hook: list[Callable[[str], None]],
     start: float,
-) -> bool:
-    """One writer with a whole collection after its k-th request; whether it came to one."""
+) -> bool | None:
+    """One writer with a whole collection after its k-th request (``None``: it made fewer).
+
+    Returns whether the collection abandoned the writer's commit in flight (its create then
+    raised ``StoreBusy`` and was made again).
+    """
     url = f"s3://{BUCKET}/gc/{uuid.uuid4().hex}"
     base.mkdir()
     ws, store = _store(base, url)
@@ -254,8 +258,13 @@ def _interleaving(
             _reader(ws, url).collect_garbage(clock=lambda: fake, sleep=advance)
 
     hook.append(after)
+    abandoned = False
     try:
-        store.create("by the writer")
+        try:
+            store.create("by the writer")
+        except StoreBusy:
+            abandoned = True
+            store.create("by the writer")
         store.delete(baseline)
     finally:
         hook.clear()
@@ -265,7 +274,7 @@ def _interleaving(
     other.mkdir()
     SnapshotStore(other, url, state_dir=base / "s2").restore(listed["by the writer"])
     assert tree_state(other) == wanted, k
-    return ran
+    return abandoned if ran else None
 
 
 @pytest.mark.slow
@@ -283,9 +292,16 @@ def test_a_collection_interleaved_with_a_writer_at_every_request(
     the writer's k-th request of a create then a delete, for every k: the writer's snapshot is
     complete all the same."""
     k = 1
-    while _interleaving(tmp_path / f"k{k}", k, hook, ahead()):
+    abandoned = []
+    while (step := _interleaving(tmp_path / f"k{k}", k, hook, ahead())) is not None:
+        if step:
+            abandoned.append(k)
         k += 1
     assert k > 10  # the writer made fewer than k requests: every step was covered
+    # Between its log entry and its manifest the writer is "paused" past the collector's wait
+    # (the collector's clock jumps): the collector claims the manifest key, the writer's create
+    # fails with StoreBusy and the same create again succeeds.
+    assert len(abandoned) == 1, abandoned
 
 
 #: The collector, SIGKILLed after its k-th request (its clock an hour ahead).
@@ -382,3 +398,49 @@ def test_collect_on_a_local_store(tmp_path: Path) -> None:
     assert not any(p.exists() for p in orphans)
     assert store.collect_garbage().deleted_blobs == 0
     assert [i.description for i in store.list()] == ["one"]
+
+
+def test_a_writer_paused_past_the_wait_then_killed_never_leaves_a_manifest_naming_a_swept_blob(
+    s3_url: str,
+    tmp_path: Path,
+    hook: list[Callable[[str], None]],
+    ahead: Callable[[], float],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer that found its blobs already stored (a deleted snapshot's, so unnamed and old)
+    stops between its commit's log entry and its manifest for longer than the collector waits;
+    the collection sweeps those blobs; the writer then goes on and dies before it could check
+    its blobs again. Before the collector claimed the manifest key, that left a listed snapshot
+    naming a missing blob."""
+    ws, store = _store(tmp_path, s3_url)
+    build_tree(ws, {"a": b"alpha, stored once", "b": b"beta, stored once"})
+    first = store.create("first").id
+    store.delete(first)  # its blobs stay until collected: unnamed, and old by the clock ahead
+    ran: list[str] = []
+
+    def collect_while_paused(operation: str) -> None:
+        if operation.startswith("put log/") and not ran:
+            ran.append(operation)
+            fake = [ahead()]  # the collector's waits pass on its own clock, not the test's
+            _reader(ws, s3_url).collect_garbage(
+                clock=lambda: fake[0], sleep=lambda s: fake.__setitem__(0, fake[0] + s)
+            )
+
+    def killed(self: object) -> None:
+        raise RuntimeError("the writer was killed before it checked its blobs again")
+
+    monkeypatch.setattr(_s3.S3BlobStore, "settle", killed)
+    hook.append(collect_while_paused)
+    with pytest.raises(StoreBusy, match="nothing was saved"):
+        store.create("second")
+    hook.clear()
+    assert ran
+    assert _assert_complete(ws, s3_url) == {}  # no snapshot names a swept blob
+    monkeypatch.undo()
+    # the same create again saves a complete snapshot, its blobs uploaded again
+    again = store.create("second").id
+    assert set(_assert_complete(ws, s3_url)) == {"second"}
+    other = tmp_path / "restored"
+    other.mkdir()
+    SnapshotStore(other, s3_url, state_dir=tmp_path / "s2").restore(again)
+    assert tree_state(other) == tree_state(ws)

@@ -12,7 +12,10 @@ A collection, in order:
 2. creates the next entry of the commit log as its *barrier* (``op`` ``"gc"``): a writer whose
    commit entry comes after it meets the lease and refuses (``StoreBusy``, nothing committed);
    the one entry just before it may be a commit whose manifest is still being written, so the
-   collector waits for that manifest (at most :data:`~wsnapshot._s3.GC_WAIT_S`);
+   collector waits for that manifest (at most :data:`~wsnapshot._s3.GC_WAIT_S`); every commit
+   entered since the previous barrier whose manifest is then still missing is abandoned: the
+   collector creates its manifest key first (:data:`~wsnapshot._s3.ABANDONED_MANIFEST`), so the
+   writer's manifest, however late, is refused (``StoreBusy``) and never names a swept blob;
 3. marks: reads every manifest (none unreadable, or nothing is deleted);
 4. sweeps: deletes the blobs no manifest names *and* older than the lease's start (a writer's
    upload in flight survives), in batches, checking before each that its lease is still the
@@ -112,21 +115,37 @@ def _wait_for_in_flight(
     clock: Callable[[], float],
     sleep: Callable[[float], None],
 ) -> None:
-    """Wait (bounded) for the manifest of a commit entered just before the barrier."""
-    if barrier <= 1:
-        return
-    entry = files.log_entry(barrier - 1)
-    if entry is None or entry.get("op") != "create" or not isinstance(entry.get("id"), str):
-        return
-    try:
-        sid = check_id(str(entry["id"]))
-    except SnapshotError:
-        return
-    while not files.exists(files.manifest_key(sid)):
-        if clock() >= deadline:
-            log.warning("%s: commit of %s did not finish; collecting without it", files.url, sid)
+    """Settle every commit entered since the previous collection whose manifest is missing.
+
+    The one just before the barrier may be in flight: it gets until ``deadline``. Each of them
+    whose manifest is still missing then is abandoned (:meth:`~wsnapshot._s3.S3StoreDir.
+    abandon_commit`, a create-only claim of its manifest key), so a writer paused past the wait,
+    or one a take-over left behind, can never create a manifest naming a blob this collection
+    removes. Entries before the previous barrier were settled by that collection.
+    """
+    number = barrier - 1
+    while number >= 1:
+        entry = files.log_entry(number)
+        if entry is not None and entry.get("op") == "gc":
             return
-        sleep(_POLL_S)
+        sid = _created_id(entry)
+        if sid is not None:
+            while number == barrier - 1 and not files.exists(files.manifest_key(sid)):
+                if clock() >= deadline:
+                    break
+                sleep(_POLL_S)
+            files.abandon_commit(sid)  # a no-op (one refused put) when the manifest is there
+        number -= 1
+
+
+def _created_id(entry: dict[str, object] | None) -> str | None:
+    """The snapshot id a ``create`` log entry names (``None``: another entry, or hostile)."""
+    if entry is None or entry.get("op") != "create" or not isinstance(entry.get("id"), str):
+        return None
+    try:
+        return check_id(str(entry["id"]))
+    except SnapshotError:
+        return None
 
 
 def _mark_and_sweep(

@@ -113,6 +113,11 @@ GC_LEASE_S = 120
 #: log names just before it (a writer between its log entry and its manifest).
 GC_WAIT_S = 30
 _GC = "gc/"
+#: What a collector creates, create-only, at the manifest key of a commit it stopped waiting for
+#: (a writer paused between its log entry and its manifest): that writer's manifest can then never
+#: be created, so no manifest names a blob the collection removed. Loading it is "no such
+#: snapshot"; the writer's create fails with :class:`~wsnapshot.exceptions.StoreBusy`.
+ABANDONED_MANIFEST = b'{"wsnapshot":"commit abandoned by a garbage collection"}'
 _LEASE_NAME = re.compile(r"lease-([0-9]{20})\.json")
 #: The clock judging whether a lease is live (epoch seconds); the tests inject theirs.
 _clock: Callable[[], float] = time.time
@@ -470,7 +475,39 @@ class S3StoreDir(StoreDir):
                         raise CorruptSnapshot(sid, key, f"larger than {MAX_MANIFEST_BYTES} bytes")
         except (FileNotFoundError, NotFoundError):
             raise SnapshotNotFound(sid) from None
+        if buf == ABANDONED_MANIFEST:
+            raise SnapshotNotFound(sid)  # a commit a collection stopped waiting for: never saved
         return self.parse_manifest_bytes(sid, bytes(buf))
+
+    def _abandoned(self, key: str) -> bool:
+        """Whether the object at ``key`` is a collection's claim (:data:`ABANDONED_MANIFEST`)."""
+        try:
+            with self.call(f"get {key}"):
+                got = obstore.get(self.client, key)
+                if got.meta["size"] != len(ABANDONED_MANIFEST):
+                    return False
+                return bytes(got.bytes()) == ABANDONED_MANIFEST
+        except (FileNotFoundError, NotFoundError):
+            return False
+
+    def abandon_commit(self, sid: str) -> bool:
+        """Claim snapshot ``sid``'s manifest key for a collection (:data:`ABANDONED_MANIFEST`).
+
+        Returns:
+            Whether the claim was created (the commit can no longer land); ``False`` when the
+            manifest (or an earlier claim) is already there.
+
+        Raises:
+            StoreUnavailable: The bucket cannot be reached.
+        """
+        key = self.manifest_key(sid)
+        try:
+            with self.call(f"put {key}"):
+                obstore.put(self.client, key, ABANDONED_MANIFEST, mode="create")
+        except AlreadyExistsError:
+            return False
+        log.warning("%s: commit of %s abandoned: its writer did not finish it", self.url, sid)
+        return True
 
     def snapshot_ids(self) -> list[str]:
         """The ids of the manifests under ``snapshots/`` (other names are ignored)."""
@@ -491,6 +528,9 @@ class S3StoreDir(StoreDir):
         Raises:
             WorkspaceServedElsewhere: Another writer took over (nothing was stored).
             SnapshotExists: A manifest with this id exists.
+            StoreBusy: A live lease, or a collection stopped waiting for this commit (paused
+                longer than :data:`GC_WAIT_S` between its log entry and its manifest) and
+                claimed its key: nothing was saved.
             StoreUnavailable: The bucket cannot be reached.
         """
         self.commit_entry("create", m.id)
@@ -499,6 +539,10 @@ class S3StoreDir(StoreDir):
             with self.call(f"put {key}"):
                 obstore.put(self.client, key, manifest_bytes(m), mode="create")
         except AlreadyExistsError:
+            if self._abandoned(key):  # a collection claimed the key: this commit took too long
+                _number, lease = self.lease_state()
+                until = iso_epoch(lease.get("expires_at") if lease else None)
+                raise StoreBusy(self.url, until) from None
             raise SnapshotExists(m.id) from None
         if self.blobs is not None:
             self.blobs.settle()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import subprocess
@@ -155,3 +156,60 @@ def test_cli_snapshots_is_an_alias_of_store(
     code, listing = run(capsys, ws, store_dir, "list")
     assert code == 0
     assert listing == [created]
+
+
+def test_cli_gc_deletes_only_blobs_no_snapshot_names(
+    capsys: pytest.CaptureFixture[str], ws: Path, store_dir: Path
+) -> None:
+    (ws / "kept.txt").write_text("kept")
+    code, info = run(capsys, ws, store_dir, "create")
+    assert code == 0
+    blobs = store_dir / "blobs"
+    orphans = []
+    for data in (b"left by a writer killed before its manifest", b"and another"):
+        sha = hashlib.sha256(data).hexdigest()
+        (blobs / sha[:2]).mkdir(exist_ok=True)
+        (blobs / sha[:2] / sha[2:]).write_bytes(data)
+        orphans.append(blobs / sha[:2] / sha[2:])
+    code, report = run(capsys, ws, store_dir, "gc")
+    assert code == 0
+    assert isinstance(report, dict)
+    assert (report["manifests"], report["kept_blobs"], report["deleted_blobs"]) == (1, 1, 2)
+    assert report["deleted_bytes"] == len(b"left by a writer killed before its manifest") + len(
+        b"and another"
+    )
+    assert not any(p.exists() for p in orphans)
+    code, again = run(capsys, ws, store_dir, "gc")
+    assert isinstance(again, dict) and again["deleted_blobs"] == 0
+    assert isinstance(info, dict)
+    code, _restored = run(capsys, ws, store_dir, "restore", info["id"])
+    assert code == 0 and (ws / "kept.txt").read_text() == "kept"
+
+
+def test_cli_gc_of_an_s3_store_leaves_its_writer_serving(
+    capsys: pytest.CaptureFixture[str], s3_url: str, tmp_path: Path
+) -> None:
+    from wsnapshot import SnapshotStore
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    writer = SnapshotStore(ws, s3_url, workers=1, state_dir=tmp_path / "state")
+    (ws / "a").write_text("alpha")
+    first = writer.create("first").id
+    (ws / "a").write_text("alpha 2")
+    writer.create("second")
+    writer.delete(first)
+    code, report = _run_s3(capsys, ws, s3_url)
+    assert code == 0, report
+    assert isinstance(report, dict) and report["manifests"] == 1
+    # a reader collected: the writer was not taken over and keeps saving
+    assert writer.served_elsewhere is None
+    (ws / "b").write_text("beta")
+    writer.create("third")
+    assert [i.description for i in writer.list()] == ["second", "third"]
+
+
+def _run_s3(capsys: pytest.CaptureFixture[str], ws: Path, url: str) -> tuple[int, object]:
+    code = main(["--workspace", str(ws), "--store", url, "gc"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else json.loads(err)

@@ -5,7 +5,9 @@
 Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID``, ``delete ID``,
 ``diff A [B]``, ``export ID [-o FILE]`` (streamed: the compact record itself, not wrapped),
 ``export-size ID``, ``import FILE`` (``-`` reads standard input; streamed), ``state [--clear]`` (the
-inconsistent state a failed restore leaves; ``--clear`` after a repair by hand).
+inconsistent state a failed restore leaves; ``--clear`` after a repair by hand), ``gc`` (delete the
+blobs no snapshot names; on an ``s3://`` store as a reader, under the collection lease, so the
+workspace's writer keeps serving).
 Errors are printed to standard error as ``{"error": {"type", "message"}}``; the exit status is
 0 on success, 1 on an error, 2 on a usage error.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from wsnapshot._store import (
     DEFAULT_STORE_MAX_BYTES,
     SnapshotStore,
 )
+from wsnapshot._storedir import S3_SCHEME
 from wsnapshot.exceptions import InvalidSnapshotId, SnapshotError, SnapshotNotFound
 
 __all__ = ["main"]
@@ -73,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     st = sub.add_parser("state", help="whether a failed restore left the workspace inconsistent")
     st.add_argument("--clear", action="store_true", help="forget it (after a repair by hand)")
+    sub.add_parser(
+        "gc",
+        help="delete the blobs no snapshot names (s3://: under the lease, as a reader)",
+    )
     i = sub.add_parser("import", help="store a record made by export (streamed)")
     i.add_argument("file", help="the record (- for standard input)")
     return p
@@ -83,6 +91,11 @@ class _Streamed:
 
 
 def _run(args: argparse.Namespace) -> Any:
+    if args.command == "gc" and str(args.store).startswith(S3_SCHEME):
+        # A reader: opening the prefix as a writer would take the workspace over from its server.
+        with tempfile.TemporaryDirectory(prefix="wsnapshot-gc-") as state:
+            reader = SnapshotStore.open_read_only(args.workspace, args.store, state_dir=state)
+            return reader.collect_garbage().to_dict()
     store = SnapshotStore(
         args.workspace,
         args.store,
@@ -115,6 +128,8 @@ def _run(args: argparse.Namespace) -> Any:
         return _Streamed()
     if cmd == "export-size":
         return {"id": args.id, "bytes": store.export_size(args.id)}
+    if cmd == "gc":
+        return store.collect_garbage().to_dict()
     if cmd == "state":
         cleared = store.clear_inconsistent() if args.clear else False
         return {"inconsistent": store.inconsistent, "cleared": cleared}

@@ -181,3 +181,48 @@ def test_the_server_help_says_how_it_is_reached_and_where_settings_are_documente
         text
     )
     assert "--stream-excerpt" in text and "SANDBOX_STREAM_EXCERPT" in text
+
+
+def _option_helps(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each flag's help text as ``--help`` prints it, whitespace collapsed."""
+    text = parser.format_help().split("\noptions:\n", 1)[1].split("\n\n", 1)[0]
+    helps: dict[str, str] = {}
+    flag = ""
+    for line in text.splitlines():
+        found = re.match(r"^  (--[a-z-]+)", line)
+        if found:
+            flag = found.group(1)
+            helps[flag] = ""
+        if flag:
+            helps[flag] = f"{helps[flag]} {line.strip()}".strip()
+    return helps
+
+
+def test_the_server_help_lists_each_setting_s_choices_from_its_declaration() -> None:
+    from mcp_secure_sandbox.settings import declarations
+
+    helps = _option_helps(build_parser({}))
+    with_choices = {
+        str(setting.flag): setting.choices
+        for _, setting in declarations()
+        if setting.choices and not setting.switch
+    }
+    assert set(with_choices) >= {"--transport", "--execution", "--log-level", "--profile"}
+    for flag, choices in with_choices.items():
+        assert f"(choices: {', '.join(choices)}" in helps[flag], flag
+    assert "(choices: stdio, streamable-http)" in helps["--transport"]
+    assert "(choices: landlock, seccomp or none)" in helps["--require-layers"]
+    # A flag without choices says none.
+    assert "choices" not in helps["--port"] and "choices" not in helps["--extra-modules"]
+
+
+def test_the_server_help_points_at_the_settings_page_file() -> None:
+    text = build_parser({}).format_help()
+    epilog = text.rsplit("\n\n", 1)[1]
+    assert "docs/settings.md of the package" in epilog
+    assert "(packages/mcp-server/docs/settings.md in the repository)" in epilog
+    page = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+    links = [line.strip() for line in epilog.splitlines() if line.startswith("  ")]
+    # This package folder's copy (a checkout, an unpacked sdist) first, then the Source URL's.
+    assert links[0] == str(page) and page.is_file()
+    assert links[-1].startswith("https://") and links[-1].endswith("/docs/settings.md")

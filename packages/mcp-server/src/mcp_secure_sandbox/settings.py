@@ -16,7 +16,7 @@ import importlib.metadata
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -104,9 +104,13 @@ class ConfigError(Exception):
     """
 
 
+#: ``--require-layers``' word for no kernel layer (any case).
+NO_LAYERS = "none"
+
+
 def _layers(text: str) -> tuple[str, ...]:
-    """``--require-layers``: a comma-separated list, ``none`` (any case) standing for no layer."""
-    return tuple(x for x in csv_list(text) if x.lower() != "none")
+    """``--require-layers``: a comma-separated list, :data:`NO_LAYERS` standing for no layer."""
+    return tuple(x for x in csv_list(text) if x.lower() != NO_LAYERS)
 
 
 def _profiles_help() -> str:
@@ -802,17 +806,45 @@ def _source_url() -> str | None:
     return None
 
 
-def _settings_page_url() -> str:
+#: Where the settings page is in the package folder (and in the sdist).
+SETTINGS_PAGE = "docs/settings.md"
+
+
+def _settings_page_links() -> list[str]:
+    """Where the settings page is read.
+
+    Returns:
+        This package folder's copy when there is one (a checkout, an unpacked sdist), then the
+        ``Source`` URL's (when the distribution's metadata names one).
+    """
+    links: list[str] = []
+    local = Path(__file__).resolve().parents[2] / SETTINGS_PAGE
+    if local.is_file():
+        links.append(str(local))
     source = _source_url()
-    if source is None:
-        return "docs/settings.md of the mcp-secure-sandbox package"
-    return f"{source}/docs/settings.md"
+    if source is not None:
+        links.append(f"{source}/{SETTINGS_PAGE}")
+    return links
 
 
-def _help(setting: Setting) -> str:
+def _choices_text(item: Field[Any], setting: Setting, quote: Callable[[str], str]) -> str:
+    """A setting's choices as the help and the settings page list them ("" without choices)."""
+    if not setting.choices or setting.switch:
+        return ""
+    listed = ", ".join(quote(choice) for choice in setting.choices)
+    if item.name == "require_layers":
+        listed += f" or {quote(NO_LAYERS)}"
+    return listed
+
+
+def _help(item: Field[Any], setting: Setting) -> str:
     bounds = setting.bounds_text() if setting.bounds is not None else ""
+    choices = _choices_text(item, setting, str)
     env = f"{setting.env}=1" if setting.switch else setting.env
-    return f"{setting.help}{f' ({bounds})' if bounds else ''} (env {env})"
+    return (
+        f"{setting.help}{f' (choices: {choices})' if choices else ''}"
+        f"{f' ({bounds})' if bounds else ''} (env {env})"
+    )
 
 
 def build_parser(
@@ -844,8 +876,10 @@ def build_parser(
             "SANDBOX_* environment variable it names; the flag wins."
         ),
         epilog=(
-            "Every setting, its bounds and the rules between settings are documented on the\n"
-            f"settings page:\n  {_settings_page_url()}"
+            "Every setting, its choices and bounds, and the rules between settings are\n"
+            f"documented on the settings page, {SETTINGS_PAGE} of the package\n"
+            f"(packages/mcp-server/{SETTINGS_PAGE} in the repository):\n"
+            + "".join(f"  {link}\n" for link in _settings_page_links())
         ),
         formatter_class=_HelpFormatter,
         # No prefix of a flag stands for it: "--token SECRET" must not become --token-file,
@@ -870,7 +904,7 @@ def build_parser(
                 action=_Given,
                 nargs=0,
                 default=env.get(setting.env, "") == "1",
-                help=_help(setting),
+                help=_help(item, setting),
             )
             continue
         scalar = not isinstance(getattr(defaults, item.name, item.default), tuple)
@@ -882,7 +916,7 @@ def build_parser(
             type=setting.parse,
             choices=setting.choices if scalar else None,
             default=env.get(setting.env, _default(item, setting, defaults)),
-            help=_help(setting),
+            help=_help(item, setting),
         )
     return parser
 
@@ -1142,12 +1176,7 @@ def settings_page(defaults: Settings | None = None) -> str:
         else:
             shown = _default(item, setting, defaults)
             default = f"`{shown}`" if shown else "none"
-        if setting.choices and not setting.switch:
-            bounds = ", ".join(f"`{c}`" for c in setting.choices)
-            if item.name == "require_layers":
-                bounds += " or `none`"
-        else:
-            bounds = setting.bounds_text()
+        bounds = _choices_text(item, setting, lambda c: f"`{c}`") or setting.bounds_text()
         meaning = (setting.doc or setting.help).format_map(words)
         lines.append(f"| {flag} | {env} | {default} | {_cell(bounds)} | {_cell(meaning)} |")
     lines += ["", "Rules between settings, checked however the settings were given:", ""]

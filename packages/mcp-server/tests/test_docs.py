@@ -306,3 +306,48 @@ def test_the_readme_example_results_have_the_tools_output_shapes(
     assert matched.count("run_sandbox_code") >= 3
     assert {"validate_json_data", "validate_csv_data", "create_state_snapshot"} <= set(matched)
     assert "restore_state_snapshot" in matched
+
+
+#: What every documented ``docker run`` client configuration passes, as docker-compose.yml sets
+#: it: (flag, value) pairs, ``""`` for a switch, ``None`` for any value.
+DOCKER_HARDENING = (
+    ("--cap-drop", "ALL"),
+    ("--security-opt", "no-new-privileges"),
+    ("--read-only", ""),
+    ("--tmpfs", "/tmp:size=64m,mode=1777"),
+    ("--memory", None),
+    ("--pids-limit", None),
+)
+
+
+def _docker_configs(text: str) -> Iterator[list[str]]:
+    """The ``args`` of each JSON client configuration whose command is ``docker``."""
+    for block in re.findall(r"```json\n(.*?)```", text, re.S):
+        config = json.loads(block)
+        for server in config.get("mcpServers", config.get("servers", {})).values():
+            if server.get("command") == "docker":
+                yield server["args"]
+
+
+@in_checkout
+def test_every_docker_client_configuration_is_hardened_and_keeps_its_snapshots() -> None:
+    readmes = {"README.md": ROOT / "README.md", "mcp-server": PACKAGE_README}
+    images: list[str] = []
+    for name, path in readmes.items():
+        for args in _docker_configs(path.read_text(encoding="utf-8")):
+            images.append(args[-1])
+            for flag, value in DOCKER_HARDENING:
+                assert flag in args, (name, args[-1], flag)
+                after = args[args.index(flag) + 1]
+                if value == "":  # a switch: the next argument is the next flag
+                    assert after.startswith("-"), (name, args[-1], flag)
+                elif value is not None:
+                    assert after == value, (name, args[-1], flag)
+            mounts = [args[i + 1].rsplit(":", 1)[1] for i, a in enumerate(args) if a == "-v"]
+            assert sorted(mounts) == ["/sandbox/snapshots", "/sandbox/workspace"], (name, args)
+    assert images.count("mcp-secure-sandbox") >= 2 and "mcp-secure-sandbox:datascience" in images
+    # The same hardening as compose's.
+    compose = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    for needle in ("read_only: true", "/tmp:size=64m,mode=1777", "cap_drop: [ALL]"):
+        assert needle in compose
+    assert "no-new-privileges:true" in compose

@@ -37,6 +37,7 @@ The sessions (the README's "Development" table says the same; a test keeps the t
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
 import pathlib
@@ -162,8 +163,18 @@ def local_requirement(requirement: str) -> str:
     return f"{PACKAGES[_canonical(found.group(1))].path}{found.group(2) or ''}"
 
 
-def install_local(session: nox.Session, dist: str, *groups: str, editable: bool = True) -> None:
-    """Install ``dist`` and its sibling closure from the checkout, plus dependency groups."""
+def install_local(
+    session: nox.Session,
+    dist: str,
+    *groups: str,
+    editable: bool = True,
+    silent: bool | None = None,
+) -> None:
+    """Install ``dist`` and its sibling closure from the checkout, plus dependency groups.
+
+    ``silent=True`` keeps the installer's output out of the terminal (nox logs it, on stderr,
+    when the install fails); ``None`` is nox's choice (shown with ``-v``).
+    """
     args: list[str] = []
     for pkg in closure(dist):
         args += ["-e", str(pkg.path)] if editable else [str(pkg.path)]
@@ -171,7 +182,7 @@ def install_local(session: nox.Session, dist: str, *groups: str, editable: bool 
         for requirement in PACKAGES[dist].group(group):
             local = local_requirement(requirement)
             args += ["-e", local] if editable and local != requirement else [local]
-    session.install(*args)
+    session.install(*args, silent=silent)
 
 
 def _package_params() -> list[object]:
@@ -327,11 +338,42 @@ def _wheel_of(pkg: Package) -> pathlib.Path:
     return found[0]
 
 
+#: The file in the serve session's environment that records what it was installed from.
+SERVE_STAMP = ".serve-installed"
+
+
+def install_state(dist: str) -> str:
+    """What an editable install of ``dist``'s sibling closure depends on, as one digest.
+
+    The sources are live in an editable install; what needs a new install is a change of a
+    ``pyproject.toml`` (dependencies, entry points) or of the closure itself.
+    """
+    digest = hashlib.sha256()
+    for pkg in closure(dist):
+        digest.update(str(pkg.path).encode() + b"\0")
+        digest.update((pkg.path / "pyproject.toml").read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 @nox.session(python=DEFAULT_PYTHON, default=False)
 def serve(session: nox.Session) -> None:
-    """Run the MCP server on stdio with default settings (arguments after ``--`` are passed on)."""
-    install_local(session, "mcp-secure-sandbox")
-    session.run("mcp-secure-sandbox", *session.posargs)
+    """Run the MCP server on stdio (arguments after ``--`` are passed on).
+
+    A client may start it as its server: stdout carries the MCP protocol only (nox logs on
+    stderr, the installer's output is kept out, the server's log stays on stderr). The server
+    runs in the directory nox was invoked from, so ``--workspace``, ``--snapshots``,
+    ``--token-file`` and the default ``./sandbox_workspace`` are relative to it. The environment
+    is reused: installed again only when a package's ``pyproject.toml`` changed.
+    """
+    state = install_state("mcp-secure-sandbox")
+    stamp = pathlib.Path(str(session.virtualenv.location)) / SERVE_STAMP
+    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != state:
+        install_local(session, "mcp-secure-sandbox", silent=True)
+        stamp.write_text(state, encoding="utf-8")
+    session.chdir(session.invoked_from)
+    # nox's default sends a command's stderr to stdout: the server's log would break the
+    # protocol on stdout.
+    session.run("mcp-secure-sandbox", *session.posargs, stderr=None)
 
 
 @nox.session(python=DEFAULT_PYTHON, default=False)

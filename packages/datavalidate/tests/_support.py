@@ -1,4 +1,4 @@
-"""Helpers shared by the tests (imported after ``conftest.py`` puts this folder on sys.path)."""
+"""Helpers shared by the tests (this folder is on pytest's ``pythonpath``: ``pyproject.toml``)."""
 
 from __future__ import annotations
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
 import astguard.__main__
@@ -181,3 +184,170 @@ def test_the_server_help_says_how_it_is_reached_and_where_settings_are_documente
         text
     )
     assert "--stream-excerpt" in text and "SANDBOX_STREAM_EXCERPT" in text
+
+
+def _option_helps(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each flag's help text as ``--help`` prints it, whitespace collapsed."""
+    text = parser.format_help().split("\noptions:\n", 1)[1].split("\n\n", 1)[0]
+    helps: dict[str, str] = {}
+    flag = ""
+    for line in text.splitlines():
+        found = re.match(r"^  (--[a-z-]+)", line)
+        if found:
+            flag = found.group(1)
+            helps[flag] = ""
+        if flag:
+            helps[flag] = f"{helps[flag]} {line.strip()}".strip()
+    return helps
+
+
+def test_the_server_help_lists_each_setting_s_choices_from_its_declaration() -> None:
+    from mcp_secure_sandbox.settings import declarations
+
+    helps = _option_helps(build_parser({}))
+    with_choices = {
+        str(setting.flag): setting.choices
+        for _, setting in declarations()
+        if setting.choices and not setting.switch
+    }
+    assert set(with_choices) >= {"--transport", "--execution", "--log-level", "--profile"}
+    for flag, choices in with_choices.items():
+        assert f"(choices: {', '.join(choices)}" in helps[flag], flag
+    assert "(choices: stdio, streamable-http)" in helps["--transport"]
+    assert "(choices: landlock, seccomp or none)" in helps["--require-layers"]
+    # A flag without choices says none.
+    assert "choices" not in helps["--port"] and "choices" not in helps["--extra-modules"]
+
+
+def test_the_server_help_points_at_the_settings_page_file() -> None:
+    text = build_parser({}).format_help()
+    epilog = text.rsplit("\n\n", 1)[1]
+    assert "docs/settings.md of the package" in epilog
+    assert "(packages/mcp-server/docs/settings.md in the repository)" in epilog
+    page = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
+    links = [line.strip() for line in epilog.splitlines() if line.startswith("  ")]
+    # This package folder's copy (a checkout, an unpacked sdist) first, then the Source URL's.
+    assert links[0] == str(page) and page.is_file()
+    assert links[-1].startswith("https://") and links[-1].endswith("/docs/settings.md")
+
+
+PACKAGE_README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _example_results() -> list[dict[str, Any]]:
+    """The JSON results of the README's "Example calls and results" (``"...": "..."`` marks a
+    result shown in part)."""
+    text = PACKAGE_README.read_text(encoding="utf-8")
+    section = text.split("### Example calls and results", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```json\n(.*?)```", section, re.S)
+    return [json.loads(block) for block in blocks]
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in schema:
+        schema = root["$defs"][schema["$ref"].rsplit("/", 1)[1]]
+    for key in ("anyOf", "oneOf"):  # an optional object: the non-null branch
+        objects = [s for s in schema.get(key, []) if s.get("type") != "null"]
+        if len(objects) == 1:
+            return _resolve(objects[0], root)
+    return schema
+
+
+def _check_shape(
+    value: dict[str, Any], schema: dict[str, Any], root: dict[str, Any], where: str
+) -> None:
+    """``value``'s keys are the schema's properties (a part of them when it has ``...``), and
+    so are those of the objects in its lists, recursively."""
+    properties: dict[str, Any] = _resolve(schema, root).get("properties", {})
+    shown = set(value) - {"..."}
+    assert shown <= set(properties), (where, sorted(shown - set(properties)))
+    if "..." not in value:
+        assert shown == set(properties), (where, sorted(set(properties) - shown))
+    for key in shown:
+        field = _resolve(properties[key], root)
+        items = value[key] if isinstance(value[key], list) else []
+        for number, item in enumerate(items):
+            if isinstance(item, dict) and "items" in field:
+                _check_shape(item, field["items"], root, f"{where}.{key}[{number}]")
+
+
+def test_the_readme_example_results_have_the_tools_output_shapes(
+    dirs: tuple[Path, Path],
+) -> None:
+    from mcp import Client
+
+    from mcp_secure_sandbox.server import create_server
+    from mcp_secure_sandbox.settings import prepare_directories, settings_from_args
+
+    workspace, snapshots = dirs
+    settings = prepare_directories(
+        settings_from_args(["--workspace", str(workspace), "--snapshots", str(snapshots)], {})
+    )
+
+    async def schemas() -> dict[str, dict[str, Any]]:
+        app, _state = create_server(settings)
+        async with Client(app) as client:
+            tools = (await client.list_tools()).tools
+        return {t.name: t.output_schema for t in tools if t.output_schema is not None}
+
+    outputs = anyio.run(schemas)
+    examples = _example_results()
+    matched: list[str] = []
+    for number, example in enumerate(examples):
+        shown = set(example) - {"..."}
+        tools = [name for name, s in outputs.items() if shown <= set(s.get("properties", {}))]
+        assert len(tools) == 1, (number, sorted(shown), tools)
+        matched.append(tools[0])
+        _check_shape(example, outputs[tools[0]], outputs[tools[0]], f"{tools[0]} example")
+        if tools[0] == "restore_state_snapshot":
+            # counts has each path list's length, and only theirs.
+            lists = {key for key, value in example.items() if isinstance(value, list)}
+            assert example["counts"] == {key: len(example[key]) for key in lists}
+    assert matched.count("run_sandbox_code") >= 3
+    assert {"validate_json_data", "validate_csv_data", "create_state_snapshot"} <= set(matched)
+    assert "restore_state_snapshot" in matched
+
+
+#: What every documented ``docker run`` client configuration passes, as docker-compose.yml sets
+#: it: (flag, value) pairs, ``""`` for a switch, ``None`` for any value.
+DOCKER_HARDENING = (
+    ("--cap-drop", "ALL"),
+    ("--security-opt", "no-new-privileges"),
+    ("--read-only", ""),
+    ("--tmpfs", "/tmp:size=64m,mode=1777"),
+    ("--memory", None),
+    ("--pids-limit", None),
+)
+
+
+def _docker_configs(text: str) -> Iterator[list[str]]:
+    """The ``args`` of each JSON client configuration whose command is ``docker``."""
+    for block in re.findall(r"```json\n(.*?)```", text, re.S):
+        config = json.loads(block)
+        for server in config.get("mcpServers", config.get("servers", {})).values():
+            if server.get("command") == "docker":
+                yield server["args"]
+
+
+@in_checkout
+def test_every_docker_client_configuration_is_hardened_and_keeps_its_snapshots() -> None:
+    readmes = {"README.md": ROOT / "README.md", "mcp-server": PACKAGE_README}
+    images: list[str] = []
+    for name, path in readmes.items():
+        for args in _docker_configs(path.read_text(encoding="utf-8")):
+            images.append(args[-1])
+            for flag, value in DOCKER_HARDENING:
+                assert flag in args, (name, args[-1], flag)
+                after = args[args.index(flag) + 1]
+                if value == "":  # a switch: the next argument is the next flag
+                    assert after.startswith("-"), (name, args[-1], flag)
+                elif value is not None:
+                    assert after == value, (name, args[-1], flag)
+            mounts = [args[i + 1].rsplit(":", 1)[1] for i, a in enumerate(args) if a == "-v"]
+            assert sorted(mounts) == ["/sandbox/snapshots", "/sandbox/workspace"], (name, args)
+    assert images.count("mcp-secure-sandbox") >= 2 and "mcp-secure-sandbox:datascience" in images
+    # The same hardening as compose's.
+    compose = (ROOT / "docker-compose.yml").read_text(encoding="utf-8")
+    for needle in ("read_only: true", "/tmp:size=64m,mode=1777", "cap_drop: [ALL]"):
+        assert needle in compose
+    assert "no-new-privileges:true" in compose

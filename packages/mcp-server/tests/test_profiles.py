@@ -17,6 +17,7 @@ from mcp_secure_sandbox.tools.sandbox import offer_profiles
 from pysandbox import PROFILES
 
 DS = PROFILES["datascience"]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_profile_allows_preloads_and_raises_memory() -> None:
@@ -87,7 +88,50 @@ def test_a_profile_whose_modules_are_missing_is_a_clear_start_error(
     with pytest.raises(ValueError, match=r"no_such_module_xyz not installed") as refused:
         state.ServerState(settings)
     assert str(refused.value).endswith(f"install them: {profiles.install_hint(DS)}")
-    assert "pip install 'mcp-secure-sandbox[datascience]'; from a checkout" in str(refused.value)
+    # This suite runs from the checkout (an editable install): its command comes first.
+    assert profiles.running_from_checkout() == (ROOT / "noxfile.py").is_file()
+    if profiles.running_from_checkout():
+        assert "install them: from this checkout of the repository, at its root: pip install " in (
+            str(refused.value)
+        )
+
+
+def _tree(root: pathlib.Path, folders: tuple[str, ...]) -> pathlib.Path:
+    """A fake repository tree holding ``folders``; the path profiles.py would have in it."""
+    for folder in folders:
+        (root / "packages" / folder).mkdir(parents=True)
+        (root / "packages" / folder / "pyproject.toml").write_text("", encoding="utf-8")
+    module = root / "packages" / "mcp-server" / "src" / "mcp_secure_sandbox" / "profiles.py"
+    module.parent.mkdir(parents=True, exist_ok=True)
+    module.write_text("", encoding="utf-8")
+    return module
+
+
+def test_a_checkout_is_recognised_by_its_tree(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_secure_sandbox import profiles
+
+    every = ("mcp-server", *profiles.CHECKOUT_PACKAGES)
+    cases = {
+        "checkout": (_tree(tmp_path / "repo", every), True),
+        "a sibling missing": (_tree(tmp_path / "partial", every[:-1]), False),
+        "sdist": (_tree(tmp_path / "sdist", ("mcp-server",)), False),
+    }
+    installed = tmp_path / "venv" / "lib" / "site-packages" / "mcp_secure_sandbox" / "profiles.py"
+    installed.parent.mkdir(parents=True)
+    installed.write_text("", encoding="utf-8")
+    cases["site-packages"] = (installed, False)
+    for name, (module, expected) in cases.items():
+        monkeypatch.setattr(profiles, "__file__", str(module))
+        assert profiles.running_from_checkout() is expected, name
+        first = profiles.install_hint(DS).split(":", 1)[0]
+        assert first == (
+            "from this checkout of the repository, at its root"
+            if expected
+            else "pip install 'mcp-secure-sandbox[datascience]'; from a checkout of the "
+            "repository, at its root"
+        ), name
 
 
 def test_the_checkout_install_command_names_every_sibling() -> None:
@@ -110,19 +154,38 @@ def test_the_checkout_install_command_names_every_sibling() -> None:
     siblings = {dist(p.parent) for p in (root / "packages").glob("*/pyproject.toml")}
     siblings.discard("mcp-secure-sandbox")
     assert names == siblings == dependencies & siblings
-    hint = install_hint(DS)
-    assert hint.endswith(
+    local = (
         "pip install ./packages/astguard ./packages/pysandbox ./packages/datavalidate "
         "./packages/wsnapshot './packages/mcp-server[datascience]'"
     )
-    assert hint.startswith("pip install 'mcp-secure-sandbox[datascience]'")
+    pypi = "pip install 'mcp-secure-sandbox[datascience]'"
+    assert install_hint(DS, checkout=False) == (
+        f"{pypi}; from a checkout of the repository, at its root: {local}"
+    )
+    # From a checkout its own command comes first (PyPI's would replace the checkout).
+    assert install_hint(DS, checkout=True) == (
+        f"from this checkout of the repository, at its root: {local}; from PyPI: {pypi}"
+    )
 
 
 def _violations(code: str, policy: astguard.Policy) -> list[dict[str, Any]]:
     return [v.to_dict() for v in astguard.check(code, policy).violations]
 
 
-def test_a_refused_import_the_profile_allows_says_how_to_get_it() -> None:
+def test_a_refused_import_the_profile_allows_says_how_to_get_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mcp_secure_sandbox import profiles
+
+    monkeypatch.setattr(profiles, "running_from_checkout", lambda: True)
+    assert profile_offer(DS) == (
+        "the server's datascience profile allows it: start the server with --profile "
+        "datascience (install: from this checkout of the repository, at its root: pip install "
+        "./packages/astguard ./packages/pysandbox ./packages/datavalidate ./packages/wsnapshot "
+        "'./packages/mcp-server[datascience]'; from PyPI: pip install "
+        "'mcp-secure-sandbox[datascience]')"
+    )
+    monkeypatch.setattr(profiles, "running_from_checkout", lambda: False)
     offer = (
         "the server's datascience profile allows it: start the server with --profile "
         "datascience (install: pip install 'mcp-secure-sandbox[datascience]'; from a checkout "

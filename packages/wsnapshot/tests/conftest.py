@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
 from wsnapshot import SnapshotStore
 
 #: The bucket the S3 tests use; each test has its own prefix in it.

@@ -16,7 +16,7 @@ import importlib.metadata
 import math
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -54,10 +54,13 @@ __all__ = [
     "DEFAULT_WORKSPACE",
     "LOOPBACK_HOSTS",
     "MAX_READY_CHILDREN",
+    "TOKEN_FILE_MAX_BYTES",
+    "TOKEN_MIN_CHARS",
     "ConfigError",
     "Settings",
     "build_parser",
     "check_importable_overlap",
+    "check_token",
     "declarations",
     "prepare_directories",
     "settings_from_args",
@@ -69,6 +72,13 @@ DEFAULT_SNAPSHOTS = "./sandbox_snapshots"
 #: Most ready children a server keeps (``--ready-children``): 8 pids of compose's 128, ~20 MiB.
 MAX_READY_CHILDREN = 8
 _MIB = 1024 * 1024
+#: The most bytes a token file may hold (a token is one short line; a larger file is the wrong
+#: file, or ``/dev/zero``, and is not read further).
+TOKEN_FILE_MAX_BYTES = 4096
+#: The least characters a token may have.
+TOKEN_MIN_CHARS = 16
+#: What a token is made of: visible ASCII, the characters a client can send after ``Bearer``.
+_TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
 #: Default ``--max-body``: the largest content a tool takes (8 MiB) as Base64 (x 4/3, rounded up
 #: to a MiB), plus 1 MiB for the JSON-RPC envelope and the other arguments: 12 MiB.
 DEFAULT_MAX_BODY = -(-MAX_WRITE_BYTES * 4 // 3 // _MIB) * _MIB + _MIB
@@ -94,9 +104,13 @@ class ConfigError(Exception):
     """
 
 
+#: ``--require-layers``' word for no kernel layer (any case).
+NO_LAYERS = "none"
+
+
 def _layers(text: str) -> tuple[str, ...]:
-    """``--require-layers``: a comma-separated list, ``none`` (any case) standing for no layer."""
-    return tuple(x for x in csv_list(text) if x.lower() != "none")
+    """``--require-layers``: a comma-separated list, :data:`NO_LAYERS` standing for no layer."""
+    return tuple(x for x in csv_list(text) if x.lower() != NO_LAYERS)
 
 
 def _profiles_help() -> str:
@@ -598,8 +612,8 @@ class Settings:
         metadata=Setting(
             env="SANDBOX_HTTP_TOKEN",
             secret=True,
-            help="the HTTP bearer token, at least 16 characters; deliberately no flag, since "
-            "command lines are visible to every local user",
+            help=f"the HTTP bearer token, one line of at least {TOKEN_MIN_CHARS} visible ASCII "
+            "characters; deliberately no flag, since command lines are visible to every local user",
             file_flag="--token-file",
             file_env="SANDBOX_TOKEN_FILE",
             file_help="file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is "
@@ -792,17 +806,45 @@ def _source_url() -> str | None:
     return None
 
 
-def _settings_page_url() -> str:
+#: Where the settings page is in the package folder (and in the sdist).
+SETTINGS_PAGE = "docs/settings.md"
+
+
+def _settings_page_links() -> list[str]:
+    """Where the settings page is read.
+
+    Returns:
+        This package folder's copy when there is one (a checkout, an unpacked sdist), then the
+        ``Source`` URL's (when the distribution's metadata names one).
+    """
+    links: list[str] = []
+    local = Path(__file__).resolve().parents[2] / SETTINGS_PAGE
+    if local.is_file():
+        links.append(str(local))
     source = _source_url()
-    if source is None:
-        return "docs/settings.md of the mcp-secure-sandbox package"
-    return f"{source}/docs/settings.md"
+    if source is not None:
+        links.append(f"{source}/{SETTINGS_PAGE}")
+    return links
 
 
-def _help(setting: Setting) -> str:
+def _choices_text(item: Field[Any], setting: Setting, quote: Callable[[str], str]) -> str:
+    """A setting's choices as the help and the settings page list them ("" without choices)."""
+    if not setting.choices or setting.switch:
+        return ""
+    listed = ", ".join(quote(choice) for choice in setting.choices)
+    if item.name == "require_layers":
+        listed += f" or {quote(NO_LAYERS)}"
+    return listed
+
+
+def _help(item: Field[Any], setting: Setting) -> str:
     bounds = setting.bounds_text() if setting.bounds is not None else ""
+    choices = _choices_text(item, setting, str)
     env = f"{setting.env}=1" if setting.switch else setting.env
-    return f"{setting.help}{f' ({bounds})' if bounds else ''} (env {env})"
+    return (
+        f"{setting.help}{f' (choices: {choices})' if choices else ''}"
+        f"{f' ({bounds})' if bounds else ''} (env {env})"
+    )
 
 
 def build_parser(
@@ -834,8 +876,10 @@ def build_parser(
             "SANDBOX_* environment variable it names; the flag wins."
         ),
         epilog=(
-            "Every setting, its bounds and the rules between settings are documented on the\n"
-            f"settings page:\n  {_settings_page_url()}"
+            "Every setting, its choices and bounds, and the rules between settings are\n"
+            f"documented on the settings page, {SETTINGS_PAGE} of the package\n"
+            f"(packages/mcp-server/{SETTINGS_PAGE} in the repository):\n"
+            + "".join(f"  {link}\n" for link in _settings_page_links())
         ),
         formatter_class=_HelpFormatter,
         # No prefix of a flag stands for it: "--token SECRET" must not become --token-file,
@@ -860,7 +904,7 @@ def build_parser(
                 action=_Given,
                 nargs=0,
                 default=env.get(setting.env, "") == "1",
-                help=_help(setting),
+                help=_help(item, setting),
             )
             continue
         scalar = not isinstance(getattr(defaults, item.name, item.default), tuple)
@@ -872,24 +916,83 @@ def build_parser(
             type=setting.parse,
             choices=setting.choices if scalar else None,
             default=env.get(setting.env, _default(item, setting, defaults)),
-            help=_help(setting),
+            help=_help(item, setting),
         )
     return parser
 
 
-def _read_token(setting: Setting, token_file: str, environ: Mapping[str, str]) -> str | None:
-    """The secret ``setting`` from its variable, or from the file ``token_file`` (which wins)."""
-    token = environ.get(setting.env) or None
-    if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise ConfigError(f"{setting.file_flag} {token_file}: {exc.strerror}") from None
-        if not token:
-            raise ConfigError(f"{setting.file_flag} {token_file} is empty")
-    if token is not None and len(token) < 16:
-        raise ConfigError("the HTTP token must be at least 16 characters long")
+_ONE_LINE_ADVICE = (
+    "write the token as one line of visible ASCII characters (letters, digits, punctuation; "
+    "no spaces or control characters), for example: openssl rand -hex 32"
+)
+
+
+def check_token(token: str, source: str) -> str:
+    """Check an HTTP bearer token without ever repeating it.
+
+    Args:
+        token: The token, surrounding whitespace (a file's final line break) already removed.
+        source: Where it came from, for the message (``SANDBOX_HTTP_TOKEN``, ``--token-file
+            PATH``).
+
+    Returns:
+        ``token``, unchanged.
+
+    Raises:
+        ConfigError: The token spans several lines, holds a character a client cannot send in
+            an ``Authorization`` header (a control character, a space, a non-ASCII letter), or
+            is shorter than :data:`TOKEN_MIN_CHARS`. The message names ``source`` and the
+            remedy, never the token or a part of it.
+    """
+    if "\n" in token or "\r" in token:
+        raise ConfigError(f"{source}: the token spans more than one line; {_ONE_LINE_ADVICE}")
+    if not _TOKEN_CHARS.issuperset(token):
+        raise ConfigError(
+            f"{source}: the token holds a space, a control or a non-ASCII character, which a "
+            f"client cannot send in an Authorization header; {_ONE_LINE_ADVICE}"
+        )
+    if len(token) < TOKEN_MIN_CHARS:
+        raise ConfigError(
+            f"{source}: the HTTP token must be at least {TOKEN_MIN_CHARS} characters long"
+        )
     return token
+
+
+def _read_token_file(flag: str, token_file: str) -> str:
+    """The token in ``token_file``: at most :data:`TOKEN_FILE_MAX_BYTES`, ASCII, one line."""
+    source = f"{flag} {token_file}"
+    try:
+        with Path(token_file).open("rb") as handle:
+            raw = handle.read(TOKEN_FILE_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{source}: {exc.strerror}") from None
+    if len(raw) > TOKEN_FILE_MAX_BYTES:
+        raise ConfigError(
+            f"{source} holds more than {TOKEN_FILE_MAX_BYTES} bytes: is it the right file? "
+            f"{_ONE_LINE_ADVICE}"
+        )
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        raise ConfigError(
+            f"{source} is not ASCII text (a binary file, or another encoding); {_ONE_LINE_ADVICE}"
+        ) from None
+    token = text.strip()
+    if not token:
+        raise ConfigError(f"{source} is empty; {_ONE_LINE_ADVICE}")
+    return check_token(token, source)
+
+
+def _read_token(setting: Setting, token_file: str, environ: Mapping[str, str]) -> str | None:
+    """The secret ``setting`` from its variable, or from the file ``token_file`` (which wins).
+
+    Both are held to :func:`check_token`; a file's surrounding whitespace (its final line
+    break, LF or CRLF) is not part of the token.
+    """
+    if token_file:
+        return _read_token_file(str(setting.file_flag), token_file)
+    token = environ.get(setting.env) or None
+    return None if token is None else check_token(token, setting.env)
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -1073,12 +1176,7 @@ def settings_page(defaults: Settings | None = None) -> str:
         else:
             shown = _default(item, setting, defaults)
             default = f"`{shown}`" if shown else "none"
-        if setting.choices and not setting.switch:
-            bounds = ", ".join(f"`{c}`" for c in setting.choices)
-            if item.name == "require_layers":
-                bounds += " or `none`"
-        else:
-            bounds = setting.bounds_text()
+        bounds = _choices_text(item, setting, lambda c: f"`{c}`") or setting.bounds_text()
         meaning = (setting.doc or setting.help).format_map(words)
         lines.append(f"| {flag} | {env} | {default} | {_cell(bounds)} | {_cell(meaning)} |")
     lines += ["", "Rules between settings, checked however the settings were given:", ""]

@@ -15,6 +15,8 @@ import pytest
 from mcp import ClientSession
 
 from _client import call, call_error, read_json, with_session
+from mcp_secure_sandbox.profiles import profile_offer
+from pysandbox import PROFILES
 
 EXPECTED_TOOLS = {
     "run_sandbox_code",
@@ -524,11 +526,14 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     assert big["violations"][0]["line"] == 1
     # A module the data-science profile allows: the refusal says how to start the server with it.
     assert out["pandas"]["status"] == "rejected"
+    # (The install commands are profile_offer's, the checkout's first when run from one:
+    # the server and this test import the same installation.)
     assert out["pandas"]["violations"][0]["message"].endswith(
-        "; the server's datascience profile allows it: start the server with --profile "
-        "datascience (install: pip install 'mcp-secure-sandbox[datascience]'; from a checkout "
-        "of the repository, at its root: pip install ./packages/astguard ./packages/pysandbox "
-        "./packages/datavalidate ./packages/wsnapshot './packages/mcp-server[datascience]')"
+        f"; {profile_offer(PROFILES['datascience'])}"
+    )
+    assert (
+        "start the server with --profile datascience (install: "
+        in (out["pandas"]["violations"][0]["message"])
     )
     assert [f["path"] for f in out["files"]["files"]] == ["a.txt"]
     assert set(out["files"]["files"][0]) == {"path", "kind", "size", "mode", "mtime"}

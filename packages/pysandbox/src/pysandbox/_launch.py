@@ -257,7 +257,19 @@ def _payload_fd(data: bytes) -> int:
 
 
 class WarmHandle:
-    """The supervisor's handle on a child forked by the zygote (its pipes and its pid)."""
+    """The supervisor's handle on a child forked by the zygote (its pipes and its pid).
+
+    It is the :class:`ChildHandle` of warm mode: exit, kill and reap go through the zygote's run
+    socket (:class:`pysandbox.child._zygote.WarmChild`), which holds the child unreaped until
+    :meth:`reap`, so its pid and process-group id cannot be reused meanwhile.
+
+    Args:
+        child: The zygote's handle on the forked child (its pid, pidfd and run socket).
+        out_r: Read end of the child's stdout pipe.
+        err_r: Read end of the child's stderr pipe.
+        setup_r: Read end of the setup channel (ready, or the setup error).
+        figure_r: Read end of the figure channel (:mod:`pysandbox._figures`).
+    """
 
     def __init__(
         self, child: _zygote.WarmChild, out_r: int, err_r: int, setup_r: int, figure_r: int
@@ -270,18 +282,47 @@ class WarmHandle:
         self.figure_fd = figure_r
 
     def exit_fd(self) -> int:
+        """The descriptor to poll for the child's exit.
+
+        Returns:
+            The run socket's descriptor: readable when the zygote reports the child's exit, or
+            at end of file when the zygote died. Never -1.
+        """
         return self.child.exit_fd()
 
     def on_exit_fd(self) -> bool:
+        """Consume the event of :meth:`exit_fd` (call it once the descriptor is readable).
+
+        Returns:
+            Whether the child has exited; ``True`` too when the zygote died (the child was
+            killed with it by ``PR_SET_PDEATHSIG``).
+        """
         return self.child.on_readable()
 
     def has_exited(self) -> bool:  # pragma: no cover - the exit descriptor always exists
+        """Whether an exit was already seen on :meth:`exit_fd` (no system call, no reaping).
+
+        Returns:
+            ``True`` once :meth:`on_exit_fd` saw the child exit or the zygote die.
+        """
         return self.child.exited
 
     def kill(self) -> None:
+        """SIGKILL the child and its process group, synchronously.
+
+        The child stays unreaped (the zygote holds it until :meth:`reap`); when the zygote has
+        died only the child's pidfd is signalled, since its ids may have been reused.
+        """
         self.child.kill_group()
 
     def reap(self) -> Reaped:
+        """Have the zygote reap the child (after :meth:`kill`) and report its accounting.
+
+        Returns:
+            The wait status, CPU seconds and peak RSS (bytes, rounded down to a whole KiB) the
+            zygote's ``wait4`` measured; when the zygote died or did not answer, ``SIGKILL`` with no
+            accounting and :attr:`Stop.ZYGOTE_DIED`.
+        """
         reaped = self.child.reap()
         if reaped is None:
             # The zygote died: PR_SET_PDEATHSIG killed the child; no accounting.
@@ -290,6 +331,13 @@ class WarmHandle:
         return Reaped(status, cpu, (rss // 1024) * 1024)
 
     def close(self) -> None:
+        """Close the read ends of the child's stdout, stderr, setup and figure pipes.
+
+        Call it once, after :meth:`reap` (which closes the run socket and the pidfd).
+
+        Raises:
+            OSError: A descriptor was closed already.
+        """
         for fd in (self.stdout_fd, self.stderr_fd, self.setup_fd, self.figure_fd):
             os.close(fd)
 

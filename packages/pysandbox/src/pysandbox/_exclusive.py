@@ -237,6 +237,7 @@ class WorkspaceCoordinator:
             TypeError: ``pid`` is not an int.
             ValueError: ``pid`` is this process, ``1`` or not positive.
             ProcessLookupError: No process ``pid`` exists.
+            PermissionError: This process may not signal ``pid`` (another user's).
             OSError: Not on Linux (``ENOSYS``).
             SandboxClosedError: The coordinator was closed.
         """
@@ -254,6 +255,12 @@ class WorkspaceCoordinator:
             start = process_start_time(pid)
             if start is None:
                 raise ProcessLookupError(errno.ESRCH, f"no process {pid} to park")
+            try:
+                os.kill(pid, 0)  # a process this one may not signal could never be stopped
+            except PermissionError:
+                raise PermissionError(
+                    errno.EPERM, f"process {pid} cannot be signalled by this process"
+                ) from None
             self._parked[pid] = start
 
     def unpark(self, pid: int) -> bool:

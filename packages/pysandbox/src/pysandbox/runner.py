@@ -579,6 +579,7 @@ class Sandbox:
             TypeError: ``pid`` is not an int.
             ValueError: ``pid`` is this process, ``1`` or not positive.
             ProcessLookupError: No process ``pid`` exists.
+            PermissionError: This process may not signal ``pid`` (another user's).
             OSError: Not on Linux.
             SandboxClosedError: The sandbox was closed.
         """

@@ -526,8 +526,8 @@ class Sandbox:
 
         A run leaves this count only after its whole process tree was killed and reaped.
 
-        A server checks it before restoring the workspace: a run's process must not be able to
-        race the restore's repairs.
+        :meth:`exclusive` waits for the runs (counted until this is 0 for them) before an
+        operation that rewrites the workspace: a run's process must not race a restore.
         """
         with self._active_lock:
             return len(self._active)

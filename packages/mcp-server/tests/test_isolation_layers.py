@@ -120,3 +120,35 @@ def test_server_writes_and_restores_invalidate_the_workspace_manifest(
         anyio.run(scenario)
     finally:
         state.close()
+
+
+def test_a_restore_while_a_run_is_alive_is_busy_and_changes_nothing(
+    dirs: tuple[Path, Path],
+) -> None:
+    app, state = create_server(_settings(dirs, require_layers=(), admission_wait_s=0.2))
+    workspace = dirs[0]
+
+    async def scenario() -> str:
+        await app.call_tool("write_workspace_file", {"path": "a.txt", "content": "1"})
+        snap = await app.call_tool("create_state_snapshot", {})
+        snapshot_id = snap.structured_content["id"]  # type: ignore[union-attr]
+        await app.call_tool("write_workspace_file", {"path": "a.txt", "content": "2"})
+        assert state.sandbox.coordinator.enter_run()  # a run whose process is still alive
+        try:
+            with pytest.raises(ToolError) as info:
+                await app.call_tool("restore_state_snapshot", {"snapshot_id": snapshot_id})
+            assert (workspace / "a.txt").read_text() == "2"  # the restore did not start
+        finally:
+            state.sandbox.coordinator.leave_run()
+        await app.call_tool("restore_state_snapshot", {"snapshot_id": snapshot_id})
+        assert (workspace / "a.txt").read_text() == "1"
+        return str(info.value)
+
+    try:
+        message = anyio.run(scenario)
+    finally:
+        state.close()
+    assert message == (
+        "Error executing tool restore_state_snapshot: busy, retry: a run's processes are still "
+        "being stopped; the restore did not start (call again in a few seconds)"
+    )

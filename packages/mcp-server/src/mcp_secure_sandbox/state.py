@@ -7,10 +7,10 @@ import importlib.util
 import logging
 import math
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import cast
+from typing import TypeVar, cast
 
 import anyio
 from mcp.server.mcpserver import Context
@@ -31,7 +31,7 @@ from mcp_secure_sandbox.profiles import install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.store_handle import StoreHandle
 from mcp_secure_sandbox.workers import WorkerPool
-from pysandbox import KERNEL_LAYERS, PROFILES, Sandbox
+from pysandbox import KERNEL_LAYERS, PROFILES, ExclusiveTimeout, Sandbox
 from wsnapshot import (
     SafeWorkspace,
     SnapshotStore,
@@ -48,6 +48,7 @@ __all__ = ["FENCE_CHECK_S", "ServerState"]
 FENCE_CHECK_S = 5.0
 
 log = logging.getLogger("mcp_secure_sandbox")
+_T = TypeVar("_T")
 
 
 class ServerState:
@@ -234,23 +235,33 @@ class ServerState:
                 "or repair it by hand on the host and run `wsnapshot state --clear`"
             )
 
-    async def no_run_alive(self) -> None:
-        """Wait (at most the admission wait) until no process of a run is alive.
+    def exclusively(self, operation: Callable[[], _T]) -> _T:
+        """Run ``operation`` (a restore) with the workspace held by pysandbox, in this thread.
 
-        Called with the workspace held exclusively, before a restore: a run cancelled by its
-        client leaves the gate at once but its process tree is reaped a moment later.
+        Called from a worker thread, with the workspace gate held exclusively:
+        :meth:`pysandbox.Sandbox.exclusive` waits (at most the admission wait) until no
+        process of a run is alive (a run cancelled by its client leaves the gate at once but
+        its process tree is reaped a moment later), keeps new runs out, stops the parked
+        processes, drains the ready children and, however ``operation`` ends, invalidates the
+        workspace manifest (the next run measures the workspace again).
+
+        Args:
+            operation: What to do while the workspace is held.
+
+        Returns:
+            What ``operation`` returned.
 
         Raises:
-            Busy: A run's process is still alive after the wait.
+            Busy: A run's process was still alive after the wait; ``operation`` did not start.
         """
-        with anyio.move_on_after(self.settings.admission_wait_s):
-            while self.sandbox.runs_in_progress:
-                await anyio.sleep(0.02)
-        if self.sandbox.runs_in_progress:
+        try:
+            with self.sandbox.exclusive(wait_s=self.settings.admission_wait_s):
+                return operation()
+        except ExclusiveTimeout:
             raise Busy(
                 "busy, retry: a run's processes are still being stopped; the restore did not "
                 "start (call again in a few seconds)"
-            )
+            ) from None
 
     def timeout_for(self, timeout_sec: float | None) -> float:
         """Return the time-out of a call in seconds, applying the default and the maximum.

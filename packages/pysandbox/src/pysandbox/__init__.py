@@ -7,6 +7,12 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 from pysandbox.__about__ import __version__
 from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
+from pysandbox._exclusive import (
+    EXCLUSIVE_WAIT_S,
+    STOP_WAIT_S,
+    ExclusiveReport,
+    WorkspaceCoordinator,
+)
 from pysandbox._layers import (
     EXECUTION_ENV,
     KERNEL_LAYERS,
@@ -19,6 +25,7 @@ from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
+    ExclusiveTimeout,
     IsolationUnavailable,
     SandboxClosedError,
     SandboxError,
@@ -30,14 +37,18 @@ from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S,
 __all__ = [
     "DATASCIENCE",
     "DEFAULT",
+    "EXCLUSIVE_WAIT_S",
     "EXECUTION_ENV",
     "KERNEL_LAYERS",
     "PROFILES",
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
+    "STOP_WAIT_S",
     "Bound",
     "Capabilities",
+    "ExclusiveReport",
+    "ExclusiveTimeout",
     "ExecutionMode",
     "IsolationUnavailable",
     "Layer",
@@ -52,6 +63,7 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "WorkerConfinement",
+    "WorkspaceCoordinator",
     "__version__",
     "bound_of",
     "confine_worker",

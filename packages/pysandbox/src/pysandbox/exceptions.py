@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["IsolationUnavailable", "SandboxClosedError", "SandboxError", "SandboxSetupError"]
+__all__ = [
+    "ExclusiveTimeout",
+    "IsolationUnavailable",
+    "SandboxClosedError",
+    "SandboxError",
+    "SandboxSetupError",
+]
 
 
 class SandboxError(Exception):
@@ -53,3 +59,29 @@ class SandboxClosedError(SandboxError):
 
     def __str__(self) -> str:
         return "this Sandbox has been closed"
+
+
+class ExclusiveTimeout(SandboxError):
+    """The workspace could not be held exclusively in time; nothing was stopped or changed.
+
+    Raised by :meth:`pysandbox.Sandbox.exclusive` (and
+    :meth:`pysandbox.WorkspaceCoordinator.exclusive`).
+
+    Attributes:
+        wait_s: The wait that passed, in seconds.
+        runs_in_progress: Runs still counted when it passed.
+        reason: What was still holding the workspace.
+    """
+
+    def __init__(self, wait_s: float, runs_in_progress: int, reason: str) -> None:
+        self.wait_s = wait_s
+        self.runs_in_progress = runs_in_progress
+        self.reason = reason
+        super().__init__(wait_s, runs_in_progress, reason)
+
+    def __str__(self) -> str:
+        return (
+            f"the workspace could not be held exclusively within {self.wait_s:g} s: "
+            f"{self.reason} ({self.runs_in_progress} run(s) in progress); nothing was "
+            "stopped or changed, try again"
+        )

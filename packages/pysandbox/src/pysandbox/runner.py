@@ -21,7 +21,7 @@ import sys
 import sysconfig
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from types import CodeType, MappingProxyType
 from typing import Any
 
@@ -41,6 +41,12 @@ from pysandbox import (
 from pysandbox._capabilities import Capabilities, LayerInfo, report
 from pysandbox._config import MARKER_NAME, ChildConfig
 from pysandbox._disk import Listing, changed_files, workspace_usage
+from pysandbox._exclusive import (
+    EXCLUSIVE_WAIT_S,
+    STOP_WAIT_S,
+    ExclusiveReport,
+    WorkspaceCoordinator,
+)
 from pysandbox._launch import Launcher, RunSpec, SpawnLauncher, ZygoteLauncher
 from pysandbox._layers import KERNEL_LAYERS, PYTHON_LEVEL_LAYERS, ExecutionMode, Layer
 from pysandbox._limits import Limits
@@ -373,6 +379,7 @@ class Sandbox:
         mpl_first = ("matplotlib",) if self._mpl_dir is not None else ()
         self._import_first = tuple(dict.fromkeys((*self._preload, *mpl_first)))
         self._closed = False
+        self._coordinator = WorkspaceCoordinator()
         self._run_slots = threading.BoundedSemaphore(config.max_concurrent_runs)
         self._active: set[Supervisor] = set()
         self._active_lock = threading.Lock()
@@ -519,8 +526,8 @@ class Sandbox:
 
         A run leaves this count only after its whole process tree was killed and reaped.
 
-        A server checks it before restoring the workspace: a run's process must not be able to
-        race the restore's repairs.
+        :meth:`exclusive` waits for the runs (counted until this is 0 for them) before an
+        operation that rewrites the workspace: a run's process must not race a restore.
         """
         with self._active_lock:
             return len(self._active)
@@ -549,6 +556,84 @@ class Sandbox:
         for. Thread-safe; runs in progress are not affected.
         """
         self._pool.drain()
+
+    @property
+    def coordinator(self) -> WorkspaceCoordinator:
+        """The workspace's coordinator: this sandbox's runs count in it (see :meth:`exclusive`).
+
+        A caller with calls of its own that start processes in the workspace counts each in
+        with :meth:`WorkspaceCoordinator.run`.
+        """
+        return self._coordinator
+
+    def park(self, pid: int) -> None:
+        """Register a long-lived process that can write the workspace (see :meth:`exclusive`).
+
+        Its start time is recorded: if the pid is later reused by another process, that one is
+        never signalled (the pid is skipped and unparked).
+
+        Args:
+            pid: The process id.
+
+        Raises:
+            TypeError: ``pid`` is not an int.
+            ValueError: ``pid`` is this process, ``1`` or not positive.
+            ProcessLookupError: No process ``pid`` exists.
+            PermissionError: This process may not signal ``pid`` (another user's).
+            OSError: Not on Linux.
+            SandboxClosedError: The sandbox was closed.
+        """
+        self._coordinator.park(pid)
+
+    def unpark(self, pid: int) -> bool:
+        """Forget a parked process (see :meth:`park`).
+
+        Args:
+            pid: The process id.
+
+        Returns:
+            Whether it was parked.
+        """
+        return self._coordinator.unpark(pid)
+
+    @contextlib.contextmanager
+    def exclusive(
+        self, *, wait_s: float = EXCLUSIVE_WAIT_S, stop_wait_s: float = STOP_WAIT_S
+    ) -> Iterator[ExclusiveReport]:
+        """Hold the workspace exclusively for an operation that rewrites it (a restore).
+
+        On entry: waits (up to ``wait_s``) until no run of this sandbox is in progress (a run
+        counts until its whole process tree is reaped), keeps new runs waiting from then on,
+        stops every parked process (:meth:`park`: ``SIGSTOP``, then every thread confirmed in
+        state ``T``/``t``; one already stopped is left so; one not confirmed within
+        ``stop_wait_s`` is killed, unparked and reported) and drains the ready children. On
+        exit, however the block ends: invalidates the workspace manifest
+        (:meth:`invalidate_workspace_manifest`), continues exactly the processes it stopped,
+        and lets the waiting runs start.
+
+        Args:
+            wait_s: Most seconds to wait for the runs in progress (and another exclusive
+                operation) to end.
+            stop_wait_s: Most seconds for the parked processes to be confirmed stopped.
+
+        Yields:
+            An :class:`ExclusiveReport`: the pids stopped, found stopped, killed, skipped.
+
+        Raises:
+            ExclusiveTimeout: Runs were still in progress after ``wait_s``; nothing was
+                stopped, the block did not run.
+            SandboxClosedError: The sandbox was closed.
+            TypeError, ValueError: A wait is not a finite number of seconds >= 0.
+        """
+        if self._closed:
+            raise SandboxClosedError
+        with self._coordinator.exclusive(wait_s=wait_s, stop_wait_s=stop_wait_s) as report:
+            try:
+                # No run is in progress, so none refills the pool until the hold ends.
+                self.discard_ready_children()
+                yield report
+            finally:
+                self.invalidate_workspace_manifest()
 
     def _start_usage(self) -> tuple[tuple[int, int], int, Listing]:
         """The workspace's ``(bytes, entries)`` for a run starting now, its generation, files.
@@ -589,6 +674,7 @@ class Sandbox:
     def close(self) -> None:
         """Stop every run in progress (killing its process tree) and refuse further runs."""
         self._closed = True
+        self._coordinator.close()
         with self._active_lock:
             active = list(self._active)
         for sup in active:
@@ -786,57 +872,68 @@ class Sandbox:
         with self._run_slots:
             if self._closed:
                 raise SandboxClosedError
-            # Measured once the run holds its slot, so queued runs see what ran before.
-            usage, generation, before = self._start_usage()
-            observation: Observation | None = None
+            # Counted in the coordinator (waiting while the workspace is held exclusively)
+            # until its process tree is reaped and the pool refilled.
+            if not self._coordinator.enter_run(cancel.cancelled if cancel else None):
+                return RunResult(
+                    RunStatus.KILLED, layers=config.layers(active), detail="cancelled before start"
+                )
             try:
-                shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
-                if shrink_only:
-                    config = config.shrink_only()
-                supervisor.start_usage = usage
-                layers = config.layers(active)
-                ready = None
-                if launcher is None:
-                    launcher = self._launcher(config)
-                    # Only the sandbox's own configuration: a shrink-only run's is another.
-                    if isinstance(launcher, ZygoteLauncher) and config is self._config:
-                        ready = self._pool.claim(launcher.zygote, config)
-                if ready is not None:
-                    marker = ready.marker  # the child carries it already
-                    supervisor.use_marker(f"{MARKER_NAME}={marker}")
-                code_object = compiled[0] if compiled else _config.compile_user_code(code)
-                spec = RunSpec(config, code, code_object, marker)
+                # Measured once the run holds its slot, so queued runs see what ran before.
+                usage, generation, before = self._start_usage()
+                observation: Observation | None = None
                 try:
+                    shrink_only = usage[0] > lim.workspace_bytes or usage[1] > lim.workspace_files
+                    if shrink_only:
+                        config = config.shrink_only()
+                    supervisor.start_usage = usage
+                    layers = config.layers(active)
+                    ready = None
+                    if launcher is None:
+                        launcher = self._launcher(config)
+                        # Only the sandbox's own configuration: a shrink-only run's is another.
+                        if isinstance(launcher, ZygoteLauncher) and config is self._config:
+                            ready = self._pool.claim(launcher.zygote, config)
                     if ready is not None:
-                        try:
-                            observation = self._supervise(
-                                supervisor, _pool.ReadyLauncher(ready, self._pool), spec
-                            )
-                        except _pool.ZygoteUnresponsive:
-                            # The child never got its code: fork afresh on a new zygote.
-                            if isinstance(launcher, ZygoteLauncher):
-                                self._discard_zygote(launcher.zygote)
-                            launcher = self._launcher(config)
-                        except _zygote.ZygoteError:
-                            pass  # gone, or the code over its limit: discarded; fork afresh
-                        finally:
-                            ready.discard()  # unless handed its code (cancelled before it)
-                    if observation is None:
-                        observation = self._supervise(supervisor, launcher, spec)
-                except _zygote.ZygoteError:
-                    if not isinstance(launcher, ZygoteLauncher):
-                        raise
-                    self._discard_zygote(launcher.zygote)
+                        marker = ready.marker  # the child carries it already
+                        supervisor.use_marker(f"{MARKER_NAME}={marker}")
+                    code_object = compiled[0] if compiled else _config.compile_user_code(code)
+                    spec = RunSpec(config, code, code_object, marker)
                     try:
-                        observation = self._supervise(supervisor, self._launcher(config), spec)
-                    except _zygote.ZygoteError as exc:
-                        raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
-            except InterruptedError:
-                return RunResult(RunStatus.KILLED, layers=layers, detail="cancelled before start")
+                        if ready is not None:
+                            try:
+                                observation = self._supervise(
+                                    supervisor, _pool.ReadyLauncher(ready, self._pool), spec
+                                )
+                            except _pool.ZygoteUnresponsive:
+                                # The child never got its code: fork afresh on a new zygote.
+                                if isinstance(launcher, ZygoteLauncher):
+                                    self._discard_zygote(launcher.zygote)
+                                launcher = self._launcher(config)
+                            except _zygote.ZygoteError:
+                                pass  # gone, or the code over its limit: discarded; fork afresh
+                            finally:
+                                ready.discard()  # unless handed its code (cancelled before it)
+                        if observation is None:
+                            observation = self._supervise(supervisor, launcher, spec)
+                    except _zygote.ZygoteError:
+                        if not isinstance(launcher, ZygoteLauncher):
+                            raise
+                        self._discard_zygote(launcher.zygote)
+                        try:
+                            observation = self._supervise(supervisor, self._launcher(config), spec)
+                        except _zygote.ZygoteError as exc:
+                            raise SandboxSetupError(f"the warm zygote failed twice: {exc}") from exc
+                except InterruptedError:
+                    return RunResult(
+                        RunStatus.KILLED, layers=layers, detail="cancelled before start"
+                    )
+                finally:
+                    self._end_usage(generation, observation)
+                    if self._pool.size and isinstance(launcher, ZygoteLauncher):
+                        self._refill()
             finally:
-                self._end_usage(generation, observation)
-                if self._pool.size and isinstance(launcher, ZygoteLauncher):
-                    self._refill()
+                self._coordinator.leave_run()
         assert observation is not None  # noqa: S101 - set, or the try above raised
         result = decide(observation, lim, layers, shrink_only=shrink_only)
         if not observation.ready:
@@ -974,6 +1071,11 @@ class _Cancel:
             supervisor = self._supervisor
         if supervisor is not None:
             supervisor.kill(Stop.CANCELLED)
+
+    def cancelled(self) -> bool:
+        """Whether the run was cancelled."""
+        with self._lock:
+            return self._cancelled
 
     def started(self) -> bool:
         """Whether the run's child was created."""

@@ -469,9 +469,11 @@ class SnapshotStore:
         is written first in that case); trees of any depth are removed iteratively with at most
         32 directory descriptors open. A successful restore clears :attr:`inconsistent`.
 
-        Precondition: no process that can write the workspace (a run's) is alive; the caller
-        (the server) guarantees it. The descriptor checks keep a violation from reaching
-        outside the workspace, but modes could be changed under a running process.
+        Precondition: no process that can write the workspace (a run's) is running; the caller
+        guarantees it, with pysandbox's ``Sandbox.exclusive()`` for instance (it waits for the
+        runs, stops the parked long-lived processes; the README shows it). The descriptor
+        checks keep a violation from reaching outside the workspace, but modes could be
+        changed under a running process.
 
         Args:
             snapshot_id: A UUID.

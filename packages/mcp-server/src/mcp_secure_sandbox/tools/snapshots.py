@@ -245,12 +245,13 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 progress=state.queue_progress(ctx),
                 bound=state.wait_bound,
             ):
-                await state.no_run_alive()  # repairs must not race a run's process
-                try:
-                    report = await _call("snapshot_id", lambda: store.restore(snapshot_id), heavy)
-                finally:
-                    # The next run measures the workspace again (pysandbox's manifest).
-                    state.sandbox.invalidate_workspace_manifest()
+                # Repairs must not race a run's process: pysandbox holds the workspace (no run
+                # alive, parked processes stopped) and invalidates its manifest afterwards.
+                report = await _call(
+                    "snapshot_id",
+                    lambda: state.exclusively(lambda: store.restore(snapshot_id)),
+                    heavy,
+                )
             outcome["message"] = f"restored {snapshot_id}"
             # A hostile tree's report is megabytes of paths, encoded once per halving: off the
             # event loop, which metrics and every other call share.

@@ -547,6 +547,66 @@ def is_library_source(
     return b"".join(chunks) == source
 
 
+#: What :func:`make_exec_namespace_guard` gives a namespace a library's ``exec``/``eval``
+#: would fill with the real builtins.
+EXEC_NAMESPACE_RULE = (
+    "code a library runs with exec()/eval() in a namespace without '__builtins__' gets the "
+    "sandbox's builtins, not the library's real ones"
+)
+
+
+def make_exec_namespace_guard(user_builtins: Mapping[str, Any]) -> Callable[[], None]:
+    """``force()``, called by the audit hook's ``exec`` event: give exec'd code the user's builtins.
+
+    ``exec(code, ns)``/``eval(code, ns)`` store ``ns['__builtins__']`` when ``ns`` has none,
+    taking the builtins of the calling frame: in a library's function the real ones (real
+    ``getattr``, ``__import__``, ``exec``, ``open``). A function that runs a string in a dict
+    its caller passes hands that dict back filled (red team 2026-12-03 N1:
+    ``numpy.testing.runstring(code, d)``; the same class: ``numpy.f2py.crackfortran.myeval(e,
+    d)``). CPython stores the entry before it raises the ``exec`` event and reads it only when
+    the code starts, so the hook replaces it: in every ``dict`` among the local variables of the
+    frame that called ``exec``/``eval`` whose ``__builtins__`` is the real builtins (module or
+    dict), unless the dict is a loaded module's namespace (imports, a library's own module),
+    ``__builtins__`` becomes the user's builtins (:data:`EXEC_NAMESPACE_RULE`). The source
+    itself was checked at its ``compile`` event (:func:`make_generated_code_check`).
+
+    Only where the hook permits ``sys._getframe`` (the profiles with native extension
+    modules, :data:`NATIVE_ALLOWED_EVENTS`): the default profile's allowed modules have no such
+    function that user code can reach (astguard refuses ``typing.get_type_hints``, AG206).
+
+    Args:
+        user_builtins: The builtins of the user's namespace.
+
+    Returns:
+        ``force()``; it inspects the frame two above its own (``force`` <- hook <- caller).
+    """
+    getframe = sys._getframe
+    real_module, real_dict = builtins, builtins.__dict__
+    modules = sys.modules
+    dict_get, dict_set, dict_type = dict.get, dict.__setitem__, dict
+
+    def force() -> None:
+        try:
+            frame = getframe(2)
+        except ValueError:  # no Python frame called exec (C code at the top of the stack)
+            return
+        if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
+            return  # an import: the module's own namespace (kept by the check below anyway)
+        for value in list(frame.f_locals.values()):
+            if not isinstance(value, dict_type):
+                continue
+            current = dict_get(value, "__builtins__")
+            if current is not real_module and current is not real_dict:
+                continue
+            name = dict_get(value, "__name__")
+            module = modules.get(name) if type(name) is str else None
+            if module is not None and getattr(module, "__dict__", None) is value:
+                continue
+            dict_set(value, "__builtins__", user_builtins)
+
+    return force
+
+
 def make_audit_hook(
     workspace: str,
     read_roots: tuple[str, ...],
@@ -559,6 +619,7 @@ def make_audit_hook(
     generated_advice: str = GENERATED_ADVICE,
     sqlite_handle: Callable[[Any], str | None] | None = None,
     no_chmod: bool = False,
+    exec_namespaces: Callable[[], None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -575,7 +636,8 @@ def make_audit_hook(
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
     here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
     this hook answers ``os.listxattr``/``os.getxattr`` ``ENOTSUP`` (the filter would say
-    ``EPERM``).
+    ``EPERM``). With ``exec_namespaces`` (:func:`make_exec_namespace_guard`), every ``exec``
+    event calls it first.
     """
 
     def hook(
@@ -606,7 +668,12 @@ def make_audit_hook(
         _refused_module: Callable[[str], bool] = refused_module,
         _sqlite_handle: Callable[[Any], str | None] | None = sqlite_handle,
         _no_chmod: bool = no_chmod,
+        _exec_namespaces: Callable[[], None] | None = exec_namespaces,
     ) -> None:
+        if event == "exec":
+            if _exec_namespaces is not None:
+                _exec_namespaces()
+            return
         if event == "compile":
             source, filename = args[0], args[1]
             if (
@@ -1966,6 +2033,7 @@ def install_python_guards(
             generated_advice=f"{GENERATED_ADVICE}; {PANDAS_ADVICE}" if native else GENERATED_ADVICE,
             sqlite_handle=sqlite_handle,
             no_chmod=cfg["seccomp"] is not None,
+            exec_namespaces=make_exec_namespace_guard(user_builtins) if native else None,
         )
     )
     return user_builtins

@@ -149,6 +149,10 @@ PANDAS_DISPATCH = {
     "named_aggregation": "df.groupby('a').agg(x=('b', '__reduce_ex__'))",
     "rolling_agg": "df.rolling(2).agg('__reduce_ex__', 4)",
     "func_keyword": "df.agg(func='_mgr')",
+    "resample_groupby_helper": (
+        "df.assign(t=pd.date_range('2020', periods=3)).groupby('a').resample('D', on='t')"
+        "._apply(f='__reduce_ex__')"
+    ),
     "apply_str_helper": "A._apply_str(None, json.dumps, '__globals__')",
     "str_subclass": "df.agg(type('S', (str,), {})('__reduce_ex__'), 4)",
 }

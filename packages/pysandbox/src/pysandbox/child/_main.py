@@ -1201,7 +1201,7 @@ def guard_pandas_dispatch(module_name: str, module: Any, check: Callable[[object
     """Wrap ``module``'s string-dispatching methods and helpers with ``check`` (once).
 
     The methods of :data:`PANDAS_DISPATCH_METHODS` defined by the module's own classes check
-    their first argument (positional or ``func=``); the helpers of
+    their first argument (positional, or ``func=``/``f=``/``arg=``); the helpers of
     :data:`PANDAS_DISPATCH_HELPERS` their name argument.
 
     Args:
@@ -1221,7 +1221,8 @@ def guard_pandas_dispatch(module_name: str, module: Any, check: Callable[[object
             elif len(args) > position:
                 check(args[position])
             elif position == 0:
-                check(kwargs.get("func"))
+                for keyword in ("func", "f", "arg"):  # pandas' names for it
+                    check(kwargs.get(keyword))
             return method(self, *args, **kwargs)
 
         dispatch.__dict__[_DISPATCH_MARK] = True

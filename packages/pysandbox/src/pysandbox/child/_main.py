@@ -547,14 +547,6 @@ def is_library_source(
     return b"".join(chunks) == source
 
 
-#: What :func:`make_exec_namespace_guard` gives a namespace a library's ``exec``/``eval``
-#: would fill with the real builtins.
-EXEC_NAMESPACE_RULE = (
-    "code a library runs with exec()/eval() in a namespace without '__builtins__' gets the "
-    "sandbox's builtins, not the library's real ones"
-)
-
-
 def make_exec_namespace_guard(user_builtins: Mapping[str, Any]) -> Callable[[], None]:
     """``force()``, called by the audit hook's ``exec`` event: give exec'd code the user's builtins.
 
@@ -567,8 +559,8 @@ def make_exec_namespace_guard(user_builtins: Mapping[str, Any]) -> Callable[[], 
     the code starts, so the hook replaces it: in every ``dict`` among the local variables of the
     frame that called ``exec``/``eval`` whose ``__builtins__`` is the real builtins (module or
     dict), unless the dict is a loaded module's namespace (imports, a library's own module),
-    ``__builtins__`` becomes the user's builtins (:data:`EXEC_NAMESPACE_RULE`). The source
-    itself was checked at its ``compile`` event (:func:`make_generated_code_check`).
+    ``__builtins__`` becomes the user's builtins. Nothing is refused. The source itself was
+    checked at its ``compile`` event (:func:`make_generated_code_check`).
 
     Only where the hook permits ``sys._getframe`` (the profiles with native extension
     modules, :data:`NATIVE_ALLOWED_EVENTS`): the default profile's allowed modules have no such
@@ -593,7 +585,8 @@ def make_exec_namespace_guard(user_builtins: Mapping[str, Any]) -> Callable[[], 
         if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
             return  # an import: the module's own namespace (kept by the check below anyway)
         for value in list(frame.f_locals.values()):
-            if not isinstance(value, dict_type):
+            # issubclass of the type: isinstance would read a user object's __class__
+            if not issubclass(type(value), dict_type):
                 continue
             current = dict_get(value, "__builtins__")
             if current is not real_module and current is not real_dict:
@@ -1050,7 +1043,7 @@ def make_attr_guards(
         return value
 
     def refusal(name: str) -> str:
-        if name.startswith("_") and name not in allowed_dunders:
+        if private_name_refused(name, allowed_dunders):
             return f"sandbox: attribute {name!r} is not accessible: {PRIVATE_NAME_RULE}"
         return f"sandbox: attribute {name!r} is not accessible"
 
@@ -1187,7 +1180,8 @@ def make_dispatch_check(allowed_dunders: frozenset[str]) -> Callable[[object], N
     text_of = str.__str__  # an exact str of a subclass's text, whatever its methods say
 
     def check(func: object) -> None:
-        if isinstance(func, str):
+        # The types getattr takes a name of (isinstance would read a user object's __class__).
+        if issubclass(type(func), str):
             name = text_of(func)
             if private_name_refused(name, allowed_dunders):
                 raise SandboxDenied(

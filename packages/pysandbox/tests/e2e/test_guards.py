@@ -202,7 +202,8 @@ def test_attribute_guards(python_only: Sandbox) -> None:
         "attempt('set_dunder', lambda: setattr(a, '__cla' + 'ss__', int))\n"
         "attempt('del_module', lambda: delattr(json, 'dumps'))\n"
         "print('hasattr_private_module', hasattr(random, '_o' + 's'))\n"
-        "print('own_private', getattr(a, '_items'))\n"
+        "attempt('own_private', lambda: getattr(a, '_items'))\n"  # D1: on every object
+        "print('own_private_syntax', a._items)\n"
         "print('dispatch', getattr(a, 'do_' + 'x')())\n"
         "print('default', getattr(a, 'missing', 42))\n"
         "print('hasattr_ok', hasattr(a, 'do_x'))\n"
@@ -219,7 +220,8 @@ def test_attribute_guards(python_only: Sandbox) -> None:
         "set_dunder AttributeError",
         "del_module AttributeError",
         "hasattr_private_module False",
-        "own_private [1]",
+        "own_private AttributeError",
+        "own_private_syntax [1]",
         "dispatch dispatched",
         "default 42",
         "hasattr_ok True",

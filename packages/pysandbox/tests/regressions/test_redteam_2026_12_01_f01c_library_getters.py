@@ -50,7 +50,10 @@ holders = []
 for prop in (pathlib.PurePath.drive, pathlib.PurePath.root, pathlib.PurePosixPath.drive):
     if isinstance(prop, property):
         holders.append(prop.fget)
-globber = getattr(pathlib.Path, '_globber', None)
+try:  # refused since red team 2026-12-03 D1 (private names from strings, on every object)
+    globber = getattr(pathlib.Path, '_globber', None)
+except AttributeError:
+    globber = None
 for name in ('lstat', 'add_slash', 'parse_entry'):
     if getattr(globber, name, None) is not None:
         holders.append(getattr(globber, name))

@@ -547,6 +547,59 @@ def is_library_source(
     return b"".join(chunks) == source
 
 
+def make_exec_namespace_guard(user_builtins: Mapping[str, Any]) -> Callable[[], None]:
+    """``force()``, called by the audit hook's ``exec`` event: give exec'd code the user's builtins.
+
+    ``exec(code, ns)``/``eval(code, ns)`` store ``ns['__builtins__']`` when ``ns`` has none,
+    taking the builtins of the calling frame: in a library's function the real ones (real
+    ``getattr``, ``__import__``, ``exec``, ``open``). A function that runs a string in a dict
+    its caller passes hands that dict back filled (red team 2026-12-03 N1:
+    ``numpy.testing.runstring(code, d)``; the same class: ``numpy.f2py.crackfortran.myeval(e,
+    d)``). CPython stores the entry before it raises the ``exec`` event and reads it only when
+    the code starts, so the hook replaces it: in every ``dict`` among the local variables of the
+    frame that called ``exec``/``eval`` whose ``__builtins__`` is the real builtins (module or
+    dict), unless the dict is a loaded module's namespace (imports, a library's own module),
+    ``__builtins__`` becomes the user's builtins. Nothing is refused. The source itself was
+    checked at its ``compile`` event (:func:`make_generated_code_check`).
+
+    Only where the hook permits ``sys._getframe`` (the profiles with native extension
+    modules, :data:`NATIVE_ALLOWED_EVENTS`): the default profile's allowed modules have no such
+    function that user code can reach (astguard refuses ``typing.get_type_hints``, AG206).
+
+    Args:
+        user_builtins: The builtins of the user's namespace.
+
+    Returns:
+        ``force()``; it inspects the frame two above its own (``force`` <- hook <- caller).
+    """
+    getframe = sys._getframe
+    real_module, real_dict = builtins, builtins.__dict__
+    modules = sys.modules
+    dict_get, dict_set, dict_type = dict.get, dict.__setitem__, dict
+
+    def force() -> None:
+        try:
+            frame = getframe(2)
+        except ValueError:  # no Python frame called exec (C code at the top of the stack)
+            return
+        if frame.f_code.co_filename == "<frozen importlib._bootstrap>":
+            return  # an import: the module's own namespace (kept by the check below anyway)
+        for value in list(frame.f_locals.values()):
+            # issubclass of the type: isinstance would read a user object's __class__
+            if not issubclass(type(value), dict_type):
+                continue
+            current = dict_get(value, "__builtins__")
+            if current is not real_module and current is not real_dict:
+                continue
+            name = dict_get(value, "__name__")
+            module = modules.get(name) if type(name) is str else None
+            if module is not None and getattr(module, "__dict__", None) is value:
+                continue
+            dict_set(value, "__builtins__", user_builtins)
+
+    return force
+
+
 def make_audit_hook(
     workspace: str,
     read_roots: tuple[str, ...],
@@ -559,6 +612,7 @@ def make_audit_hook(
     generated_advice: str = GENERATED_ADVICE,
     sqlite_handle: Callable[[Any], str | None] | None = None,
     no_chmod: bool = False,
+    exec_namespaces: Callable[[], None] | None = None,
 ) -> Callable[[str, tuple[Any, ...]], None]:
     """Build the audit hook. All state is bound as immutable default arguments.
 
@@ -575,7 +629,8 @@ def make_audit_hook(
     Landlock having no right for modes), ``os.chmod``/``os.fchmod``/``os.lchmod`` are refused
     here first, with the same errno and a message saying why (:data:`CHMOD_REFUSED`), and
     this hook answers ``os.listxattr``/``os.getxattr`` ``ENOTSUP`` (the filter would say
-    ``EPERM``).
+    ``EPERM``). With ``exec_namespaces`` (:func:`make_exec_namespace_guard`), every ``exec``
+    event calls it first.
     """
 
     def hook(
@@ -606,7 +661,12 @@ def make_audit_hook(
         _refused_module: Callable[[str], bool] = refused_module,
         _sqlite_handle: Callable[[Any], str | None] | None = sqlite_handle,
         _no_chmod: bool = no_chmod,
+        _exec_namespaces: Callable[[], None] | None = exec_namespaces,
     ) -> None:
+        if event == "exec":
+            if _exec_namespaces is not None:
+                _exec_namespaces()
+            return
         if event == "compile":
             source, filename = args[0], args[1]
             if (
@@ -886,6 +946,33 @@ _INTROSPECTION = frozenset(
 )
 
 
+#: Why a private name given as a string is refused (the guarded ``getattr`` family, pandas'
+#: string dispatch): the string reaches a library's own helpers and internals.
+PRIVATE_NAME_RULE = (
+    "names that start with '_' are private and are not looked up from strings on any object "
+    "(getattr, setattr, delattr, hasattr, a pandas method named by a string), except the "
+    "dunders ordinary code needs such as '__name__' and '__class__'; use the public API, "
+    "and plain attribute syntax (self._x) for your own objects"
+)
+
+
+def private_name_refused(name: str, allowed_dunders: frozenset[str]) -> bool:
+    """Whether ``name``, looked up from a string, is a private name the sandbox refuses.
+
+    The one rule of the run-time guards for names given as data: a name starting with ``_``
+    (single-underscore privates and dunders alike) is refused on every object unless it is
+    one of ``allowed_dunders`` (astguard's allow-list of harmless dunders).
+
+    Args:
+        name: The attribute name (an exact ``str``; the caller checks the type).
+        allowed_dunders: The dunders user code may read.
+
+    Returns:
+        True when the name is refused.
+    """
+    return name.startswith("_") and name not in allowed_dunders
+
+
 def make_attr_guards(
     allowed_dunders: frozenset[str],
     allowed: frozenset[str],
@@ -898,10 +985,29 @@ def make_attr_guards(
 ) -> tuple[Callable[..., Any], Callable[..., None], Callable[..., None], Callable[..., bool]]:
     """Guarded ``getattr``/``setattr``/``delattr``/``hasattr`` for the user's builtins.
 
-    Refused at run time: dunder names outside ``allowed_dunders``, frame/code/generator
-    internals, private names of modules, module values that are off the import allow-list,
-    and any attribute assignment on a module. A module with a guarded copy (``module_swaps``,
-    real module to copy) is answered with the copy.
+    Refused at run time: private names (``_x``) on every object, dunders among them, except
+    the dunders of ``allowed_dunders`` (:func:`private_name_refused`; on a module every ``_``
+    name), frame/code/generator internals, module values that are off the import allow-list,
+    and any attribute assignment on a module. A private name handed to a library's own
+    helper was a route to its internals (red team 2026-12-03 D1:
+    ``getattr(Apply, '_apply_str')(None, f, '__globals__')`` answered a function's globals);
+    plain attribute syntax (``self._x``) is the static checker's and unaffected. A module
+    with a guarded copy (``module_swaps``, real module to copy) is answered with the copy.
+
+    Args:
+        allowed_dunders: The dunder names user code may read (astguard's
+            ``Policy.allowed_dunder_attributes``, the one home of that list).
+        allowed: The import allow-list.
+        denied: The import deny-list.
+        forbidden: Non-dunder names refused on every object.
+        module_forbidden: Names refused on modules only (process APIs).
+        module_pairs: ``module.name`` pairs refused.
+        module_swaps: Real module to the guarded copy handed out instead.
+
+    Returns:
+        ``(getattr, setattr, delattr, hasattr)`` for the user's builtins; a refused name raises
+        ``AttributeError`` (``hasattr`` answers ``False``), a name that is not an exact ``str``
+        ``TypeError``.
     """
     swaps = dict(module_swaps or {})
     real_getattr, real_setattr, real_delattr = getattr, setattr, delattr
@@ -912,18 +1018,20 @@ def make_attr_guards(
         if type(name) is not str:
             # A str subclass could answer startswith()/== falsely and still name a dunder.
             raise TypeError(f"sandbox: attribute names must be exact str, not {type(name)}")
-        if name.startswith("__") and name.endswith("__") and name not in allowed_dunders:
-            return True
-        if name in _INTROSPECTION or name in forbidden:
-            return True
         if isinstance(obj, module_type):
             module_name = real_getattr(obj, "__name__", "")
             return (
                 name.startswith("_")
                 or name in module_forbidden
                 or f"{module_name}.{name}" in module_pairs
+                or name in _INTROSPECTION
+                or name in forbidden
             )
-        return False
+        return (
+            private_name_refused(name, allowed_dunders)
+            or name in _INTROSPECTION
+            or name in forbidden
+        )
 
     def check_value(name: str, value: Any) -> Any:
         if isinstance(value, module_type) and not module_allowed(
@@ -934,9 +1042,14 @@ def make_attr_guards(
             return swaps[value]
         return value
 
+    def refusal(name: str) -> str:
+        if private_name_refused(name, allowed_dunders):
+            return f"sandbox: attribute {name!r} is not accessible: {PRIVATE_NAME_RULE}"
+        return f"sandbox: attribute {name!r} is not accessible"
+
     def guarded_getattr(obj: object, name: str, default: Any = missing, /) -> Any:
         if refused(obj, name):
-            raise AttributeError(f"sandbox: attribute {name!r} is not accessible")
+            raise AttributeError(refusal(name))
         if default is missing:
             return check_value(name, real_getattr(obj, name))
         return check_value(name, real_getattr(obj, name, default))
@@ -1019,10 +1132,125 @@ PARQUET_MISSING = (
 )
 
 
+#: pandas' methods that take a function or the *name* of one (``df.agg('sum')``), by module:
+#: a name is looked up with the real ``getattr`` on the frame, the group or numpy (red team
+#: 2026-12-03 D1: ``df.groupby('a').agg('__reduce_ex__', 4)``). The methods defined in these
+#: modules' classes under these names check a ``str`` first argument (``func``); pandas itself
+#: comes back through them for each item of a list or dict of names.
+PANDAS_DISPATCH_METHODS: Mapping[str, tuple[str, ...]] = type(type.__dict__)(
+    {
+        "pandas.core.frame": ("aggregate", "agg", "apply", "transform"),
+        "pandas.core.series": ("aggregate", "agg", "apply", "transform"),
+        "pandas.core.groupby.groupby": ("aggregate", "agg", "apply", "transform", "filter"),
+        "pandas.core.groupby.generic": ("aggregate", "agg", "apply", "transform", "filter"),
+        "pandas.core.resample": ("aggregate", "agg", "apply", "transform", "_apply"),
+        "pandas.core.window.rolling": ("aggregate", "agg"),
+        "pandas.core.window.expanding": ("aggregate", "agg"),
+        "pandas.core.window.ewm": ("aggregate", "agg"),
+    }
+)
+#: pandas' own helpers that look a name up (reachable with attribute syntax on a class held
+#: in a list, which the static checker cannot follow), by module, class and method, with the
+#: position of the name among the arguments after ``self`` (``None``: ``self.func``).
+PANDAS_DISPATCH_HELPERS: tuple[tuple[str, str, str, int | None], ...] = (
+    ("pandas.core.apply", "Apply", "_apply_str", 1),
+    ("pandas.core.apply", "Apply", "apply_str", None),
+    ("pandas.core.apply", "Apply", "transform_str_or_callable", 0),
+    ("pandas.core.groupby.generic", "DataFrameGroupBy", "_define_paths", 0),
+)
+
+
+#: Marks a method :func:`guard_pandas_dispatch` has wrapped (in the wrapper's ``__dict__``).
+_DISPATCH_MARK = "_pysandbox_dispatch_checked"
+
+
+def make_dispatch_check(allowed_dunders: frozenset[str]) -> Callable[[object], None]:
+    """``check(func)``: refuse a private name pandas would look up from a string.
+
+    Args:
+        allowed_dunders: The dunders user code may read (:func:`private_name_refused`).
+
+    Returns:
+        ``check(func)``: does nothing unless ``func`` is a ``str`` (a subclass is read as its
+        exact text, which is what ``getattr`` looks up).
+
+    Raises:
+        SandboxDenied: From ``check``, for a private name (:data:`PRIVATE_NAME_RULE`).
+    """
+    text_of = str.__str__  # an exact str of a subclass's text, whatever its methods say
+
+    def check(func: object) -> None:
+        # The types getattr takes a name of (isinstance would read a user object's __class__).
+        if issubclass(type(func), str):
+            name = text_of(func)
+            if private_name_refused(name, allowed_dunders):
+                raise SandboxDenied(
+                    1, f"sandbox: pandas may not look up {name!r} by name: {PRIVATE_NAME_RULE}"
+                )
+
+    return check
+
+
+def guard_pandas_dispatch(module_name: str, module: Any, check: Callable[[object], None]) -> None:
+    """Wrap ``module``'s string-dispatching methods and helpers with ``check`` (once).
+
+    The methods of :data:`PANDAS_DISPATCH_METHODS` defined by the module's own classes check
+    their first argument (positional, or ``func=``/``f=``/``arg=``); the helpers of
+    :data:`PANDAS_DISPATCH_HELPERS` their name argument.
+
+    Args:
+        module_name: The module's ``__name__``.
+        module: The loaded module.
+        check: The check (:func:`make_dispatch_check`).
+    """
+    import functools
+
+    function_type = type(guard_pandas_dispatch)
+
+    def wrap(method: Any, position: int | None) -> Any:
+        @functools.wraps(method)
+        def dispatch(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if position is None:
+                check(self.__dict__.get("func"))
+            elif len(args) > position:
+                check(args[position])
+            elif position == 0:
+                for keyword in ("func", "f", "arg"):  # pandas' names for it
+                    check(kwargs.get(keyword))
+            return method(self, *args, **kwargs)
+
+        dispatch.__dict__[_DISPATCH_MARK] = True
+        return dispatch
+
+    def own(method: Any) -> bool:  # defined in this module (pandas 3 renames __module__ of
+        # its classes, pandas.api.typing), and not wrapped yet
+        return (
+            type(method) is function_type
+            and method.__module__ == module_name
+            and _DISPATCH_MARK not in method.__dict__
+        )
+
+    names = PANDAS_DISPATCH_METHODS.get(module_name, ())
+    for cls in list(vars(module).values()):
+        if not isinstance(cls, type):
+            continue
+        for name in names:
+            method = cls.__dict__.get(name)
+            if own(method):
+                setattr(cls, name, wrap(method, 0))
+    for owner, class_name, name, position in PANDAS_DISPATCH_HELPERS:
+        cls = vars(module).get(class_name) if owner == module_name else None
+        method = None if cls is None else cls.__dict__.get(name)
+        if own(method):
+            setattr(cls, name, wrap(method, position))
+
+
 def make_pandas_guard(
     allowed: frozenset[str] = frozenset(),
     denied: frozenset[str] = frozenset(),
     user_builtins: Mapping[str, Any] | None = None,
+    *,
+    allowed_dunders: frozenset[str] = frozenset(),
 ) -> Callable[[Any], None]:
     """``patch(modules)``: pandas' expressions and optional dependencies, once pandas is loaded.
 
@@ -1048,15 +1276,24 @@ def make_pandas_guard(
     message (:func:`import_refusal`), or ``None`` where pandas asked for no error (as if it
     were not installed): the helper hands back ``sys.modules`` entries, ``os`` among them.
 
+    String dispatch: a method given the name of a function (``df.agg('sum')``,
+    ``df.groupby('a').agg('max')``, ``Apply._apply_str``) refuses a private name
+    (:func:`guard_pandas_dispatch`, :func:`private_name_refused`).
+
     Args:
         allowed: The import allow-list.
         denied: The import deny-list.
         user_builtins: The builtins of the user's namespace (filled in later is fine).
+        allowed_dunders: The dunders user code may read (astguard's list); the string
+            dispatch refuses every other name starting with ``_``.
 
     Returns:
         ``patch(modules)``; idempotent, a module not loaded yet is patched by a later call.
     """
     import types
+
+    dispatch_check = make_dispatch_check(allowed_dunders)
+    dispatch_modules = frozenset(PANDAS_DISPATCH_METHODS) | {h[0] for h in PANDAS_DISPATCH_HELPERS}
 
     module_type = type(sys)
     done: set[str] = set()
@@ -1249,6 +1486,8 @@ def make_pandas_guard(
                 wrap_engine(module)
             elif name == "pandas.plotting._core":
                 wrap_plot_backend(module)
+            if name in dispatch_modules:
+                guard_pandas_dispatch(name, module, dispatch_check)
             if real_tester and namespace.get("test") is real_tester[0]:
                 module.test = refuse_test_suite
 
@@ -1725,7 +1964,7 @@ def install_python_guards(
     )
     unittest_patch = make_unittest_guard()
     user_builtins = dict(builtins.__dict__)  # completed below, before any user code runs
-    pandas_patch = make_pandas_guard(allowed, denied, user_builtins)
+    pandas_patch = make_pandas_guard(allowed, denied, user_builtins, allowed_dunders=dunders)
     matplotlib_patch = make_matplotlib_guard(allowed, denied, user_builtins)
     numpy_patch = make_numpy_guard()
 
@@ -1789,6 +2028,7 @@ def install_python_guards(
             generated_advice=f"{GENERATED_ADVICE}; {PANDAS_ADVICE}" if native else GENERATED_ADVICE,
             sqlite_handle=sqlite_handle,
             no_chmod=cfg["seccomp"] is not None,
+            exec_namespaces=make_exec_namespace_guard(user_builtins) if native else None,
         )
     )
     return user_builtins

@@ -649,10 +649,12 @@ class GuardedH11Protocol(H11Protocol):
     closed (with 408 when no request line was complete). It is never armed while a response is
     sent.
 
-    The write-progress deadline (the same length) runs while the peer leaves what is sent
-    unread: from ``pause_writing`` (the transport's buffer over its high-water mark) until
-    ``resume_writing``, and from a close with bytes still unsent until the connection is gone.
-    Past it the connection is aborted (a plain close would wait for the peer forever). While
+    The write-progress deadline (the same length) runs while the server has bytes the peer has
+    not taken: armed at ``pause_writing`` (the transport's buffer over its high-water mark) and
+    whenever a response ends, or the connection is closed, with bytes still unsent. The
+    connection is aborted (a plain close would wait for the peer forever) when it stayed paused
+    for writing for the whole deadline, or when its peer took nothing of the unsent bytes in
+    it; it is disarmed once everything is sent, and restarts when the peer takes some. While
     paused for writing, the next pipelined request is not parsed; the bytes of pipelined
     requests held unparsed are kept to :data:`MAX_PIPELINED_BYTES` (plus one read) by not
     reading the connection until its answers are taken.
@@ -663,6 +665,8 @@ class GuardedH11Protocol(H11Protocol):
     _write_deadline: asyncio.TimerHandle | None = None
     _served_one = False
     _deferred = False  # a response ended while paused for writing: the next cycle waits
+    _paused_since: float | None = None  # event-loop time of pause_writing, until resume_writing
+    _unsent = 0  # bytes unsent when the write deadline was (re)armed
     #: Event-loop time since which the peer has left what it is sent unread, or ``None``.
     stalled_since: float | None = None
 
@@ -706,8 +710,9 @@ class GuardedH11Protocol(H11Protocol):
         A peer that does not take its answers gets no further request of its parsed: the next
         cycle starts when it reads (``resume_writing``), or the write deadline closes it.
         """
+        self._watch_unsent()
         if self.transport.is_closing():
-            self._watch_unsent()
+            pass
         elif self.flow.write_paused:
             self._deferred = True
             return
@@ -723,12 +728,16 @@ class GuardedH11Protocol(H11Protocol):
     def pause_writing(self) -> None:
         """The transport's buffer is full: stop as uvicorn does, arm the write deadline."""
         super().pause_writing()
+        if self._paused_since is None:
+            self._paused_since = self.loop.time()
         self._arm_write()
 
     def resume_writing(self) -> None:
-        """The peer took what was sent: disarm, and start a cycle that waited for it."""
+        """The peer took what was sent: start a cycle that waited for it."""
         super().resume_writing()
-        self._disarm_write()
+        self._paused_since = None
+        if self.transport.get_write_buffer_size() == 0:
+            self._disarm_write()
         if self._deferred:
             self._deferred = False
             self.on_response_complete()
@@ -777,11 +786,13 @@ class GuardedH11Protocol(H11Protocol):
         if self.transport.get_write_buffer_size() > 0:
             self._arm_write()
 
-    def _arm_write(self) -> None:
+    def _arm_write(self, delay: float | None = None) -> None:
         if self._write_deadline is None:
-            self.stalled_since = self.loop.time()
+            if self.stalled_since is None:
+                self.stalled_since = self.loop.time()
+            self._unsent = self.transport.get_write_buffer_size()
             self._write_deadline = self.loop.call_later(
-                self.guard.request_timeout_s, self._write_expired
+                self.guard.request_timeout_s if delay is None else delay, self._write_expired
             )
 
     def _disarm_write(self) -> None:
@@ -792,8 +803,18 @@ class GuardedH11Protocol(H11Protocol):
 
     def _write_expired(self) -> None:
         self._write_deadline = None
-        self.guard.write_timed_out()
-        self.transport.abort()
+        now, unsent = self.loop.time(), self.transport.get_write_buffer_size()
+        bound = self.guard.request_timeout_s
+        if unsent == 0 and self._paused_since is None:
+            self.stalled_since = None  # all sent
+            return
+        paused_for = 0.0 if self._paused_since is None else now - self._paused_since
+        if paused_for >= bound or unsent >= self._unsent:
+            self.guard.write_timed_out()  # paused throughout, or the peer took nothing
+            self.transport.abort()
+            return
+        self.stalled_since = now  # the peer took some: a new window
+        self._arm_write(None if self._paused_since is None else bound - paused_for)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

@@ -587,7 +587,10 @@ class ConnectionGuard:
                 return False
             self.evicted += 1
             self.release(victim)
-            victim.transport.abort()  # close() would wait for a peer that does not read
+            if victim.stalled_since is None:
+                victim.transport.close()
+            else:  # close() would wait for a peer that does not read
+                victim.transport.abort()
             self._warn()
         self._open[connection] = None
         return True
@@ -667,7 +670,8 @@ class GuardedH11Protocol(H11Protocol):
     _deferred = False  # a response ended while paused for writing: the next cycle waits
     _paused_since: float | None = None  # event-loop time of pause_writing, until resume_writing
     _unsent = 0  # bytes unsent when the write deadline was (re)armed
-    #: Event-loop time since which the peer has left what it is sent unread, or ``None``.
+    #: Event-loop time since which the peer has left what it is sent unread (bytes unsent and
+    #: the write deadline armed; reset when it takes some), or ``None``.
     stalled_since: float | None = None
 
     @property

@@ -27,6 +27,7 @@ import select
 import socket
 import threading
 import time
+from asyncio import selector_events
 from collections.abc import Iterator
 
 import anyio
@@ -362,7 +363,7 @@ def test_peers_that_never_read_are_evicted_when_the_slots_run_out(
 
 
 #: What asyncio's socket transport reads at once: the bound is the hold plus one read.
-READ_SIZE = 256 * 1024
+READ_SIZE: int = selector_events._SelectorSocketTransport.max_size  # type: ignore[attr-defined]
 
 
 def test_pipelined_bytes_held_unparsed_are_bounded(guarded: tuple[int, ConnectionGuard]) -> None:

@@ -192,10 +192,14 @@ class _FakeTransport:
     def close(self) -> None:
         self.closed = True
 
+    def abort(self) -> None:
+        self.closed = True
+
 
 class _FakeConnection:
-    def __init__(self, serving: bool) -> None:
+    def __init__(self, serving: bool, stalled_since: float | None = None) -> None:
         self.serving = serving
+        self.stalled_since = stalled_since
         self.transport = _FakeTransport()
 
 
@@ -211,7 +215,14 @@ def test_the_guard_closes_the_oldest_idle_connection_at_the_cap() -> None:
         True,
         False,
     )
-    assert guard.stats() == {"open": 3, "cap": 3, "timed_out": 0, "evicted": 1, "refused": 0}
+    assert guard.stats() == {
+        "open": 3,
+        "cap": 3,
+        "timed_out": 0,
+        "write_stalled": 0,
+        "evicted": 1,
+        "refused": 0,
+    }
 
 
 def test_the_guard_refuses_a_connection_when_all_are_served() -> None:
@@ -224,6 +235,27 @@ def test_the_guard_refuses_a_connection_when_all_are_served() -> None:
     assert guard.stats()["refused"] == 1
     guard.release(served[0])  # type: ignore[arg-type]
     assert guard.admit(_FakeConnection(False))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("stalls", "victim"),
+    [
+        pytest.param((None, 5.0, None), 1, id="one-stalled"),
+        pytest.param((9.0, 5.0, 7.0), 1, id="longest-stalled"),
+        pytest.param((2.0, None, None), 0, id="oldest-connection-stalled"),
+    ],
+)
+def test_the_guard_aborts_the_longest_stalled_connection_when_all_are_served(
+    stalls: tuple[float | None, ...], victim: int
+) -> None:
+    """A peer that does not read what it is sent does not keep its slot as "being served"."""
+    guard = ConnectionGuard(cap=3, request_timeout_s=1)
+    served = [_FakeConnection(True, since) for since in stalls]
+    for conn in served:
+        assert guard.admit(conn)  # type: ignore[arg-type]
+    assert guard.admit(_FakeConnection(False))  # type: ignore[arg-type]
+    assert [conn.transport.closed for conn in served] == [i == victim for i in range(3)]
+    assert (guard.stats()["evicted"], guard.stats()["refused"]) == (1, 0)
 
 
 def test_http_warnings_name_the_missing_token(tmp_path: Path) -> None:

@@ -12,9 +12,17 @@ any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned 
 - an absolute deadline to receive a whole request (request line, headers and body), armed when
   the connection is made or the next request starts, disarmed once the request is complete:
   responses, including event streams that last for hours, are never cut;
+- a write-progress deadline, the same ``--http-request-timeout``: a connection whose peer leaves
+  what the server sends unread (the transport paused for writing, or closing with bytes still
+  unsent) for that long is aborted; while it is paused the next pipelined request is not parsed,
+  and the bytes of pipelined requests held unparsed are bounded (:data:`MAX_PIPELINED_BYTES`:
+  past it the connection stops being read until its answers are taken);
+- ``Connection: close`` on every ``/healthz`` answer and every 4xx/5xx refusal
+  (:class:`CloseRefusals`), so one connection carries one unauthenticated request;
 - a cap on open connections below the soft ``RLIMIT_NOFILE`` (:func:`connection_cap`): over it,
-  the oldest connection that is not being served is closed to make room, and when every
-  connection is being served the new one gets 503.
+  the oldest connection that is not being served is closed to make room (else the one whose
+  peer has not read for longest), and when every connection is being served and reads what it
+  is sent the new one gets 503.
 
 :class:`BearerAuth` authenticates ``http`` scopes, refuses ``websocket`` and unknown ones, and lets
 ``lifespan`` through. :class:`BodyLimit`, behind it, applies the one body limit (``--max-body``:
@@ -44,6 +52,7 @@ import h11
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
+from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
@@ -53,6 +62,7 @@ __all__ = [
     "BearerAuth",
     "BodyBudget",
     "BodyLimit",
+    "CloseRefusals",
     "ConnectionGuard",
     "GuardedH11Protocol",
     "bind_http",
@@ -84,6 +94,12 @@ JSONRPC_INVALID_REQUEST = -32600
 #: A body refused for its size is still read (and dropped) up to this many times ``--max-body``
 #: before the 413 is sent, so that a client that sends before it reads (the SDK's) gets it.
 DISCARD_FACTOR = 2
+#: Bytes of pipelined requests a connection holds unparsed while it answers the one before (h11
+#: parses the next only once the answer is sent); past it the connection is not read until the
+#: answers are taken. A request's headers alone may be this big (uvicorn's h11 limit, 16 KiB).
+MAX_PIPELINED_BYTES = 64 * 1024
+#: ``Connection: close``, sent on ``/healthz`` answers and 4xx/5xx refusals.
+_CLOSE = (b"connection", b"close")
 #: A ``Content-Length`` value: ASCII decimal digits only (RFC 9110 8.6).
 _DECIMAL = re.compile(rb"[0-9]{1,18}")
 
@@ -181,6 +197,40 @@ class BearerAuth:
         return False
 
 
+class CloseRefusals:
+    """ASGI middleware: ``Connection: close`` on ``/healthz`` answers and on 4xx/5xx responses.
+
+    Those need no token (``/healthz``, the 401, the refusals before it), so without it one
+    connection could pipeline thousands of them and never read the answers. uvicorn closes the
+    connection once such a response is sent; h11 never parses what was pipelined after it.
+    Other scopes, and 1xx-3xx answers on other paths, pass untouched.
+
+    Args:
+        app: The wrapped ASGI application.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Call the app, adding ``Connection: close`` to the answers that need it."""
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        health = scope.get("path") == HEALTH_PATH
+
+        async def closing_send(message: Message) -> None:
+            if message.get("type") == "http.response.start" and (
+                health or int(message.get("status", 200)) >= 400
+            ):
+                headers = message.get("headers", [])
+                kept = [(k, v) for k, v in headers if bytes(k).lower() != b"connection"]
+                message = {**message, "headers": [*kept, _CLOSE]}
+            await send(message)
+
+        await self.app(scope, receive, closing_send)
+
+
 class BodyBudget:
     """Bytes of HTTP request bodies the server holds at once, granted first come first served.
 
@@ -253,7 +303,7 @@ async def _jsonrpc_refusal(
         "id": None,
         "error": {"code": JSONRPC_INVALID_REQUEST, "message": message},
     }
-    await _json_response(send, status, body, [*extra, (b"connection", b"close")])
+    await _json_response(send, status, body, [*extra, _CLOSE])
 
 
 class BodyLimit:
@@ -473,11 +523,13 @@ class ConnectionGuard:
     """The open HTTP connections of one server, their cap, the request deadline, counters.
 
     Used from the event loop's thread only. Connections are kept in the order they were made, so
-    the oldest one that is not being served is the first closed when the cap is reached.
+    the oldest one that is not being served is the first closed when the cap is reached; when
+    all are, the one whose peer has left what it is sent unread for longest is aborted.
 
     Args:
         cap: Connections open at most (see :func:`connection_cap`).
-        request_timeout_s: Seconds a client has to send a whole request, in seconds.
+        request_timeout_s: Seconds a client has to send a whole request, and seconds a peer may
+            leave what the server sends unread (the write-progress deadline).
     """
 
     def __init__(self, cap: int, request_timeout_s: float) -> None:
@@ -487,6 +539,7 @@ class ConnectionGuard:
         self.request_timeout_s = request_timeout_s
         self._open: dict[GuardedH11Protocol, None] = {}  # insertion order: oldest first
         self.timed_out = 0
+        self.write_stalled = 0
         self.evicted = 0
         self.refused = 0
         self._last_warning = -math.inf
@@ -497,31 +550,47 @@ class ConnectionGuard:
         return len(self._open)
 
     def stats(self) -> dict[str, int]:
-        """Counters since start: ``open``, ``cap``, ``timed_out``, ``evicted``, ``refused``."""
+        """Counters since start.
+
+        Returns:
+            ``open``, ``cap``, ``timed_out`` (request deadline), ``write_stalled`` (write
+            deadline), ``evicted``, ``refused``.
+        """
         return {
             "open": len(self._open),
             "cap": self.cap,
             "timed_out": self.timed_out,
+            "write_stalled": self.write_stalled,
             "evicted": self.evicted,
             "refused": self.refused,
         }
 
     def admit(self, connection: GuardedH11Protocol) -> bool:
-        """Register a new connection, closing the oldest idle one if the cap is reached.
+        """Register a new connection, making room if the cap is reached.
+
+        At the cap the oldest connection not being served is closed; when every one is, the
+        one whose peer has left what it is sent unread for longest (:attr:`stalled_since`) is
+        aborted.
 
         Returns:
-            ``False`` when the cap is reached and every open connection is being served: the
-            caller refuses the new connection.
+            ``False`` when the cap is reached and every open connection is being served to a
+            peer that reads: the caller refuses the new connection.
         """
         if len(self._open) >= self.cap:
             victim = next((c for c in self._open if not c.serving), None)
+            if victim is None:
+                stalled = [c for c in self._open if c.stalled_since is not None]
+                victim = min(stalled, key=lambda c: c.stalled_since or 0.0, default=None)
             if victim is None:
                 self.refused += 1
                 self._warn()
                 return False
             self.evicted += 1
             self.release(victim)
-            victim.transport.close()
+            if victim.stalled_since is None:
+                victim.transport.close()
+            else:  # close() would wait for a peer that does not read
+                victim.transport.abort()
             self._warn()
         self._open[connection] = None
         return True
@@ -535,31 +604,75 @@ class ConnectionGuard:
         self.timed_out += 1
         self._warn()
 
+    def write_timed_out(self) -> None:
+        """Count a connection aborted at the write-progress deadline."""
+        self.write_stalled += 1
+        self._warn()
+
     def _warn(self) -> None:
         now = time.monotonic()
         if now - self._last_warning >= SHED_WARNING_INTERVAL_S:
             self._last_warning = now
             log.warning(
-                "shedding HTTP connections (%s since start; cap %d, request deadline %g s)",
+                "shedding HTTP connections (%s since start; cap %d, request and write "
+                "deadline %g s)",
                 ", ".join(f"{k} {v}" for k, v in self.stats().items() if k != "cap"),
                 self.cap,
                 self.request_timeout_s,
             )
 
 
+class _HeldFlow(FlowControl):
+    """uvicorn's flow control with a hold on reading that uvicorn's own resumes do not lift."""
+
+    held = False
+
+    def hold(self) -> None:
+        """Stop reading until :meth:`release` (uvicorn's ``resume_reading`` calls included)."""
+        self.held = True
+        self.pause_reading()
+
+    def release(self) -> None:
+        """Lift the hold; reading resumes at uvicorn's next ``resume_reading``."""
+        self.held = False
+
+    def resume_reading(self) -> None:
+        """Resume reading as uvicorn does, unless held."""
+        if not self.held:
+            super().resume_reading()
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a request-receipt deadline and a connection cap.
+    """uvicorn's h11 protocol with request and write-progress deadlines and a connection cap.
 
     uvicorn creates one per connection; :func:`build_uvicorn_config` makes a subclass whose
-    :attr:`guard` is the server's :class:`ConnectionGuard`. The deadline runs while the client is
-    sending a request: from ``connection_made`` (or, on a kept-alive connection, from the first
-    byte of the next request) until h11 has the whole body. Past it the connection is closed
-    (with 408 when no request line was complete). It is never armed while a response is sent.
+    :attr:`guard` is the server's :class:`ConnectionGuard`. The request deadline runs while the
+    client is sending a request: from ``connection_made`` (or, on a kept-alive connection, from
+    the first byte of the next request) until h11 has the whole body. Past it the connection is
+    closed (with 408 when no request line was complete). It is never armed while a response is
+    sent.
+
+    The write-progress deadline (the same length) runs while the server has bytes the peer has
+    not taken: armed at ``pause_writing`` (the transport's buffer over its high-water mark) and
+    whenever a response ends, or the connection is closed, with bytes still unsent. The
+    connection is aborted (a plain close would wait for the peer forever) when it stayed paused
+    for writing for the whole deadline, or when its peer took nothing of the unsent bytes in
+    it; it is disarmed once everything is sent, and restarts when the peer takes some. While
+    paused for writing, the next pipelined request is not parsed; the bytes of pipelined
+    requests held unparsed are kept to :data:`MAX_PIPELINED_BYTES` (plus one read) by not
+    reading the connection until its answers are taken.
     """
 
     guard: ClassVar[ConnectionGuard]
     _deadline: asyncio.TimerHandle | None = None
+    _write_deadline: asyncio.TimerHandle | None = None
     _served_one = False
+    _deferred = False  # a response ended while paused for writing: the next cycle waits
+    _paused_since: float | None = None  # event-loop time of pause_writing, until resume_writing
+    _unsent = 0  # bytes unsent when the write deadline was (re)armed
+    #: Event-loop time since which the peer has left what it is sent unread (bytes unsent and
+    #: the write deadline armed; reset when it takes some), or ``None``.
+    stalled_since: float | None = None
 
     @property
     def serving(self) -> bool:
@@ -571,27 +684,72 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Admit the connection under the cap and arm the deadline, or refuse it with 503."""
         super().connection_made(transport)
+        self.flow = _HeldFlow(transport)
         if not self.guard.admit(self):
             transport.write(_SERVICE_UNAVAILABLE)
-            transport.close()
+            self._close()
             return
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Disarm and forget the connection, then let uvicorn clean up."""
         self._disarm()
+        self._disarm_write()
+        self._deferred = False
         self.guard.release(self)
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        """Feed h11 as uvicorn does, then arm or disarm the deadline for the new state."""
+        """Feed h11 as uvicorn does, bound what is left unparsed, then follow the request."""
         super().data_received(data)
+        if len(self.conn.trailing_data[0]) > MAX_PIPELINED_BYTES and isinstance(
+            self.flow, _HeldFlow
+        ):
+            self.flow.hold()  # pipelined ahead of its answers: read no more until they are taken
         self._follow_request()
 
     def on_response_complete(self) -> None:
-        """Start a kept-alive connection's next cycle as uvicorn does, then follow it."""
+        """Start a kept-alive connection's next cycle as uvicorn does, unless paused for writing.
+
+        A peer that does not take its answers gets no further request of its parsed: the next
+        cycle starts when it reads (``resume_writing``), or the write deadline closes it.
+        """
+        self._watch_unsent()
+        if self.transport.is_closing():
+            pass
+        elif self.flow.write_paused:
+            self._deferred = True
+            return
         super().on_response_complete()
+        flow = self.flow
+        unparsed = len(self.conn.trailing_data[0])
+        if isinstance(flow, _HeldFlow) and flow.held and unparsed <= MAX_PIPELINED_BYTES:
+            flow.release()
+            if self.conn.their_state in (h11.IDLE, h11.SEND_BODY):
+                flow.resume_reading()  # the rest of a request is still to come
         self._follow_request()
+
+    def pause_writing(self) -> None:
+        """The transport's buffer is full: stop as uvicorn does, arm the write deadline."""
+        super().pause_writing()
+        if self._paused_since is None:
+            self._paused_since = self.loop.time()
+        self._arm_write()
+
+    def resume_writing(self) -> None:
+        """The peer took what was sent: start a cycle that waited for it."""
+        super().resume_writing()
+        self._paused_since = None
+        if self.transport.get_write_buffer_size() == 0:
+            self._disarm_write()
+        if self._deferred:
+            self._deferred = False
+            self.on_response_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        """Answer an unparsable request with 400 as uvicorn does; watch the unsent bytes."""
+        super().send_400_response(msg)
+        self._watch_unsent()
 
     def _follow_request(self) -> None:
         state = self.conn.their_state
@@ -620,7 +778,47 @@ class GuardedH11Protocol(H11Protocol):
         self.guard.request_timed_out()
         if self.conn.their_state is h11.IDLE and not self.serving:
             self.transport.write(_REQUEST_TIMEOUT)
+        self._close()
+
+    def _close(self) -> None:
+        """Close once what is buffered is sent, or abort at the write deadline."""
         self.transport.close()
+        self._watch_unsent()
+
+    def _watch_unsent(self) -> None:
+        """A closing transport waits to send its buffer: give the peer the write deadline."""
+        if self.transport.get_write_buffer_size() > 0:
+            self._arm_write()
+
+    def _arm_write(self, delay: float | None = None) -> None:
+        if self._write_deadline is None:
+            if self.stalled_since is None:
+                self.stalled_since = self.loop.time()
+            self._unsent = self.transport.get_write_buffer_size()
+            self._write_deadline = self.loop.call_later(
+                self.guard.request_timeout_s if delay is None else delay, self._write_expired
+            )
+
+    def _disarm_write(self) -> None:
+        self.stalled_since = None
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_expired(self) -> None:
+        self._write_deadline = None
+        now, unsent = self.loop.time(), self.transport.get_write_buffer_size()
+        bound = self.guard.request_timeout_s
+        if unsent == 0 and self._paused_since is None:
+            self.stalled_since = None  # all sent
+            return
+        paused_for = 0.0 if self._paused_since is None else now - self._paused_since
+        if paused_for >= bound or unsent >= self._unsent:
+            self.guard.write_timed_out()  # paused throughout, or the peer took nothing
+            self.transport.abort()
+            return
+        self.stalled_since = now  # the peer took some: a new window
+        self._arm_write(None if self._paused_since is None else bound - paused_for)
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -646,7 +844,8 @@ def build_http_app(
 ) -> ASGIApp:
     """Return the ASGI application serving ``app`` over streamable HTTP with our protections.
 
-    From the outside in: :class:`BearerAuth` (``/healthz``, answered from ``health``; the
+    From the outside in: :class:`CloseRefusals` (``Connection: close`` on ``/healthz`` and
+    4xx/5xx answers), :class:`BearerAuth` (``/healthz``, answered from ``health``; the
     token), :class:`BodyLimit` (``--max-body``, ``--max-body-in-flight``), the SDK's app (Host
     and Origin checks).
     """
@@ -661,7 +860,7 @@ def build_http_app(
         BodyBudget(settings.max_body_in_flight_bytes),
         settings.admission_wait_s,
     )
-    return BearerAuth(limited, settings.token, health)
+    return CloseRefusals(BearerAuth(limited, settings.token, health))
 
 
 def build_uvicorn_config(
@@ -747,7 +946,7 @@ def serve_http(
     for warning in http_warnings(settings):
         log.warning("%s", warning)
     log.info(
-        "HTTP: at most %d connections, %g s to send a request",
+        "HTTP: at most %d connections, %g s to send a request and to take an answer",
         guard.cap,
         guard.request_timeout_s,
     )

@@ -437,7 +437,9 @@ class Settings:
             unit="s",
             help="seconds a client has to send a whole HTTP request (request line, headers and "
             "body) from its connection or first byte; slower connections are closed (408 if no "
-            "request line arrived). Responses, including long event streams, are never cut",
+            "request line arrived). Also the write deadline: a client that leaves what the "
+            "server sends unread this long (the server paused for writing) is disconnected. "
+            "Responses read by their client, including long event streams, are never cut",
         ).metadata,
     )
     http_max_connections: int = field(

@@ -230,7 +230,7 @@ def test_healthz_fails_with_the_reason() -> None:
         raise AssertionError("the health check never reaches the app")
 
     reason: list[str | None] = [None]
-    client = TestClient(BearerAuth(app, "token", lambda: reason[0]))
+    client = TestClient(BearerAuth(app, "token-0123456789abcdef", lambda: reason[0]))
     assert client.get("/healthz").json() == {"status": "ok"}
     reason[0] = "this workspace is now served elsewhere; snapshots since T were not saved"
     answer = client.get("/healthz")

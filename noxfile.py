@@ -49,7 +49,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import nox
 
@@ -169,15 +169,21 @@ def install_local(
     *groups: str,
     editable: bool = True,
     silent: bool | None = None,
+    extras: tuple[str, ...] = (),
 ) -> None:
     """Install ``dist`` and its sibling closure from the checkout, plus dependency groups.
 
-    ``silent=True`` keeps the installer's output out of the terminal (nox logs it, on stderr,
-    when the install fails); ``None`` is nox's choice (shown with ``-v``).
+    ``extras`` are extras of ``dist`` itself (``datascience``: ``dist[datascience]``); on the
+    same install command, a sibling an extra names is the checkout's folder. ``silent=True``
+    keeps the installer's output out of the terminal (nox logs it, on stderr, when the install
+    fails); ``None`` is nox's choice (shown with ``-v``).
     """
     args: list[str] = []
     for pkg in closure(dist):
-        args += ["-e", str(pkg.path)] if editable else [str(pkg.path)]
+        target = str(pkg.path)
+        if pkg.dist == dist and extras:
+            target += f"[{','.join(extras)}]"
+        args += ["-e", target] if editable else [target]
     for group in groups:
         for requirement in PACKAGES[dist].group(group):
             local = local_requirement(requirement)
@@ -338,8 +344,44 @@ def _wheel_of(pkg: Package) -> pathlib.Path:
     return found[0]
 
 
-#: The file in the serve session's environment that records what it was installed from.
+#: The file in the serve session's environment that records what it was installed from: the
+#: :func:`install_state` digest on its first line, the extras installed (comma-separated) on
+#: the second.
 SERVE_STAMP = ".serve-installed"
+#: The server's flag and variable naming a profile (mcp_secure_sandbox.settings declares them).
+SERVE_PROFILE_FLAG = "--profile"
+SERVE_PROFILE_ENV = "SANDBOX_PROFILE"
+
+
+def serve_extras(
+    posargs: list[str], environ: Mapping[str, str], declared: Mapping[str, object]
+) -> tuple[str, ...]:
+    """The server extra ``nox -s serve`` installs for the profile the server will start with.
+
+    The profile is the last ``--profile NAME`` or ``--profile=NAME`` of ``posargs`` (the server
+    refuses abbreviations), else ``SANDBOX_PROFILE``; its extra is the server's extra of the same
+    name (``datascience``: ``mcp-secure-sandbox[datascience]``, whose pins are pysandbox's).
+
+    Args:
+        posargs: The arguments the server is started with.
+        environ: The environment the server inherits.
+        declared: The server's extras (``[project.optional-dependencies]``' keys).
+
+    Returns:
+        ``(profile,)`` when the profile names a declared extra, else ``()`` (no profile,
+        ``none``, or one the server will refuse itself).
+    """
+    profile = environ.get(SERVE_PROFILE_ENV, "")
+    args = iter(posargs)
+    for arg in args:
+        if arg == "--":
+            break
+        if arg == SERVE_PROFILE_FLAG:
+            profile = next(args, "")
+        elif arg.startswith(f"{SERVE_PROFILE_FLAG}="):
+            profile = arg.split("=", 1)[1]
+    profile = profile.strip()
+    return (profile,) if profile in declared else ()
 
 
 def install_state(dist: str) -> str:
@@ -362,14 +404,26 @@ def serve(session: nox.Session) -> None:
     A client may start it as its server: stdout carries the MCP protocol only (nox logs on
     stderr, the installer's output is kept out, the server's log stays on stderr). The server
     runs in the directory nox was invoked from, so ``--workspace``, ``--snapshots``,
-    ``--token-file`` and the default ``./sandbox_workspace`` are relative to it. The environment
-    is reused: installed again only when a package's ``pyproject.toml`` changed.
+    ``--token-file`` and the default ``./sandbox_workspace`` are relative to it. A profile
+    (``--profile datascience`` or ``SANDBOX_PROFILE``) installs the server's extra of that name
+    (:func:`serve_extras`). The environment is reused: installed again only when a package's
+    ``pyproject.toml`` changed or a profile's extra is not installed yet.
     """
     state = install_state("mcp-secure-sandbox")
     stamp = pathlib.Path(str(session.virtualenv.location)) / SERVE_STAMP
-    if not stamp.is_file() or stamp.read_text(encoding="utf-8") != state:
-        install_local(session, "mcp-secure-sandbox", silent=True)
-        stamp.write_text(state, encoding="utf-8")
+    declared = PACKAGES["mcp-secure-sandbox"].pyproject.get("project", {})
+    wanted = set(
+        serve_extras(session.posargs, os.environ, declared.get("optional-dependencies", {}))
+    )
+    stamped_state, _, stamped_extras = (
+        stamp.read_text(encoding="utf-8").partition("\n") if stamp.is_file() else ("", "", "")
+    )
+    installed = {e for e in stamped_extras.strip().split(",") if e}
+    if stamped_state != state or not wanted <= installed:
+        # The extras installed before stay installed: keep them current too.
+        extras = tuple(sorted(wanted | installed))
+        install_local(session, "mcp-secure-sandbox", silent=True, extras=extras)
+        stamp.write_text(f"{state}\n{','.join(extras)}\n", encoding="utf-8")
     session.chdir(session.invoked_from)
     # nox's default sends a command's stderr to stdout: the server's log would break the
     # protocol on stdout.

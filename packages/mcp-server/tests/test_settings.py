@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from mcp_secure_sandbox._declare import size
+from mcp_secure_sandbox.http_transport import BearerAuth
 from mcp_secure_sandbox.server import create_server
 from mcp_secure_sandbox.settings import (
     ConfigError,
@@ -86,6 +87,51 @@ def test_a_token_on_the_command_line_is_refused_without_echoing_it(
     assert "s3cret" not in str(refused.value)
     out = capsys.readouterr()
     assert "s3cret" not in out.out + out.err
+
+
+#: Tokens ``check_token`` refuses, each holding ``s3cret`` (never echoed), and what is said.
+BAD_TOKENS = [
+    pytest.param("s3cret-short", "at least 16 characters", id="short"),
+    pytest.param("", "at least 16 characters", id="empty"),
+    pytest.param("s3cret-0123456789\nsecond", "more than one line", id="two-lines"),
+    pytest.param("s3cret-0123456789\r", "more than one line", id="carriage-return"),
+    pytest.param("s3cret 0123456789abcdef", "control or a non-ASCII", id="space"),
+    pytest.param("s3cret-0123456789\x00abc", "control or a non-ASCII", id="nul"),
+    pytest.param("s3cret-tök-0123456789", "control or a non-ASCII", id="non-ascii"),
+    pytest.param(b"s3cret-0123456789abcdef", "must be a str, not bytes", id="bytes"),
+]
+
+
+@pytest.mark.parametrize(("token", "says"), BAD_TOKENS)
+def test_a_token_set_in_code_meets_the_token_rule(tmp_path: Path, token: object, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as refused:
+        Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "snap", token=token)  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert message.startswith("Settings.token: ")
+    assert "s3cret" not in message and "0123456789" not in message
+
+
+@pytest.mark.parametrize(("token", "says"), BAD_TOKENS)
+def test_a_token_given_to_bearer_auth_meets_the_token_rule(token: object, says: str) -> None:
+    async def app(scope: object, receive: object, send: object) -> None:
+        raise AssertionError("never called")
+
+    with pytest.raises(ConfigError, match=says) as refused:
+        BearerAuth(app, token)  # type: ignore[arg-type]
+    assert "s3cret" not in str(refused.value) and "0123456789" not in str(refused.value)
+
+
+def test_a_good_token_set_in_code_or_read_from_the_environment_is_kept(tmp_path: Path) -> None:
+    token = "s3cret-0123456789abcdef"
+    built = Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "snap", token=token)
+    assert built.token == token
+    parsed = settings_from_args(
+        ["--workspace", str(tmp_path / "ws")], {"SANDBOX_HTTP_TOKEN": token}
+    )
+    assert parsed.token == token and "token" in parsed.given
+    # dataclasses.replace re-runs the check: a good token cannot be swapped for a bad one.
+    with pytest.raises(ConfigError, match=r"^Settings\.token: .*at least 16"):
+        dataclasses.replace(parsed, token="short")
 
 
 @pytest.mark.parametrize("flag", ["--token-f", "--memory-lim", "--ready-c"])

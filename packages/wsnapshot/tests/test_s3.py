@@ -21,7 +21,7 @@ from obstore.store import S3Store
 
 import wsnapshot
 from _helpers import build_tree, tree_state
-from conftest import BUCKET, Cut
+from conftest import BUCKET
 from wsnapshot import (
     SnapshotStore,
     StoreConfigError,
@@ -30,6 +30,7 @@ from wsnapshot import (
     _s3,
     _storedir,
 )
+from wsnapshot.testing import CutProxy
 
 TREE = {
     "a.txt": b"hello\n",
@@ -331,7 +332,7 @@ def test_check_fence_finds_a_take_over_without_a_commit(s3_url: str, tmp_path: P
 
 
 def test_an_outage_refuses_what_would_lose_data_and_passes(
-    s3_url: str, tmp_path: Path, cut: Cut, monkeypatch: pytest.MonkeyPatch
+    s3_url: str, tmp_path: Path, cut: CutProxy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_s3, "_RETRIES", 0)
     ws = _workspace(tmp_path, "ws")

@@ -136,6 +136,9 @@ class Setting:
         file_flag: The flag (and ``file_env`` the variable) naming a file holding the value.
         file_env: See ``file_flag``.
         file_help: The help of ``file_flag``.
+        check: For a secret: called as ``check(value, source)`` on every value that is not
+            ``None``, however the settings were built; it raises with a message naming
+            ``source``, never the value (the token's is ``settings.check_token``).
     """
 
     env: str
@@ -154,6 +157,7 @@ class Setting:
     file_flag: str | None = None
     file_env: str | None = None
     file_help: str = ""
+    check: Callable[[Any, str], object] | None = None
 
     def __post_init__(self) -> None:
         """Refuse a declaration that would put a secret on the command line."""

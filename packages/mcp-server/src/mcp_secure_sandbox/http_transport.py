@@ -56,7 +56,7 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
-from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings
+from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings, check_token
 
 __all__ = [
     "BearerAuth",
@@ -145,7 +145,8 @@ class BearerAuth:
     Args:
         app: The wrapped ASGI application.
         token: The expected token, or ``None`` to disable auth (loopback development only, see
-            ``--allow-unauthenticated-http``).
+            ``--allow-unauthenticated-http``); held to
+            :func:`~mcp_secure_sandbox.settings.check_token`.
         health: Returns why the server cannot serve (``/healthz`` then answers 503 with
             ``{"status": "unavailable", "reason"}``), or ``None``; no callback: always healthy.
 
@@ -153,13 +154,15 @@ class BearerAuth:
         RuntimeError: From a call, for a scope type other than ``http``, ``websocket`` and
             ``lifespan`` (the ASGI specification asks an app to raise on a type it does not
             know); the wrapped app is never called with it.
+        ConfigError: From the constructor, for a token :func:`check_token` refuses (the
+            message never holds the token).
     """
 
     def __init__(
         self, app: ASGIApp, token: str | None, health: Callable[[], str | None] | None = None
     ) -> None:
         self.app = app
-        self._token = None if token is None else token.encode()
+        self._token = None if token is None else check_token(token, "BearerAuth token").encode()
         self._health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -104,6 +104,51 @@ class ConfigError(Exception):
     """
 
 
+_ONE_LINE_ADVICE = (
+    "write the token as one line of visible ASCII characters (letters, digits, punctuation; "
+    "no spaces or control characters), for example: openssl rand -hex 32"
+)
+
+
+def check_token(token: str, source: str) -> str:
+    """Check an HTTP bearer token without ever repeating it: the one home of the token rule.
+
+    Every token is held to it: one from ``SANDBOX_HTTP_TOKEN`` or ``--token-file``, one given
+    to ``Settings(token=...)`` in code (:meth:`Settings.__post_init__`) and one given to
+    :class:`~mcp_secure_sandbox.http_transport.BearerAuth`.
+
+    Args:
+        token: The token, surrounding whitespace (a file's final line break) already removed.
+        source: Where it came from, for the message (``SANDBOX_HTTP_TOKEN``, ``--token-file
+            PATH``).
+
+    Returns:
+        ``token``, unchanged.
+
+    Raises:
+        ConfigError: The token is not a ``str``, spans several lines, holds a character a
+            client cannot send in an ``Authorization`` header (a control character, a space, a
+            non-ASCII letter), or is shorter than :data:`TOKEN_MIN_CHARS`. The message names
+            ``source`` and the remedy, never the token or a part of it.
+    """
+    if not isinstance(token, str):
+        raise ConfigError(
+            f"{source}: the token must be a str, not {type(token).__name__}; {_ONE_LINE_ADVICE}"
+        )
+    if "\n" in token or "\r" in token:
+        raise ConfigError(f"{source}: the token spans more than one line; {_ONE_LINE_ADVICE}")
+    if not _TOKEN_CHARS.issuperset(token):
+        raise ConfigError(
+            f"{source}: the token holds a space, a control or a non-ASCII character, which a "
+            f"client cannot send in an Authorization header; {_ONE_LINE_ADVICE}"
+        )
+    if len(token) < TOKEN_MIN_CHARS:
+        raise ConfigError(
+            f"{source}: the HTTP token must be at least {TOKEN_MIN_CHARS} characters long"
+        )
+    return token
+
+
 #: ``--require-layers``' word for no kernel layer (any case).
 NO_LAYERS = "none"
 
@@ -621,21 +666,30 @@ class Settings:
             file_help="file holding the HTTP bearer token, or set SANDBOX_HTTP_TOKEN; there is "
             "deliberately no flag for the token itself: command lines are visible to every "
             "local user",
+            check=check_token,
         ).metadata,
     )
     given: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        """Check every declared bound and choice, then every rule of :data:`CHECKS`.
+        """Check every declared bound, choice and secret, then every rule of :data:`CHECKS`.
+
+        A secret set in code is held to its declared check like one read from its variable or
+        file (the token to :func:`check_token`); the message names ``Settings.<field>``, never
+        the value.
 
         Raises:
-            ConfigError: The first setting out of its bounds or choices, or the first rule
-                broken, in one line naming the flags.
+            ConfigError: The first setting out of its bounds or choices, a secret its check
+                refuses, or the first rule broken, in one line naming the flags.
         """
         for item, setting in declarations():
-            problem = setting.problem(getattr(self, item.name))
+            value = getattr(self, item.name)
+            problem = setting.problem(value)
             if problem is not None:
                 raise ConfigError(problem)
+            if setting.check is not None and value is not None:
+                # a value read from its variable or file was checked there, naming the source
+                setting.check(value, f"Settings.{item.name}")
         for check in CHECKS:
             if not check.holds(self):
                 raise ConfigError(check.message(self))
@@ -921,43 +975,6 @@ def build_parser(
             help=_help(item, setting),
         )
     return parser
-
-
-_ONE_LINE_ADVICE = (
-    "write the token as one line of visible ASCII characters (letters, digits, punctuation; "
-    "no spaces or control characters), for example: openssl rand -hex 32"
-)
-
-
-def check_token(token: str, source: str) -> str:
-    """Check an HTTP bearer token without ever repeating it.
-
-    Args:
-        token: The token, surrounding whitespace (a file's final line break) already removed.
-        source: Where it came from, for the message (``SANDBOX_HTTP_TOKEN``, ``--token-file
-            PATH``).
-
-    Returns:
-        ``token``, unchanged.
-
-    Raises:
-        ConfigError: The token spans several lines, holds a character a client cannot send in
-            an ``Authorization`` header (a control character, a space, a non-ASCII letter), or
-            is shorter than :data:`TOKEN_MIN_CHARS`. The message names ``source`` and the
-            remedy, never the token or a part of it.
-    """
-    if "\n" in token or "\r" in token:
-        raise ConfigError(f"{source}: the token spans more than one line; {_ONE_LINE_ADVICE}")
-    if not _TOKEN_CHARS.issuperset(token):
-        raise ConfigError(
-            f"{source}: the token holds a space, a control or a non-ASCII character, which a "
-            f"client cannot send in an Authorization header; {_ONE_LINE_ADVICE}"
-        )
-    if len(token) < TOKEN_MIN_CHARS:
-        raise ConfigError(
-            f"{source}: the HTTP token must be at least {TOKEN_MIN_CHARS} characters long"
-        )
-    return token
 
 
 def _read_token_file(flag: str, token_file: str) -> str:

@@ -4,16 +4,9 @@
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
-import socket
 import stat
-import subprocess
-import sys
-import threading
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -34,6 +27,7 @@ from mcp_secure_sandbox.settings import (
     prepare_directories,
     settings_from_args,
 )
+from wsnapshot.testing import CutProxy, moto_server
 
 pytest.importorskip("obstore", reason="the [s3] extra is missing")
 
@@ -43,41 +37,15 @@ SECRET = "wJalrXUtnFEMI-K7MDENG-SECRETKEY"
 
 @pytest.fixture(scope="module")
 def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A moto S3 server on loopback with ``BUCKET``; the ``AWS_*`` environment pointing at it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    url = f"http://127.0.0.1:{port}"
+    """A moto S3 server on loopback with ``BUCKET``; the ``AWS_*`` environment pointing at it.
+
+    The server is ``wsnapshot.testing.moto_server`` (the one home wsnapshot's tests share);
+    the secret key is :data:`SECRET`, which no answer may show.
+    """
     logs = tmp_path_factory.mktemp("moto") / "moto.log"
-    with logs.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        for _ in range(600):  # until it answers (each try waits for a connection or a refusal)
-            if proc.poll() is not None:
-                pytest.fail(f"moto exited: {logs.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(url + "/moto-api/", timeout=5).close()  # noqa: S310
-                break
-            except (urllib.error.URLError, ConnectionError):
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(0.05)
-        request = urllib.request.Request(f"{url}/{BUCKET}", method="PUT")  # noqa: S310
-        urllib.request.urlopen(request, timeout=10).close()  # noqa: S310
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("AWS_ENDPOINT_URL", url)
-            mp.setenv("AWS_ALLOW_HTTP", "true")
-            mp.setenv("AWS_ACCESS_KEY_ID", "testing-key-id")
-            mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-            mp.setenv("AWS_REGION", "us-east-1")
-            mp.delenv("AWS_SESSION_TOKEN", raising=False)
-            yield url
-    finally:
-        proc.kill()
-        proc.wait()
+    with moto_server(BUCKET, log=logs) as server, pytest.MonkeyPatch.context() as mp:
+        server.patch_environment(mp, access_key_id="testing-key-id", secret_access_key=SECRET)
+        yield server.url
 
 
 def _tree(root: Path) -> dict[str, tuple[Any, ...]]:
@@ -230,56 +198,12 @@ def test_healthz_fails_with_the_reason() -> None:
         raise AssertionError("the health check never reaches the app")
 
     reason: list[str | None] = [None]
-    client = TestClient(BearerAuth(app, "token", lambda: reason[0]))
+    client = TestClient(BearerAuth(app, "token-0123456789abcdef", lambda: reason[0]))
     assert client.get("/healthz").json() == {"status": "ok"}
     reason[0] = "this workspace is now served elsewhere; snapshots since T were not saved"
     answer = client.get("/healthz")
     assert answer.status_code == 503
     assert answer.json() == {"status": "unavailable", "reason": reason[0]}
-
-
-class _Cut:
-    """A TCP proxy on loopback in front of moto that a test cuts (every connection closed)."""
-
-    def __init__(self, target: str) -> None:
-        host, _, port = target.removeprefix("http://").partition(":")
-        self._target = (host, int(port))
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
-        self.up = threading.Event()
-        self.up.set()
-        self._open: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self._listener.accept()
-            except OSError:
-                return
-            if not self.up.is_set():
-                client.close()
-                continue
-            upstream = socket.create_connection(self._target)
-            self._open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := src.recv(65536):
-                dst.sendall(data)
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-    def cut(self) -> None:
-        self.up.clear()
-        for s in list(self._open):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-        self._open.clear()
 
 
 def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
@@ -289,7 +213,7 @@ def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
 
     monkeypatch.setattr(_s3, "_RETRIES", 0)
     monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
-    proxy = _Cut(s3_endpoint)
+    proxy = CutProxy(s3_endpoint)
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     url = f"s3://{BUCKET}/outage/{uuid.uuid4().hex}"
     settings = _settings(tmp_path, "one", url)
@@ -317,7 +241,7 @@ def test_an_outage_keeps_the_workspace_serving_and_refuses_snapshot_calls(
             status = await client.read_resource("sandbox://status")
             document = json.loads(status.contents[0].text)  # type: ignore[union-attr]
             assert "is unavailable" in document["snapshot_store"]["error"]
-            proxy.up.set()
+            proxy.restore()
             await _tool(client, "create_state_snapshot", description="after")
             assert (await _tool(client, "list_state_snapshots"))["count"] == 2
 
@@ -333,7 +257,7 @@ def test_an_unreachable_store_at_start_serves_runs_and_recovers(
     monkeypatch.setattr(_s3, "_RETRIES", 0)
     monkeypatch.setattr(state_module, "FENCE_CHECK_S", 0.0)
     monkeypatch.setattr(store_handle, "REOPEN_S", 0.0)
-    proxy = _Cut(s3_endpoint)
+    proxy = CutProxy(s3_endpoint)
     proxy.cut()  # the bucket is unreachable before the server starts
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     url = f"s3://{BUCKET}/late/{uuid.uuid4().hex}"
@@ -371,7 +295,7 @@ def test_an_unreachable_store_at_start_serves_runs_and_recovers(
             figures = await metrics(client)
             assert figures["saving"] is False
             assert figures["error"].startswith("the workspace is not being saved")
-            proxy.up.set()  # the bucket is back: the next call opens the store
+            proxy.restore()  # the bucket is back: the next call opens the store
             saved = await _tool(client, "create_state_snapshot", description="late")
             assert (await _tool(client, "list_state_snapshots"))["count"] == 1
             assert await metrics(client) == {"backend": "s3", "saving": True, "error": None}
@@ -389,7 +313,7 @@ def test_an_interrupted_restore_with_an_unreachable_store_refuses_runs(
     from wsnapshot import _s3
 
     monkeypatch.setattr(_s3, "_RETRIES", 0)
-    proxy = _Cut(s3_endpoint)
+    proxy = CutProxy(s3_endpoint)
     proxy.cut()
     monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
     settings = _settings(tmp_path, "one", f"s3://{BUCKET}/journal/{uuid.uuid4().hex}")

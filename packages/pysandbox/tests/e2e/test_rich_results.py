@@ -175,6 +175,40 @@ def test_forged_frames_on_every_descriptor_change_nothing_but_figures(
     assert list(workspace.iterdir()) == []
 
 
+@needs_kernel
+@pytest.mark.parametrize(
+    "write",
+    [
+        "open(fd, 'wb', closefd=False).write(data)",  # the default policy: no os needed
+        "f = open(fd, 'ab', buffering=0)\n        f.write(data)",
+        "print(data.decode('latin-1'), end='', flush=True,\n"
+        "              file=open(fd, 'w', encoding='latin-1', closefd=False))",
+    ],
+)
+def test_forged_frames_under_the_default_policy_only_choose_the_run_s_figures(
+    workspace: pathlib.Path, write: str
+) -> None:
+    # SECURITY.md, "Forged frames are harmless" (N2): user code under every layer finds the
+    # channel and writes frames; it gets back the bytes it wrote as its figures, and nothing
+    # else changes (status, output, the workspace).
+    code = (
+        "data = b'F' + (8).to_bytes(4, 'big') + b'FORGED!!'\n"
+        "for fd in range(3, 32):\n"
+        "    try:\n"
+        f"        {write}\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "print('done')\n"
+    )
+    with Sandbox(workspace, require=("landlock", "seccomp")) as sb:
+        result = sb.run(code, timeout=30)
+    assert result.status is RunStatus.OK, result.stderr
+    assert result.stdout == "done\n"
+    assert result.figures == (b"FORGED!!",)
+    assert result.figures_omitted == 0
+    assert list(workspace.iterdir()) == []
+
+
 # -- matplotlib --------------------------------------------------------------------------------
 MPL = importlib.util.find_spec("matplotlib") is not None
 needs_mpl = pytest.mark.skipif(not MPL, reason="matplotlib is not installed")

@@ -124,7 +124,8 @@ def make_open(
 
     Writes are allowed beneath ``workspace`` only; reads beneath ``workspace`` or a read-only
     root. Paths are resolved with ``realpath`` (symlinks included) before the check. File
-    descriptors (``int``) pass: the only ones open are stdio.
+    descriptors (``int``) pass: the only ones open are stdio and the figure channel's write
+    end, whose frames the parent treats as hostile (SECURITY.md, "Forged frames are harmless").
     """
     ws_roots = (workspace,)
 

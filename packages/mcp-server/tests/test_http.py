@@ -26,12 +26,15 @@ from mcp_secure_sandbox.settings import ConfigError, Settings
 TOKEN = "s3cret-token-0123456789abcdef"
 
 
-def _settings(tmp_path: Path, token: str | None = TOKEN) -> Settings:
+def _settings(
+    tmp_path: Path, token: str | None = TOKEN, *, allow_unauthenticated_http: bool = False
+) -> Settings:
     return Settings(
         workspace=tmp_path / "ws",
         snapshots=tmp_path / "snap",
         transport="streamable-http",
         token=token,
+        allow_unauthenticated_http=allow_unauthenticated_http,
     )
 
 
@@ -260,7 +263,7 @@ def test_the_guard_aborts_the_longest_stalled_connection_when_all_are_served(
 
 def test_http_warnings_name_the_missing_token(tmp_path: Path) -> None:
     assert http_warnings(_settings(tmp_path)) == []
-    [warning] = http_warnings(_settings(tmp_path, token=None))
+    [warning] = http_warnings(_settings(tmp_path, token=None, allow_unauthenticated_http=True))
     assert "WITHOUT a token" in warning
     assert "127.0.0.1:8000" in warning
 

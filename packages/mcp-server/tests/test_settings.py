@@ -134,6 +134,46 @@ def test_a_good_token_set_in_code_or_read_from_the_environment_is_kept(tmp_path:
         dataclasses.replace(parsed, token="short")
 
 
+@pytest.mark.parametrize(
+    ("host", "allowed", "says"),
+    [
+        pytest.param("0.0.0.0", False, "on 0.0.0.0 without a token", id="any-address"),  # noqa: S104
+        pytest.param("0.0.0.0", True, "honoured on a loopback host only", id="any-address-opt-in"),  # noqa: S104
+        pytest.param("192.168.1.5", True, "on 192.168.1.5 without a token", id="lan"),
+        pytest.param("127.0.0.1", False, "pass --allow-unauthenticated-http", id="loopback"),
+        pytest.param("::1", False, "pass --allow-unauthenticated-http", id="loopback-v6"),
+    ],
+)
+def test_http_without_a_token_built_in_code_meets_the_command_lines_rule(
+    tmp_path: Path, host: str, allowed: bool, says: str
+) -> None:
+    """Settings built in code (or replaced) are held to the rule the command line enforces."""
+    base = {"workspace": tmp_path / "ws", "snapshots": tmp_path / "snap"}
+    with pytest.raises(ConfigError, match=says):
+        Settings(
+            **base,  # type: ignore[arg-type]
+            transport="streamable-http",
+            host=host,
+            allow_unauthenticated_http=allowed,
+        )
+    stdio = Settings(**base, host=host, allow_unauthenticated_http=allowed)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=says):
+        dataclasses.replace(stdio, transport="streamable-http")
+    with_token = dataclasses.replace(stdio, token="s3cret-0123456789abcdef")
+    assert dataclasses.replace(with_token, transport="streamable-http").token is not None
+
+
+def test_http_without_a_token_on_loopback_with_the_opt_in_is_built(tmp_path: Path) -> None:
+    built = Settings(
+        workspace=tmp_path / "ws",
+        snapshots=tmp_path / "snap",
+        transport="streamable-http",
+        host="127.0.0.1",
+        allow_unauthenticated_http=True,
+    )
+    assert built.token is None and built.transport == "streamable-http"
+
+
 @pytest.mark.parametrize("flag", ["--token-f", "--memory-lim", "--ready-c"])
 def test_abbreviated_flags_are_refused(flag: str) -> None:
     with pytest.raises(SystemExit) as exc:

@@ -813,6 +813,15 @@ CHECKS: tuple[Check, ...] = (
         doc="a profile allows native extension modules, which only the kernel layers confine: "
         "it needs the layers it names (both)",
     ),
+    Check(
+        fields=("transport", "token", "host", "allow_unauthenticated_http"),
+        holds=lambda s: (
+            not _serves_http_without_a_token(s)
+            or _unauthenticated_http_refusal(s.host, s.allow_unauthenticated_http) is None
+        ),
+        message=lambda s: str(_unauthenticated_http_refusal(s.host, s.allow_unauthenticated_http)),
+        doc="HTTP without a token is served only with the opt-in and on a loopback host",
+    ),
 )
 
 
@@ -1020,23 +1029,39 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 def _check_unauthenticated_http(host: str, allowed: bool, environ: Mapping[str, str]) -> None:
     """Refuse HTTP without a token unless opted in, and anywhere but on loopback."""
-    remedy = "set SANDBOX_HTTP_TOKEN or --token-file"
     if environ.get("SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN"):
         raise ConfigError(
             "SANDBOX_ALLOW_REMOTE_WITHOUT_TOKEN is no longer supported: HTTP without a token is "
-            f"served on loopback only; {remedy}"
+            f"served on loopback only; {_TOKEN_REMEDY}"
         )
+    refusal = _unauthenticated_http_refusal(host, allowed)
+    if refusal is not None:
+        raise ConfigError(refusal)
+
+
+#: How to give the HTTP token (said by every refusal of HTTP without one).
+_TOKEN_REMEDY = "set SANDBOX_HTTP_TOKEN or --token-file"  # noqa: S105 - a sentence, not a token
+
+
+def _unauthenticated_http_refusal(host: str, allowed: bool) -> str | None:
+    """Why HTTP without a token may not be served on ``host`` (``None``: it may)."""
     if host not in LOOPBACK_HOSTS:
-        raise ConfigError(
-            f"refusing to serve HTTP on {host} without a token: {remedy} (--allow-unauthenticated-"
-            f"http is honoured on a loopback host only: {', '.join(LOOPBACK_HOSTS)})"
+        return (
+            f"refusing to serve HTTP on {host} without a token: {_TOKEN_REMEDY} (--allow-"
+            "unauthenticated-http is honoured on a loopback host only: "
+            f"{', '.join(LOOPBACK_HOSTS)})"
         )
     if not allowed:
-        raise ConfigError(
-            f"refusing to serve HTTP without a token: {remedy}, or pass "
+        return (
+            f"refusing to serve HTTP without a token: {_TOKEN_REMEDY}, or pass "
             "--allow-unauthenticated-http (SANDBOX_ALLOW_UNAUTHENTICATED_HTTP=1) to let every "
             "local user run code as this server's user"
         )
+    return None
+
+
+def _serves_http_without_a_token(s: Settings) -> bool:
+    return s.transport == "streamable-http" and s.token is None
 
 
 def _snapshots_url(value: str) -> str | None:

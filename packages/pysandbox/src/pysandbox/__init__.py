@@ -7,6 +7,7 @@ Landlock and seccomp (Linux), and parent supervision with process-tree kill and 
 from pysandbox.__about__ import __version__
 from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
+from pysandbox._confined_pool import AsyncConfinedPool, ConfinedPool
 from pysandbox._layers import (
     EXECUTION_ENV,
     KERNEL_LAYERS,
@@ -20,9 +21,13 @@ from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     IsolationUnavailable,
+    JobError,
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    WorkerLimitExceeded,
+    WorkerProtocolError,
+    WorkerStartError,
 )
 from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
@@ -36,10 +41,13 @@ __all__ = [
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
+    "AsyncConfinedPool",
     "Bound",
     "Capabilities",
+    "ConfinedPool",
     "ExecutionMode",
     "IsolationUnavailable",
+    "JobError",
     "Layer",
     "LayerInfo",
     "Limits",
@@ -52,6 +60,9 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "WorkerConfinement",
+    "WorkerLimitExceeded",
+    "WorkerProtocolError",
+    "WorkerStartError",
     "__version__",
     "bound_of",
     "confine_worker",

@@ -4,10 +4,11 @@ Layers: an AST gate (astguard), a fresh isolated interpreter, rlimits, Python-le
 Landlock and seccomp (Linux), and parent supervision with process-tree kill and output caps.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pysandbox.__about__ import __version__
 from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
-from pysandbox._confined_pool import AsyncConfinedPool, ConfinedPool
 from pysandbox._layers import (
     EXECUTION_ENV,
     KERNEL_LAYERS,
@@ -31,6 +32,9 @@ from pysandbox.exceptions import (
 )
 from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
+
+if TYPE_CHECKING:
+    from pysandbox._confined_pool import AsyncConfinedPool, ConfinedPool
 
 __all__ = [
     "DATASCIENCE",
@@ -68,3 +72,12 @@ __all__ = [
     "confine_worker",
     "default_execution",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The confined pools, imported on first use (a pool's worker never imports anyio)."""
+    if name in ("AsyncConfinedPool", "ConfinedPool"):
+        from pysandbox import _confined_pool  # lazy: anyio costs a worker address space
+
+        return getattr(_confined_pool, name)
+    raise AttributeError(f"module 'pysandbox' has no attribute {name!r}")

@@ -24,6 +24,7 @@ whole pool), hence this pool.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -32,6 +33,8 @@ import os
 import re
 import subprocess
 import sys
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import psutil
 from anyio.abc import Process
@@ -245,7 +249,7 @@ class AsyncConfinedPool:
         job_cpu_s: CPU time one job may use, in seconds; ``None``: the deadline (a
             single-threaded job uses at most its wall-clock time).
         command: The worker's command line (tests give a stand-in); ``None``: ``python -I -m
-            pysandbox._pool_worker``.
+            pysandbox._pool_worker HANDLER``.
 
     Raises:
         ValueError: A bad size, deadline or budget, a malformed reference, a module or
@@ -290,7 +294,11 @@ class AsyncConfinedPool:
         self.error_kinds = frozenset(error_kinds) | RESERVED_KINDS
         self._check = _check_of(answer_schema)
         references = [handler, *([setup] if setup else [])]
-        self._command = list(command or (sys.executable, "-I", "-m", "pysandbox._pool_worker"))
+        # The handler on the command line only names the worker for ps (the configuration
+        # line is what the worker reads).
+        self._command = list(
+            command or (sys.executable, "-I", "-m", "pysandbox._pool_worker", handler)
+        )
         imports = [os.path.realpath(p) for p in import_paths]
         for directory in imports:
             if not Path(directory).is_dir():
@@ -551,9 +559,10 @@ class AsyncConfinedPool:
 class ConfinedPool:
     """:class:`AsyncConfinedPool` for synchronous code: :meth:`call` blocks until the answer.
 
-    The workers belong to an event loop in a thread of the pool's own (an anyio blocking
-    portal); :meth:`call` is safe from several threads at once (at most ``size`` jobs run, the
-    others wait within their deadline). Use it as a context manager, or call :meth:`close`.
+    The workers belong to an event loop in a daemon thread of the pool's own; :meth:`call` is
+    safe from several threads at once (at most ``size`` jobs run, the others wait within their
+    deadline). Use it as a context manager, or call :meth:`close`; a pool left open never keeps
+    the interpreter from exiting (its workers end when their stdin closes).
 
     Args:
         handler: As :class:`AsyncConfinedPool`.
@@ -566,8 +575,23 @@ class ConfinedPool:
 
     def __init__(self, handler: str, **options: Any) -> None:
         self.pool = AsyncConfinedPool(handler, **options)
-        self._portal_cm = anyio.from_thread.start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
+        ready = threading.Event()
+        self._token: Any = None
+        self._stop: anyio.Event | None = None
+
+        async def serve() -> None:
+            self._token = anyio.lowlevel.current_token()
+            self._stop = anyio.Event()
+            ready.set()
+            await self._stop.wait()
+
+        self._thread = threading.Thread(
+            target=anyio.run, args=(serve,), name="pysandbox-pool", daemon=True
+        )
+        self._thread.start()
+        ready.wait()
+        # Collected without close(): kill the workers (safe from any thread).
+        weakref.finalize(self, self.pool.close)
 
     def call(self, job: Any, *, what: str = "job", check: AnswerCheck | None = None) -> Any:
         """Run one job in a worker; as :meth:`AsyncConfinedPool.call`, blocking.
@@ -580,11 +604,8 @@ class ConfinedPool:
         """
         if self.pool.closed:
             raise WorkerStartError("the pool is closed")
-
-        async def one() -> Any:
-            return await self.pool.call(job, what=what, check=check)
-
-        return self._portal.call(one)
+        one = functools.partial(self.pool.call, job, what=what, check=check)
+        return anyio.from_thread.run(one, token=self._token)
 
     @property
     def pids(self) -> list[int]:
@@ -593,9 +614,11 @@ class ConfinedPool:
 
     def close(self) -> None:
         """Kill every worker, wait for each to end and stop the pool's thread (idempotent)."""
-        if not self.pool.closed:
-            self._portal.call(self.pool.aclose)
-            self._portal_cm.__exit__(None, None, None)
+        if self._thread.is_alive():
+            anyio.from_thread.run(self.pool.aclose, token=self._token)
+            assert self._stop is not None  # noqa: S101 - set before the thread was ready
+            anyio.from_thread.run_sync(self._stop.set, token=self._token)
+            self._thread.join()
 
     def __enter__(self) -> ConfinedPool:
         return self

@@ -207,7 +207,12 @@ def read_grants(
     """
     found = [_top_level(r, import_paths) for r in references]
     tops = ["pysandbox", *(t for t in found if t is not None), *distributions]
-    return _distributions.resolve(tuple(dict.fromkeys(tops)))
+    try:
+        return _distributions.resolve(tuple(dict.fromkeys(tops)))
+    except _distributions.DistributionError as exc:
+        # The same rules as a run's extra modules; the message names this pool's argument.
+        message = str(exc).removeprefix("extra_modules: ")
+        raise _distributions.DistributionError(f"distributions: {message}") from None
 
 
 class AsyncConfinedPool:

@@ -250,6 +250,8 @@ def test_a_closed_pool_refuses_jobs(handlers: pathlib.Path) -> None:
     ("options", "message"),
     [
         ({"handler": "no_such_module_x:f"}, "is not installed"),
+        ({"distributions": ("no_such_module_y",)}, "^distributions: module 'no_such_module_y'"),
+        ({"import_paths": ("/nonexistent-dir",)}, "is not a directory"),
         ({"handler": "json"}, "is not 'pkg.module:function'"),
         ({"handler": "json:dumps;os"}, "is not 'pkg.module:function'"),
         ({"size": 0}, "at least 1"),

@@ -1,31 +1,27 @@
-"""A confined worker: validation of caller-supplied input and snapshot diffs, outside the server.
+"""The server's confined worker: validation of caller-supplied input and snapshot diffs.
 
-Started by :class:`mcp_secure_sandbox.workers.WorkerPool` as ``python -I -m
-mcp_secure_sandbox._worker`` with an empty environment, no inherited descriptors but its
-pipes, in its own session. The protocol is JSON lines, never pickle: the first line on stdin is
-the configuration (``memory_bytes``, ``cpu_time_s`` (CPU seconds allowed beyond what start-up
-used), ``workspace``, ``store`` (the snapshot store, opened read-only), ``require_kernel_layers``);
-the worker imports and warms what its jobs use, confines itself for good
-(:func:`pysandbox.confine_worker`: rlimits, no_new_privs, read-only Landlock, seccomp without
-exec or sockets), answers ``{"ready": {...}}``, then reads one job per line and writes one
-answer per line: ``{"ok": result}`` or ``{"error": {"kind", "message"}}`` where ``kind`` is
-``input`` (a bad argument, the message names it), ``schema`` (datavalidate refused the schema),
-``snapshot_id`` (a malformed or unknown snapshot id), ``snapshot`` (the store refused: a
-corrupt manifest, a workspace past its caps), ``memory`` (the budget ran out: the worker exits
-after answering) or ``failed``.
+Run by :class:`mcp_secure_sandbox.workers.WorkerPool` in pysandbox's confined pool worker
+(``python -I -m pysandbox._pool_worker mcp_secure_sandbox._worker:job``: an empty environment,
+no inherited descriptors but its pipes, its own session; JSON lines, never pickle).
+:func:`setup` runs before confinement with the options ``workspace`` and ``store`` (the
+snapshot store, opened read-only): it imports and warms what the jobs use; then the worker
+confines itself for good (:func:`pysandbox.confine_worker`: rlimits, no_new_privs, read-only
+Landlock on the workspace, the store and the server's distributions, seccomp without exec or
+sockets) and calls :func:`job` once per job. An error answer's ``kind`` is ``input`` (a bad
+argument, the message names it), ``schema`` (datavalidate refused the schema), ``snapshot_id``
+(a malformed or unknown snapshot id), ``snapshot`` (the store refused: a corrupt manifest, a
+workspace past its caps), ``memory`` (the budget ran out: the worker exits after answering) or
+``failed``.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import resource
-import sys
-from typing import Any, BinaryIO
+from typing import Any
 
 from datavalidate import DataValidateError, default_registry, validate_csv, validate_json
 from mcp_secure_sandbox.jsontext import JsonTextError, loads_strict
-from pysandbox import confine_worker
+from pysandbox.exceptions import JobError
 from wsnapshot import (
     InvalidSnapshotId,
     NotARegularFile,
@@ -35,9 +31,9 @@ from wsnapshot import (
     SnapshotStore,
     WorkspaceError,
 )
-from wsnapshot.workspace import KIND_DIR, MAX_DEPTH
+from wsnapshot.workspace import KIND_DIR
 
-__all__ = ["MAX_CSV_FILE_BYTES", "handle", "main", "reason"]
+__all__ = ["MAX_CSV_FILE_BYTES", "handle", "job", "reason", "setup"]
 
 MAX_CSV_FILE_BYTES = 1024 * 1024 * 1024
 """Largest workspace CSV file validated by path (streamed), in bytes."""
@@ -159,66 +155,46 @@ def handle(
         return {"error": {"kind": "failed", "message": f"{op} failed: {reason}"}}
 
 
-def _cpu_used() -> float:
-    """CPU time (user + system) this process has used so far, in seconds."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _write(out: BinaryIO, obj: object) -> None:
-    out.write(json.dumps(obj, separators=(",", ":"), default=str).encode("utf-8") + b"\n")
-    out.flush()
-
-
 def _warm(registry: Any) -> None:
     """Import lazily loaded modules now, before confinement.
 
-    After it only installed files are readable: the import system must need nothing else.
+    After it only granted files are readable: the import system must need nothing else.
     """
     validate_json({"a": [1, 2.5, "x"]}, {"type": "object", "format": "email"}, registry=registry)
     validate_json({"name": "x"}, "config", registry=registry)
     validate_csv("a,b\n1,x\n", constraints={"a": "integer", "b": {"type": "date"}})
 
 
-def main() -> int:
-    """Run the worker: configuration, warm-up, confinement, then jobs until stdin closes."""
-    stdin, out = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # stray prints must never corrupt the protocol
-    config = json.loads(stdin.readline())
+_state: dict[str, Any] = {}
+
+
+def setup(options: dict[str, Any]) -> None:
+    """Prepare the worker before confinement: the registry, warm imports, workspace and store.
+
+    Args:
+        options: ``{"workspace": path or None, "store": path or None}`` (the store is opened
+            read-only, and only with a workspace).
+    """
     registry = default_registry()
     _warm(registry)
-    root = config.get("workspace")
-    workspace = SafeWorkspace(root) if root else None
-    store_dir = config.get("store")
-    store = SnapshotStore.open_read_only(root, store_dir) if root and store_dir else None
-    applied = confine_worker(
-        memory_bytes=int(config["memory_bytes"]),
-        # RLIMIT_CPU counts start-up too: the jobs get the configured seconds beyond it (the
-        # pool retires a worker before its remaining CPU is less than one job's budget).
-        cpu_time_s=math.ceil(_cpu_used()) + int(config["cpu_time_s"]),
-        read_only=tuple(p for p in (root, store_dir) if p),
-        # A walk of the workspace holds a descriptor per level, up to wsnapshot's MAX_DEPTH
-        # (a run can leave a tree that deep): 64 made a 60-level tree kill every diff.
-        open_files=MAX_DEPTH + 64,
-        require_kernel_layers=bool(config.get("require_kernel_layers", True)),
-    )
-    _write(out, {"ready": {"landlock_abi": applied.landlock_abi, "seccomp": applied.seccomp}})
-    while True:
-        line = stdin.readline()
-        if not line:
-            return 0
-        try:
-            answer = handle(json.loads(line), registry, workspace, store)
-        except MemoryError:
-            answer = {"error": {"kind": "memory", "message": "out of memory"}}
-        try:
-            _write(out, answer)
-        except MemoryError:
-            _write(out, {"error": {"kind": "memory", "message": "out of memory"}})
-            return 1
-        if "error" in answer and answer["error"]["kind"] == "memory":
-            return 1  # a fresh worker takes over: this heap may be fragmented for good
+    root = options.get("workspace")
+    store_dir = options.get("store")
+    _state["registry"] = registry
+    _state["workspace"] = SafeWorkspace(root) if root else None
+    _state["store"] = SnapshotStore.open_read_only(root, store_dir) if root and store_dir else None
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def job(work: dict[str, Any]) -> Any:
+    """Do one job (:func:`handle`) in a worker prepared by :func:`setup`; return its result.
+
+    Raises:
+        pysandbox.exceptions.JobError: The job's own error (its kind and message).
+        MemoryError: The memory budget ran out (the worker answers ``memory`` and exits).
+    """
+    answer = handle(work, _state["registry"], _state["workspace"], _state["store"])
+    if "error" in answer:
+        kind, message = answer["error"]["kind"], answer["error"]["message"]
+        if kind == "memory":
+            raise MemoryError
+        raise JobError(kind, message)
+    return answer["ok"]

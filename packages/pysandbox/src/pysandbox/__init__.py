@@ -4,6 +4,8 @@ Layers: an AST gate (astguard), a fresh isolated interpreter, rlimits, Python-le
 Landlock and seccomp (Linux), and parent supervision with process-tree kill and output caps.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from pysandbox.__about__ import __version__
 from pysandbox._bounds import Bound, bound_of
 from pysandbox._capabilities import Capabilities, LayerInfo
@@ -27,12 +29,19 @@ from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     ExclusiveTimeout,
     IsolationUnavailable,
+    JobError,
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    WorkerLimitExceeded,
+    WorkerProtocolError,
+    WorkerStartError,
 )
 from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
+
+if TYPE_CHECKING:
+    from pysandbox._confined_pool import AsyncConfinedPool, ConfinedPool
 
 __all__ = [
     "DATASCIENCE",
@@ -45,12 +54,15 @@ __all__ = [
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
     "STOP_WAIT_S",
+    "AsyncConfinedPool",
     "Bound",
     "Capabilities",
+    "ConfinedPool",
     "ExclusiveReport",
     "ExclusiveTimeout",
     "ExecutionMode",
     "IsolationUnavailable",
+    "JobError",
     "Layer",
     "LayerInfo",
     "Limits",
@@ -63,9 +75,21 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "WorkerConfinement",
+    "WorkerLimitExceeded",
+    "WorkerProtocolError",
+    "WorkerStartError",
     "WorkspaceCoordinator",
     "__version__",
     "bound_of",
     "confine_worker",
     "default_execution",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The confined pools, imported on first use (a pool's worker never imports anyio)."""
+    if name in ("AsyncConfinedPool", "ConfinedPool"):
+        from pysandbox import _confined_pool  # lazy: anyio costs a worker address space
+
+        return getattr(_confined_pool, name)
+    raise AttributeError(f"module 'pysandbox' has no attribute {name!r}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,10 +48,20 @@ class WorkerConfinement:
     writable: tuple[str, ...]
 
 
-def _default_read_roots() -> tuple[str, ...]:
-    """The interpreter, its standard library and every ``sys.path`` entry (installed code)."""
-    roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, str(Path(sys.executable).parent)}
-    roots.update(p for p in sys.path if p)
+def _default_read_roots(installed_code: bool = True) -> tuple[str, ...]:
+    """The interpreter's standard library, and with ``installed_code`` every ``sys.path`` entry.
+
+    With ``installed_code`` the interpreter's prefixes too (a virtual environment's whole
+    ``site-packages``); without, only the standard library and its extension modules.
+    """
+    if not installed_code:
+        # Not platstdlib itself: in a virtual environment it holds site-packages.
+        paths = sysconfig.get_paths()
+        roots = {paths["stdlib"], str(Path(paths["platstdlib"]) / "lib-dynload")}
+        roots.update(p for p in sys.path if p and "lib-dynload" in p)
+    else:
+        roots = {sys.prefix, sys.exec_prefix, sys.base_prefix, str(Path(sys.executable).parent)}
+        roots.update(p for p in sys.path if p)
     return tuple(sorted(os.path.realpath(r) for r in roots if Path(r).exists()))
 
 
@@ -62,6 +73,8 @@ def confine_worker(
     writable: tuple[str, ...] = (),
     open_files: int = 64,
     require_kernel_layers: bool = True,
+    installed_code: bool = True,
+    list_only: tuple[str, ...] = (),
 ) -> WorkerConfinement:
     """Confine the calling process for good (there is no undoing it).
 
@@ -77,6 +90,12 @@ def confine_worker(
             ``sys.path`` and the system libraries.
         writable: Paths readable and writable beneath; empty for a worker that writes nothing.
         open_files: ``RLIMIT_NOFILE``.
+        installed_code: Grant every ``sys.path`` entry and the interpreter's prefixes (a
+            virtual environment's whole ``site-packages``); ``False``: only the standard
+            library, so installed code is readable only where ``read_only`` names it
+            (:class:`pysandbox.ConfinedPool` names its distributions' files, by ``RECORD``).
+        list_only: Directories that may be listed but whose files are not readable (an
+            installation directory holding the granted distributions).
         require_kernel_layers: Refuse (``OSError``) when Landlock or seccomp is unavailable;
             with ``False`` the process goes on with the rlimits and what the kernel offers.
 
@@ -108,7 +127,9 @@ def confine_worker(
     if abi < 1 and require_kernel_layers:
         raise OSError("Landlock is unavailable on this kernel")
     drop_capabilities(libc)
-    readable = tuple(sorted({os.path.realpath(p) for p in (*_default_read_roots(), *read_only)}))
+    readable = tuple(
+        sorted({os.path.realpath(p) for p in (*_default_read_roots(installed_code), *read_only)})
+    )
     granted_writable = tuple(os.path.realpath(p) for p in writable)
     if abi >= 1:
         handled = _landlock.fs_rights_for_abi(abi)
@@ -116,6 +137,11 @@ def confine_worker(
         for path in (*readable, *_landlock.SYSTEM_DIRS, *_landlock.SYSTEM_FILES):
             if Path(path).exists():
                 rules.append((os.path.realpath(path), _landlock.READ_ONLY & handled))
+        rules.extend(
+            (os.path.realpath(p), _landlock.READ_DIR & handled)
+            for p in list_only
+            if Path(p).is_dir() and os.path.realpath(p) not in readable
+        )
         rules.append(("/dev/null", (_landlock.READ_FILE | _landlock.WRITE_FILE) & handled))
         rules.extend((path, _landlock.READ_WRITE & handled) for path in granted_writable)
         plan = _landlock.LandlockPlan(

@@ -5,9 +5,13 @@ from __future__ import annotations
 __all__ = [
     "ExclusiveTimeout",
     "IsolationUnavailable",
+    "JobError",
     "SandboxClosedError",
     "SandboxError",
     "SandboxSetupError",
+    "WorkerLimitExceeded",
+    "WorkerProtocolError",
+    "WorkerStartError",
 ]
 
 
@@ -85,3 +89,49 @@ class ExclusiveTimeout(SandboxError):
             f"{self.reason} ({self.runs_in_progress} run(s) in progress); nothing was "
             "stopped or changed, try again"
         )
+
+
+class WorkerLimitExceeded(SandboxError):
+    """A :class:`~pysandbox.ConfinedPool` job was stopped by its deadline or its memory budget.
+
+    The worker that ran it was killed (or exited) and is replaced when the next job needs one;
+    the pool goes on.
+
+    Attributes:
+        reason: ``"deadline"`` (the wall-clock deadline passed, or the worker died, e.g. of its
+            ``RLIMIT_AS`` or ``RLIMIT_CPU``) or ``"memory"`` (the worker reported
+            ``MemoryError`` under its ``RLIMIT_AS`` budget).
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+class WorkerProtocolError(SandboxError):
+    """A confined worker answered something that is not a well-formed answer.
+
+    The worker was killed and replaced and nothing of the answer was used: a correct worker
+    never does this, so the answer is treated as coming from a compromised or broken process.
+    """
+
+
+class WorkerStartError(SandboxError, RuntimeError):
+    """A confined worker could not be started (or the pool is closed); no job ran."""
+
+
+class JobError(SandboxError):
+    """A job's own error: raised by a pool handler in the worker, re-raised by the pool.
+
+    A handler raises it for an expected failure of its input (a bad argument, a schema it
+    refuses); the worker answers ``{"error": {"kind", "message"}}`` and stays for the next job.
+    The pool raises it again, in the caller, with the same kind and message.
+
+    Attributes:
+        kind: A short name the pool was told to accept (``error_kinds``), or ``"failed"``
+            (any other exception of the handler; its worker is replaced).
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind

@@ -197,6 +197,11 @@ _SAFE_CLASS_DECORATORS = frozenset(
         "typing.runtime_checkable",
     }
 )
+# Class decorators that hand the class back as it is, so that its methods' self is its instance
+# (AG309): the above, and pandas' accessor registration (`self._obj` is the documented pattern).
+_RECEIVER_CLASS_DECORATORS = _SAFE_CLASS_DECORATORS | frozenset(
+    f"pandas.api.extensions.register_{kind}_accessor" for kind in ("dataframe", "series", "index")
+)
 _SAFE_BASES = frozenset(
     {
         "abc.ABC",
@@ -1407,8 +1412,14 @@ class _Checker:
             return ".".join([self.modules[expr.id], *reversed(parts)])
         return None
 
-    def _safe_class(self, name: str, seen: set[str]) -> bool:
-        """A class whose __match_args__ can only come from checked literals of this file."""
+    def _safe_class(
+        self, name: str, seen: set[str], decorators: frozenset[str] = _SAFE_CLASS_DECORATORS
+    ) -> bool:
+        """A class whose __match_args__ can only come from checked literals of this file.
+
+        Its bases are this file's safe classes, builtins or ``_SAFE_BASES``: what AG309's
+        receivers need too (with ``decorators`` accepted on it and its bases).
+        """
         if name in seen:
             return False
         seen.add(name)
@@ -1433,12 +1444,12 @@ class _Checker:
                 return False
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
-            if self._qualified(target) not in _SAFE_CLASS_DECORATORS:
+            if self._qualified(target) not in decorators:
                 return False
         for base in node.bases:
             expr = base.value if isinstance(base, ast.Subscript) else base
             if isinstance(expr, ast.Name) and expr.id in self.class_defs:
-                if not self._safe_class(expr.id, seen):
+                if not self._safe_class(expr.id, seen, decorators):
                     return False
             elif (
                 isinstance(expr, ast.Name)
@@ -1567,7 +1578,7 @@ class _Checker:
             if not self._safe_class(name, set()):
                 self._positional_refused(pattern)
         for node, attr, owner in self.private_pending:
-            if not self._safe_class(owner, set()):
+            if not self._safe_class(owner, set(), _RECEIVER_CLASS_DECORATORS):
                 self._private_refused(
                     node,
                     attr,

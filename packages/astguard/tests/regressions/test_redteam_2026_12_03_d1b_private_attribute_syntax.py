@@ -62,6 +62,8 @@ REFUSED = {
     "        return self._mgr.apply('__reduce_ex__', protocol=4)\nF({'a': [1]}).m()",
     "own-class-on-a-library-base": "import pandas as pd\nclass F(pd.DataFrame):\n    pass\n"
     "class G(F):\n    def m(self):\n        return self._mgr",
+    "unknown-class-decorator": PD + "def deco(c):\n    return c\n@deco\nclass C:\n"
+    "    def m(self):\n        return self._mgr",
     "other-parameter": "class C:\n    def __eq__(self, other):\n        return other._mgr",
 }
 
@@ -78,6 +80,10 @@ ACCEPTED = {
     "builtin-base": "class E(ValueError):\n    def m(self):\n        return self._n",
     "namedtuple": "from collections import namedtuple\nP = namedtuple('P', 'x y')\n"
     "p = P(1, 2)\nprint(p._asdict(), p._replace(x=3), P._fields, P._make([1, 2]))",
+    "pandas-accessor": "import pandas as pd\n"
+    "@pd.api.extensions.register_dataframe_accessor('geo')\nclass Geo:\n"
+    "    def __init__(self, obj):\n        self._obj = obj\n    def total(self):\n"
+    "        return self._obj['b'].sum()",
     "display-hook": PD + "html = df._repr_html_()",
     "dunder-allowed": PD + "print(type(df).__name__, df.__class__.__name__)",
 }

@@ -655,8 +655,11 @@ class _Checker:
         ):
             return
         if isinstance(receiver, ast.Name):
-            if receiver.id in self.modules or receiver.id in self.from_imports:
-                return  # a module: AG303 decides
+            imported = receiver.id in self.modules or receiver.id in self.from_imports
+            if imported and not (
+                self.shadow_count.get(receiver.id) and self._shadowed(receiver.id)
+            ):
+                return  # an imported name: the module rules decide (AG303)
             owner = self._receiver_class(receiver.id)
             if owner is not None:
                 self.private_pending.append((node, name, owner))

@@ -64,6 +64,10 @@ REFUSED = {
     "class G(F):\n    def m(self):\n        return self._mgr",
     "unknown-class-decorator": PD + "def deco(c):\n    return c\n@deco\nclass C:\n"
     "    def m(self):\n        return self._mgr",
+    "parameter-named-like-a-module": PD + "def f(pd):\n    return pd._mgr\nf(df)",
+    "parameter-named-like-an-import": "from pandas import DataFrame\n"
+    "def f(DataFrame):\n    return DataFrame._mgr\nf(DataFrame())",
+    "comprehension-variable-named-like-a-module": PD + "x = [pd._mgr for pd in [df]]",
     "other-parameter": "class C:\n    def __eq__(self, other):\n        return other._mgr",
 }
 

@@ -395,8 +395,70 @@ def test_ordinary_code_accepted(source: str) -> None:
     assert result.ok, str(result)
 
 
+#: The private-attribute rule is the policy's to switch on (pysandbox's data-science profile).
+PRIVATE = Policy().with_private_attribute_rule()
+
+PRIVATE_REFUSED = [
+    "o = object()\no._x",
+    "o = object()\no._x = 1",
+    "o = object()\ndel o._x",
+    "o = object()\ngetattr(o, '_x')",
+    "match 1:\n    case int(_x=y):\n        pass",
+    "class C:\n    def __eq__(self, other):\n        return self._v == other._v",
+]
+PRIVATE_ACCEPTED = [
+    "class C:\n    def __init__(self):\n        self._v = 1\n    def get(self):\n"
+    "        return self._v",
+    "class C:\n    _n = 0\n    @classmethod\n    def bump(cls):\n        cls._n += 1",
+    "from collections import namedtuple\nP = namedtuple('P', 'x y')\n"
+    "print(P(1, 2)._asdict(), P(1, 2)._replace(x=3), P._fields, P._make([1, 2]))",
+    "class C:\n    def _repr_html_(self):\n        return '<b>c</b>'\nprint(C()._repr_html_())",
+    "o = object()\nprint(o.__class__.__name__)",
+    "import random\nprint(random.random())",
+]
+
+
+@pytest.mark.parametrize("source", PRIVATE_REFUSED)
+def test_private_attribute_rule_refuses_when_the_policy_says_so(source: str) -> None:
+    assert check(source, PRIVATE).rule_ids == ("AG309",)
+    assert "AG309" not in check(source).rule_ids  # off by default
+
+
+@pytest.mark.parametrize("source", PRIVATE_ACCEPTED)
+def test_private_attribute_rule_accepts_own_receivers_and_public_names(source: str) -> None:
+    result = check(source, PRIVATE)
+    assert result.ok, str(result)
+
+
+def test_private_attribute_rule_keeps_the_dunder_and_module_rules() -> None:
+    assert check("o = 1\no.__globals__", PRIVATE).rule_ids == ("AG301",)
+    assert check("class C:\n    def m(self):\n        return self.__dict__", PRIVATE).rule_ids == (
+        "AG301",
+    )
+    assert check("import random\nrandom._inst", PRIVATE).rule_ids == ("AG303",)
+    assert check("from random import _inst", PRIVATE).rule_ids == ("AG103",)
+
+
+def test_private_attribute_message_says_what_to_use_instead() -> None:
+    result = check("import pandas as pd\npd.DataFrame()._mgr", PRIVATE.with_modules("pandas"))
+    (violation,) = result.violations
+    assert violation.rule_id == "AG309"
+    assert "'_mgr'" in violation.message
+    assert "df.to_numpy()" in violation.message
+    assert "self._x and cls._x are fine" in violation.message
+
+
+def test_private_attribute_rule_is_policy_data() -> None:
+    assert Policy().refuse_private_attributes is False
+    assert PRIVATE.refuse_private_attributes is True
+    assert PRIVATE.to_dict()["refuse_private_attributes"] is True
+    assert PRIVATE.with_private_attribute_rule(refuse=False) == Policy()
+    with pytest.raises(TypeError):
+        Policy(refuse_private_attributes=1)  # type: ignore[arg-type]
+
+
 def test_every_rule_has_a_refusing_example_here() -> None:
-    tested = {rule_id for rule_id, _ in REFUSED}
+    tested = {rule_id for rule_id, _ in REFUSED} | {"AG309"}  # PRIVATE_REFUSED
     # AG9xx: the limits, each tested where it is defined (AG907:
     # tests/regressions/test_redteam_2026_12_01_ag907_constant_folding.py).
     untested = set(astguard.RULES) - tested - {f"AG90{i}" for i in (0, 2, 3, 4, 5, 6, 7)}

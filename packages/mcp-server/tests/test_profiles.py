@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import pathlib
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,3 +253,28 @@ def test_a_large_source_gets_no_offer_and_no_second_check(
     assert calls == []
     assert offer_profiles(small, policy, "none", small_before) != small_before  # offered
     assert calls == [small]
+
+
+def test_the_profile_s_checker_rules_reach_the_server_s_policy(dirs: tuple[Path, Path]) -> None:
+    """``--profile datascience`` checks code with AG309 on (red team 2026-12-03 D1's gap)."""
+    from mcp_secure_sandbox.settings import prepare_directories
+    from mcp_secure_sandbox.state import ServerState
+
+    missing = [m for m in DS.extra_modules if importlib.util.find_spec(m) is None]
+    if missing:
+        pytest.skip(f"the data-science stack is not installed ({missing})")
+    ds = settings_from_args(["--profile", "datascience"], {})
+    assert ds.sandbox_config().policy.refuse_private_attributes is True  # type: ignore[union-attr]
+    plain = settings_from_args([], {})
+    assert plain.sandbox_config().policy.refuse_private_attributes is False  # type: ignore[union-attr]
+    workspace, snapshots = dirs
+    settings = prepare_directories(
+        dataclasses.replace(ds, workspace=workspace, snapshots=snapshots), environ={}
+    )
+    state = ServerState(settings)
+    try:
+        assert state.policy.refuse_private_attributes is True
+        source = "import pandas as pd\npd.DataFrame()._mgr.apply('__reduce_ex__', protocol=4)"
+        assert astguard.check(source, state.policy).rule_ids == ("AG309",)
+    finally:
+        state.close()

@@ -962,7 +962,7 @@ def _mkdir(path: pathlib.Path) -> pathlib.Path:
 
 
 def _profile(name: str) -> dict[str, Any]:
-    """The Sandbox arguments of a profile (and its memory limit set on ``LIMITS``).
+    """The Sandbox arguments of a profile: modules, preload, policy (and ``LIMITS``' memory).
 
     The profiles' one home is :data:`pysandbox.PROFILES`; this harness only reads it.
     """
@@ -975,7 +975,11 @@ def _profile(name: str) -> dict[str, Any]:
     LIMITS = replace(
         LIMITS, memory_bytes=profile.memory_bytes, timeout_s=max(LIMITS.timeout_s, 20.0)
     )
-    return {"extra_modules": profile.extra_modules, "preload": profile.preload}
+    return {
+        "extra_modules": profile.extra_modules,
+        "preload": profile.preload,
+        "policy": profile.policy_for(),  # its checker rules (the data-science profile's AG309)
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

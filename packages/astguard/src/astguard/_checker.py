@@ -21,6 +21,7 @@ from astguard._policy import (
     FORBIDDEN_NAMES,
     FUTURE_FEATURES,
     MODULE_NAME_ATTRIBUTES,
+    PUBLIC_UNDERSCORE_ATTRIBUTES,
     REFLECTION_BUILTINS,
     SAME_NAME_NON_MODULES,
     SPAWN_ATTRIBUTES,
@@ -196,6 +197,11 @@ _SAFE_CLASS_DECORATORS = frozenset(
         "typing.runtime_checkable",
     }
 )
+# Class decorators that hand the class back as it is, so that its methods' self is its instance
+# (AG309): the above, and pandas' accessor registration (`self._obj` is the documented pattern).
+_RECEIVER_CLASS_DECORATORS = _SAFE_CLASS_DECORATORS | frozenset(
+    f"pandas.api.extensions.register_{kind}_accessor" for kind in ("dataframe", "series", "index")
+)
 _SAFE_BASES = frozenset(
     {
         "abc.ABC",
@@ -247,6 +253,27 @@ _BUILTIN_HINTS = {
     "vars": "it reads an object's or the caller's namespace; use the attributes by name, "
     "dataclasses.asdict(obj) or a dict of your own",
 }
+# What to use instead of private attributes of library objects that scripts reach for (AG309).
+_PRIVATE_ATTRIBUTE_HINTS = {
+    "_mgr": "use df.to_numpy(), df.dtypes or df.values",
+    "_data": "use df.to_numpy(), df.dtypes or df.values",
+    "_values": "use .to_numpy() or .array",
+    "_get_value": "use df.at[row, column]",
+    "_set_value": "use df.at[row, column] = value",
+    "_constructor": "use type(obj)",
+}
+# Method decorators that call the function with the instance (or class) as its first argument.
+_RECEIVER_DECORATORS = frozenset(
+    {
+        "classmethod",
+        "property",
+        "abc.abstractmethod",
+        "functools.cached_property",
+        "functools.cache",
+        "functools.lru_cache",
+        "typing.override",
+    }
+)
 # Per node class, the fields that may hold child nodes (ctx is checked by the parser itself).
 _CHILD_FIELDS: dict[type[ast.AST], tuple[str, ...]] = {}
 
@@ -288,6 +315,12 @@ class _Checker:
         self.special_names = policy.denied_builtins | FORBIDDEN_NAMES | REFLECTION_BUILTINS
         # function/lambda/comprehension scopes: (parameter names, names declared global)
         self.scopes: list[tuple[frozenset[str], set[str]]] = []
+        # per scope: the method's receiver (self/cls) and its class's name, or None
+        self.scope_receivers: list[tuple[str, str] | None] = []
+        # the names of the class statements whose bodies enclose the current node
+        self.class_stack: list[str] = []
+        # AG309: `self._x` in methods, decided at the end (the class's bases): (node, class)
+        self.private_pending: list[tuple[ast.AST, str, str]] = []
         self.shadow_count: dict[str, int] = {}
         self.handlers: dict[type[ast.AST], Callable[[Any, int], None]] = dict.fromkeys(
             ALLOWED_NODE_TYPES, self._generic
@@ -611,6 +644,79 @@ class _Checker:
                 "library object can hold that module); rename the attribute if it is yours",
             )
 
+    def _private_attribute(self, attr: str, receiver: ast.AST | None, node: ast.AST) -> None:
+        """AG309: a private attribute of anything but a method's own receiver is refused."""
+        name = _normalize(attr)
+        if (
+            not name.startswith("_")
+            or is_dunder(name)
+            or name in PUBLIC_UNDERSCORE_ATTRIBUTES
+            or is_forbidden_attribute(name, self.policy)  # reported by its own rule
+        ):
+            return
+        if isinstance(receiver, ast.Name):
+            imported = receiver.id in self.modules or receiver.id in self.from_imports
+            if imported and not (
+                self.shadow_count.get(receiver.id) and self._shadowed(receiver.id)
+            ):
+                return  # an imported name: the module rules decide (AG303)
+            owner = self._receiver_class(receiver.id)
+            if owner is not None:
+                self.private_pending.append((node, name, owner))
+                return
+        self._private_refused(node, name)
+
+    def _private_refused(self, node: ast.AST, name: str, why: str = "") -> None:
+        hint = _PRIVATE_ATTRIBUTE_HINTS.get(name, "use the object's public API")
+        self.report(
+            node,
+            "AG309",
+            f"the private attribute {name!r} is refused here{why}: a library object's "
+            f"internals can reach code no guard sees; {hint} (in the methods of your own "
+            "classes, self._x and cls._x are fine)",
+        )
+
+    def _receiver_class(self, name: str) -> str | None:
+        """The class whose method has ``name`` as its receiver here, or None."""
+        for (params, declared_global), receiver in zip(
+            reversed(self.scopes), reversed(self.scope_receivers), strict=True
+        ):
+            if name in declared_global:
+                return None
+            if name in params:
+                if receiver is not None and receiver[0] == name:
+                    return receiver[1]
+                return None
+        return None
+
+    def _method_receiver(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+        """The first parameter of a method, when it can only be the instance or class.
+
+        Not for static methods or unknown decorators, a parameter with a default (``C.m()``
+        would bind it), or a name the body rebinds anywhere (``self = df``, ``nonlocal``).
+        """
+        for deco in node.decorator_list:
+            target = deco.func if isinstance(deco, ast.Call) else deco
+            if isinstance(target, ast.Attribute) and target.attr in ("setter", "getter", "deleter"):
+                continue
+            qualified = (
+                target.id
+                if isinstance(target, ast.Name) and target.id not in self.from_imports
+                else self._qualified(target)
+            )
+            if qualified not in _RECEIVER_DECORATORS:
+                return None
+        args = node.args
+        positional = [*args.posonlyargs, *args.args]
+        if not positional or len(args.defaults) >= len(positional):
+            return None
+        first = positional[0].arg
+        for stmt in node.body:
+            for sub in ast.walk(stmt):
+                if _binds(sub, first):
+                    return None
+        return first
+
     def _attribute_node(self, node: ast.Attribute, depth: int) -> None:
         self._attribute(node, depth, call=None)
 
@@ -627,6 +733,9 @@ class _Checker:
             self.visit(chain[0], depth + extra)  # reports the limit and aborts
         for link in chain:
             self._attribute_name(link.attr, link)
+        if self.policy.refuse_private_attributes:
+            for link in chain:
+                self._private_attribute(link.attr, link.value, link)
         outer = chain[-1]
         for link in chain[:-1]:
             if link.attr in _FORMAT_METHODS:  # `t.format.__call__(...)`: a bound method value
@@ -681,14 +790,16 @@ class _Checker:
                 return True
         return False
 
-    def _push_scope(self, params: frozenset[str]) -> None:
+    def _push_scope(self, params: frozenset[str], receiver: tuple[str, str] | None = None) -> None:
         self.scopes.append((params, set()))
+        self.scope_receivers.append(receiver)
         counts = self.shadow_count
         for name in params:
             counts[name] = counts.get(name, 0) + 1
 
     def _pop_scope(self) -> None:
         params, _ = self.scopes.pop()
+        self.scope_receivers.pop()
         counts = self.shadow_count
         for name in params:
             counts[name] -= 1
@@ -936,6 +1047,8 @@ class _Checker:
                 )
             elif literal in _STRING_EVAL_NAMES:
                 self.report(node, "AG206", f"{literal!r} evaluates strings as code")
+            elif self.policy.refuse_private_attributes:
+                self._private_attribute(literal, target, node)
         elif not self.guard:
             self.report(
                 node,
@@ -1155,8 +1268,13 @@ class _Checker:
         self.visit(node.args, inner)
         self._visit_annotation(node.returns, inner)
         outer = self.in_class_body
+        receiver: tuple[str, str] | None = None
+        if outer and self.class_stack:
+            first = self._method_receiver(node)
+            if first is not None:
+                receiver = (first, self.class_stack[-1])
         self.in_class_body = False
-        self._push_scope(self._params(node.args))
+        self._push_scope(self._params(node.args), receiver)
         try:
             for stmt in node.body:
                 self.visit(stmt, inner)
@@ -1175,11 +1293,13 @@ class _Checker:
             self.visit(kw, inner)
         outer = self.in_class_body
         self.in_class_body = True
+        self.class_stack.append(node.name)
         try:
             for stmt in node.body:
                 self.visit(stmt, inner)
         finally:
             self.in_class_body = outer
+            self.class_stack.pop()
 
     def _class_body_import(self, node: ast.AST) -> None:
         self.report(
@@ -1266,6 +1386,8 @@ class _Checker:
                 )
             else:
                 self._attribute_name(name, node)
+                if self.policy.refuse_private_attributes:
+                    self._private_attribute(name, None, node)
         self._generic(node, depth)
 
     def _positional_refused(self, node: ast.MatchClass) -> None:
@@ -1293,8 +1415,14 @@ class _Checker:
             return ".".join([self.modules[expr.id], *reversed(parts)])
         return None
 
-    def _safe_class(self, name: str, seen: set[str]) -> bool:
-        """A class whose __match_args__ can only come from checked literals of this file."""
+    def _safe_class(
+        self, name: str, seen: set[str], decorators: frozenset[str] = _SAFE_CLASS_DECORATORS
+    ) -> bool:
+        """A class whose __match_args__ can only come from checked literals of this file.
+
+        Its bases are this file's safe classes, builtins or ``_SAFE_BASES``: what AG309's
+        receivers need too (with ``decorators`` accepted on it and its bases).
+        """
         if name in seen:
             return False
         seen.add(name)
@@ -1319,12 +1447,12 @@ class _Checker:
                 return False
         for deco in node.decorator_list:
             target = deco.func if isinstance(deco, ast.Call) else deco
-            if self._qualified(target) not in _SAFE_CLASS_DECORATORS:
+            if self._qualified(target) not in decorators:
                 return False
         for base in node.bases:
             expr = base.value if isinstance(base, ast.Subscript) else base
             if isinstance(expr, ast.Name) and expr.id in self.class_defs:
-                if not self._safe_class(expr.id, seen):
+                if not self._safe_class(expr.id, seen, decorators):
                     return False
             elif (
                 isinstance(expr, ast.Name)
@@ -1452,6 +1580,14 @@ class _Checker:
                 continue
             if not self._safe_class(name, set()):
                 self._positional_refused(pattern)
+        for node, attr, owner in self.private_pending:
+            if not self._safe_class(owner, set(), _RECEIVER_CLASS_DECORATORS):
+                self._private_refused(
+                    node,
+                    attr,
+                    f" (the class {owner!r} has a base, decorator or keyword that is not this "
+                    "script's own or a builtin, so self can be a library object)",
+                )
 
     def violations(self) -> tuple[Violation, ...]:
         lines = self.source.splitlines()
@@ -1470,6 +1606,23 @@ class _Checker:
             Violation(rule_id, message, line, col, end_line, end_col)
             for line, col, end_line, end_col, rule_id, message in sorted(out)
         )
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """Return whether ``node`` (re)binds ``name`` in its scope or declares it global/nonlocal."""
+    if isinstance(node, ast.Name):
+        return node.id == name and type(node.ctx) is not ast.Load
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return name in node.names
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.partition(".")[0]) == name
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return node.name == name
+    if isinstance(node, ast.MatchMapping):
+        return node.rest == name
+    return False
 
 
 def _installed(top: str) -> bool:

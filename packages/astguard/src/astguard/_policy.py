@@ -31,6 +31,7 @@ __all__ = [
     "FORBIDDEN_NAMES",
     "FUTURE_FEATURES",
     "MODULE_NAME_ATTRIBUTES",
+    "PUBLIC_UNDERSCORE_ATTRIBUTES",
     "REFLECTION_BUILTINS",
     "SAME_NAME_NON_MODULES",
     "SPAWN_ATTRIBUTES",
@@ -638,6 +639,35 @@ code may not read them as attributes. Defining any other dunder outside
 ``typing.get_type_hints`` through ``functools.singledispatch``, and ``__reduce__`` /
 ``__reduce_ex__`` let ``copy.copy`` call ``setattr`` on any object with names from data."""
 
+PUBLIC_UNDERSCORE_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        # collections.namedtuple / typing.NamedTuple: public API with a leading underscore so
+        # that it cannot clash with a field name
+        "_asdict",
+        "_field_defaults",
+        "_fields",
+        "_make",
+        "_replace",
+        # IPython's display protocol, which pandas and matplotlib implement (rich output)
+        "_repr_html_",
+        "_repr_javascript_",
+        "_repr_jpeg_",
+        "_repr_json_",
+        "_repr_latex_",
+        "_repr_markdown_",
+        "_repr_mimebundle_",
+        "_repr_pdf_",
+        "_repr_png_",
+        "_repr_svg_",
+    }
+)
+"""Underscore attributes that are documented public API, accepted on any object under
+``Policy.refuse_private_attributes`` (AG309). pandas' other documented underscore names
+(``_metadata``, ``_constructor``, ``ExtensionArray._from_sequence``, ...) are for subclass and
+extension authors, who define them in their own class and reach them through ``self``/``cls``;
+``ExtensionArray._reduce(name)`` and ``_accumulate(name)`` dispatch on a string and are left
+out on purpose."""
+
 WRITE_DENIED_ATTRIBUTES: frozenset[str] = frozenset({"__class__", "__match_args__"})
 """Allowed dunders that may be read but not assigned or deleted."""
 
@@ -852,6 +882,7 @@ class Policy:
     denied_module_attributes: frozenset[str] = DENIED_MODULE_ATTRIBUTES
     runtime_attribute_guard: bool = False
     runtime_format_guard: bool = False
+    refuse_private_attributes: bool = False
     max_source_bytes: int = DEFAULT_MAX_SOURCE_BYTES
     max_nodes: int = 100_000
     max_depth: int = 120
@@ -880,8 +911,13 @@ class Policy:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"Policy.{name} must be a positive int, not {value!r}")
-        if not isinstance(self.runtime_attribute_guard, bool):
-            raise TypeError("Policy.runtime_attribute_guard must be a bool")
+        for flag in (
+            "runtime_attribute_guard",
+            "runtime_format_guard",
+            "refuse_private_attributes",
+        ):
+            if not isinstance(getattr(self, flag), bool):
+                raise TypeError(f"Policy.{flag} must be a bool")
 
     def with_modules(self, *names: str) -> Policy:
         """Return a copy that also allows ``names`` (and their submodules).
@@ -948,6 +984,18 @@ class Policy:
             A new policy.
         """
         return dataclasses.replace(self, runtime_format_guard=bool(installed))
+
+    def with_private_attribute_rule(self, *, refuse: bool = True) -> Policy:
+        """Return a copy that switches the private-attribute rule (AG309) on or off.
+
+        Args:
+            refuse: True to refuse ``x._name`` on objects other than a method's own
+                ``self``/``cls`` (see :attr:`refuse_private_attributes`).
+
+        Returns:
+            A new policy.
+        """
+        return dataclasses.replace(self, refuse_private_attributes=bool(refuse))
 
     def with_limits(
         self,
@@ -1078,6 +1126,7 @@ class Policy:
             "denied_module_attributes": sorted(self.denied_module_attributes),
             "runtime_attribute_guard": self.runtime_attribute_guard,
             "runtime_format_guard": self.runtime_format_guard,
+            "refuse_private_attributes": self.refuse_private_attributes,
             "max_source_bytes": self.max_source_bytes,
             "max_nodes": self.max_nodes,
             "max_depth": self.max_depth,

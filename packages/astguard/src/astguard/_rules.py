@@ -184,6 +184,16 @@ _RULE_LIST = (
         "case Planted(g): ...",
     ),
     Rule(
+        "AG309",
+        "attributes",
+        "When the policy refuses private attributes (refuse_private_attributes; pysandbox's "
+        "data-science profile): `x._name` read, assigned or deleted (also a literal "
+        "getattr name or a class-pattern keyword) on anything but the self/cls parameter of a "
+        "method of this script's own class, except documented public names (namedtuple's "
+        "_asdict/_replace/..., _repr_html_ and the other display hooks).",
+        "df._mgr.apply('__reduce_ex__', protocol=4)",
+    ),
+    Rule(
         "AG401",
         "format",
         "Format template whose field walks a refused or private attribute, or a refused item key.",

@@ -702,7 +702,7 @@ class Settings:
 
         Args:
             policy: The astguard policy; ``None`` for astguard's default with
-                :attr:`extra_modules`, as the server builds it.
+                :attr:`extra_modules` and the profile's checker rules, as the server builds it.
 
         Returns:
             The configuration ``pysandbox.Sandbox.from_config`` takes.
@@ -723,6 +723,9 @@ class Settings:
         )
         if policy is None:
             policy = astguard.Policy().with_modules(*self.extra_modules)
+            profile = PROFILES.get(self.profile)
+            if profile is not None:
+                policy = profile.policy_for(policy)
         return SandboxConfig(
             limits=limits,
             policy=policy,

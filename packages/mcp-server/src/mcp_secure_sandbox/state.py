@@ -77,6 +77,8 @@ class ServerState:
                     name,
                 )
         self.policy = default_policy.with_modules(*settings.extra_modules)
+        if profile is not None:  # its checker rules (the data-science profile's AG309)
+            self.policy = profile.policy_for(self.policy)
         # One call builds the sandbox's configuration (pysandbox validates it; settings_from_args
         # checked it once already): limits, layers, modules, execution, concurrency, pool.
         config = settings.sandbox_config(self.policy)

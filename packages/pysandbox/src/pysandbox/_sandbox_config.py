@@ -153,7 +153,8 @@ class SandboxConfig:
                 Given limits are taken as they are (an explicit memory limit wins).
             extra_modules: Modules allowed beyond the profile's (after them).
             **options: Any other field of :class:`SandboxConfig`; ``require`` defaults to
-                :data:`KERNEL_LAYERS` and must include the profile's ``required_layers``.
+                :data:`KERNEL_LAYERS` and must include the profile's ``required_layers``;
+                ``policy`` gets the profile's checker rules (:meth:`Profile.policy_for`).
 
         Returns:
             The configuration.
@@ -164,8 +165,10 @@ class SandboxConfig:
         """
         if limits is None:
             limits = Limits(memory_bytes=profile.memory_bytes)
+        policy = options.pop("policy", None)
         config = cls(
             limits=limits,
+            policy=profile.policy_for(policy),  # type: ignore[arg-type]
             extra_modules=(*profile.extra_modules, *_module_names("extra_modules", extra_modules)),
             preload=options.pop("preload", profile.preload),  # type: ignore[arg-type]
             **options,  # type: ignore[arg-type]

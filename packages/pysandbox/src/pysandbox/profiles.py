@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import astguard
 from pysandbox._layers import KERNEL_LAYERS, Layer
 from pysandbox._limits import Limits
 
@@ -38,6 +39,11 @@ class Profile:
         required_layers: Kernel layers a sandbox for this profile must require.
         extra: The ``secure-pysandbox`` extra that installs the profile's modules at the tested
             versions (``pip install 'secure-pysandbox[EXTRA]'``), or ``""`` when none is needed.
+        refuse_private_attributes: Switch on astguard's private-attribute rule (AG309,
+            ``astguard.Policy.refuse_private_attributes``): ``x._name`` only on a method's own
+            ``self``/``cls``. The data-science profile does (``df._mgr.apply(NAME)`` reaches
+            pandas' internal dispatchers); the default does not (``other._x`` in ``__eq__`` is
+            ordinary code, and the standard library's objects are reviewed module by module).
     """
 
     name: str
@@ -46,6 +52,28 @@ class Profile:
     memory_bytes: int = Limits().memory_bytes
     required_layers: tuple[Layer, ...] = ()
     extra: str = ""
+    refuse_private_attributes: bool = False
+
+    def policy_for(self, policy: astguard.Policy | None = None) -> astguard.Policy:
+        """Return ``policy`` with this profile's checker rules switched on.
+
+        Args:
+            policy: An ``astguard.Policy``; ``None`` for astguard's safe default.
+
+        Returns:
+            The policy (a copy when a rule changes it). The profile's modules are not added
+            here: ``Sandbox``'s ``extra_modules`` allows them.
+
+        Raises:
+            TypeError: ``policy`` is not an ``astguard.Policy``.
+        """
+        if policy is None:
+            policy = astguard.Policy()
+        if not isinstance(policy, astguard.Policy):
+            raise TypeError(f"policy must be an astguard.Policy, not {type(policy).__name__}")
+        if self.refuse_private_attributes:
+            policy = policy.with_private_attribute_rule()
+        return policy
 
     def __post_init__(self) -> None:
         unknown = [layer for layer in self.required_layers if layer not in KERNEL_LAYERS]
@@ -69,6 +97,7 @@ DATASCIENCE = Profile(
     memory_bytes=1024 * 1024 * 1024,
     required_layers=KERNEL_LAYERS,
     extra="datascience",
+    refuse_private_attributes=True,
 )
 
 #: The profiles that add to a sandbox, by name (:data:`DEFAULT` is the absence of one and is not

@@ -59,6 +59,7 @@ def factory(ws: pathlib.Path, *, seccomp_debug: bool = False) -> Sandbox:
         require=("landlock", "seccomp"),
         extra_modules=STACK,
         preload=PRELOAD,
+        policy=DATASCIENCE.policy_for(),  # the profile's checker rules (AG309)
         seccomp_debug=seccomp_debug,
     )
 

@@ -1246,6 +1246,47 @@ def guard_pandas_dispatch(module_name: str, module: Any, check: Callable[[object
             setattr(cls, name, wrap(method, position))
 
 
+#: What registering a pandas accessor under a private name answers.
+ACCESSOR_NAME_RULE = (
+    "an accessor name must be a public identifier (no leading '_'): the registration sets it "
+    "on pandas' own DataFrame, Series or Index class, where a private or dunder name would "
+    "replace pandas' internals; choose a public name such as 'geo'"
+)
+
+
+def guard_accessor_registration(module: Any) -> None:
+    """Refuse a private or dunder name in ``pandas.core.accessor._register_accessor`` (once).
+
+    ``pandas.api.extensions.register_dataframe_accessor(name)`` (and the ``_series_`` and
+    ``_index_`` ones) call the module's ``_register_accessor``, whose decorator runs
+    ``setattr(cls, name, ...)`` on pandas' class with the real ``setattr``: the one place user
+    code names an attribute of a pandas class (a store on one is refused statically, AG306).
+
+    Args:
+        module: The loaded ``pandas.core.accessor``.
+
+    Raises:
+        SandboxDenied: From the guarded function, for a name that is not an exact ``str``
+            identifier or that starts with ``_`` (:data:`ACCESSOR_NAME_RULE`).
+    """
+    real = module.__dict__.get("_register_accessor")
+    if real is None or _DISPATCH_MARK in getattr(real, "__dict__", {}):
+        return
+
+    def _register_accessor(name: Any, cls: Any) -> Any:
+        if type(name) is not str or not name.isidentifier() or name.startswith("_"):
+            raise SandboxDenied(
+                1,
+                f"sandbox: pandas may not register an accessor named {name!r}: "
+                f"{ACCESSOR_NAME_RULE}",
+            )
+        return real(name, cls)
+
+    _register_accessor.__doc__ = real.__doc__
+    _register_accessor.__dict__[_DISPATCH_MARK] = True
+    module._register_accessor = _register_accessor
+
+
 def make_pandas_guard(
     allowed: frozenset[str] = frozenset(),
     denied: frozenset[str] = frozenset(),
@@ -1279,7 +1320,9 @@ def make_pandas_guard(
 
     String dispatch: a method given the name of a function (``df.agg('sum')``,
     ``df.groupby('a').agg('max')``, ``Apply._apply_str``) refuses a private name
-    (:func:`guard_pandas_dispatch`, :func:`private_name_refused`).
+    (:func:`guard_pandas_dispatch`, :func:`private_name_refused`). Accessor registration
+    (``pandas.api.extensions.register_dataframe_accessor(name)``, ``_series_``, ``_index_``)
+    refuses a private or dunder name (:func:`guard_accessor_registration`).
 
     Args:
         allowed: The import allow-list.
@@ -1487,6 +1530,8 @@ def make_pandas_guard(
                 wrap_engine(module)
             elif name == "pandas.plotting._core":
                 wrap_plot_backend(module)
+            elif name == "pandas.core.accessor":
+                guard_accessor_registration(module)
             if name in dispatch_modules:
                 guard_pandas_dispatch(name, module, dispatch_check)
             if real_tester and namespace.get("test") is real_tester[0]:

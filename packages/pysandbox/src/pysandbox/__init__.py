@@ -17,12 +17,15 @@ from pysandbox._layers import (
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
+from pysandbox._session import Session, SessionEnd
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     IsolationUnavailable,
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    SessionEndedError,
+    SessionsNeedWarmMode,
 )
 from pysandbox.profiles import DATASCIENCE, DEFAULT, PROFILES, Profile
 from pysandbox.runner import READY_CHILDREN, READY_MAX_IDLE_S, READY_MIN_IDLE_S, Sandbox
@@ -51,6 +54,10 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxSetupError",
+    "Session",
+    "SessionEnd",
+    "SessionEndedError",
+    "SessionsNeedWarmMode",
     "WorkerConfinement",
     "__version__",
     "bound_of",

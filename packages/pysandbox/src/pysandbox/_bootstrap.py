@@ -74,7 +74,7 @@ CHILD: tuple[str, ...] = (
     "_main",
 )
 #: The modules the zygote loads; the last is the entry.
-ZYGOTE: tuple[str, ...] = (*CHILD, "_zygote")
+ZYGOTE: tuple[str, ...] = (*CHILD, "_session", "_zygote")
 
 _CHILD_DIR = pathlib.Path(__file__).resolve().parent / "child"
 _codes: dict[str, CodeType] = {}

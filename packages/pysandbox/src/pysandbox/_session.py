@@ -75,7 +75,10 @@ __all__ = [
     "SessionEnd",
     "compile_session_code",
     "open_session",
+    "parse_frame",
     "proc_cpu_seconds",
+    "stat_cpu_seconds",
+    "stat_state",
     "threads_stopped",
 ]
 
@@ -166,9 +169,46 @@ def _task_states(pid: int) -> dict[str, str] | None:
                 stat = fh.read()
         except OSError:
             continue  # the thread ended meanwhile
-        after = stat[stat.rfind(b")") + 1 :].split()  # the name (comm) is the code's choice
-        states[tid] = after[0].decode("ascii", "replace") if after else "?"
+        states[tid] = stat_state(stat)
     return states
+
+
+def _after_name(stat: bytes) -> list[bytes]:
+    """The fields of a ``stat`` line after the name, which ends at the line's LAST ``)``.
+
+    The name (``comm``) is the code's choice (``prctl(PR_SET_NAME)``, a thread's name): it may
+    hold ``)``, spaces and state letters, so nothing before the last ``)`` is read.
+    """
+    return stat[stat.rfind(b")") + 1 :].split()
+
+
+def stat_state(stat: bytes) -> str:
+    """The state letter of a ``/proc/<pid>[/task/<tid>]/stat`` line (``?`` if unreadable).
+
+    Args:
+        stat: The line's bytes.
+
+    Returns:
+        ``R``, ``S``, ``T``, ``t``, ``Z``, ...
+    """
+    after = _after_name(stat)
+    return after[0].decode("ascii", "replace") if after and len(after[0]) == 1 else "?"
+
+
+def stat_cpu_seconds(stat: bytes) -> float | None:
+    """``utime + stime`` of a ``/proc/<pid>/stat`` line in seconds, or ``None`` if malformed.
+
+    Args:
+        stat: The line's bytes.
+
+    Returns:
+        The seconds (clock ticks over ``SC_CLK_TCK``).
+    """
+    fields = _after_name(stat)
+    try:
+        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    except (IndexError, ValueError):
+        return None
 
 
 def threads_stopped(pid: int) -> bool:
@@ -207,11 +247,7 @@ def proc_cpu_seconds(pid: int) -> float | None:
             stat = fh.read()
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 1 :].split()
-    try:
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-    except (IndexError, ValueError):
-        return None
+    return stat_cpu_seconds(stat)
 
 
 def _status_bytes(pid: int, key: bytes) -> int | None:
@@ -236,8 +272,16 @@ def _reset_peak(pid: int) -> bool:
     return True
 
 
-def _parse_frame(data: bytes) -> tuple[bool, dict[str, str] | None] | None:
-    """The claimed status and value of a result frame, or ``None``: not exactly one frame."""
+def parse_frame(data: bytes) -> tuple[bool, dict[str, str] | None] | None:
+    """The claimed status and value of a result frame (untrusted bytes).
+
+    Args:
+        data: Everything the result pipe held after the call (at most one byte over
+            :data:`pysandbox.child._session.RESULT_FRAME_MAX` kept).
+
+    Returns:
+        ``(ok, value)``, or ``None`` when ``data`` is not exactly one well-formed frame.
+    """
     header = _child_session.FRAME_HEADER_BYTES
     if len(data) < header or len(data) > _child_session.RESULT_FRAME_MAX:
         return None
@@ -643,7 +687,7 @@ class Session:
         """The call's result from the parent's observations (the table in SECURITY.md)."""
         lim = self._sandbox.limits
         near_memory = call.peak >= MEMORY_PEAK_SHARE * lim.memory_bytes
-        claimed = None if call.frame_cut else _parse_frame(bytes(call.frame))
+        claimed = None if call.frame_cut else parse_frame(bytes(call.frame))
         value: dict[str, str] | None = None
         exit_code: int | None = None
         sig: int | None = None

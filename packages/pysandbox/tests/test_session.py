@@ -1,0 +1,179 @@
+"""Sessions without processes: the /proc parsing, the result frame, the final value, the repr.
+
+Everything here reads bytes the session's code chose (its thread names in ``stat``, its result
+frame, its values): each test feeds hostile variants.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pysandbox._session import compile_session_code, parse_frame, stat_cpu_seconds, stat_state
+from pysandbox.child import _session as child_session
+from pysandbox.child._session import RESULT_FRAME_MAX, RESULT_NAME, bounded_repr, frame
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(comm: bytes, state: bytes, utime: int = 7, stime: int = 3) -> bytes:
+    # pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+    rest = b" ".join([state, b"1", b"2", b"2", b"0", b"-1", b"4194560", b"5", b"0", b"0", b"0"])
+    return b"4242 (" + comm + b") " + rest + b" %d %d 0 0 20 0 1 0" % (utime, stime)
+
+
+@pytest.mark.parametrize(
+    "comm",
+    [
+        b"python",
+        b"x) T (y",  # a fake state after a fake end of the name
+        b") T",
+        b"a) t 1 2 3 4 5 6 7 8 9 10 99999 99999 (b",  # fake fields and times too
+        b"T) T) T",
+        b"",
+        b"((((",
+    ],
+)
+def test_the_state_is_read_after_the_last_parenthesis(comm: bytes) -> None:
+    assert stat_state(_stat(comm, b"R")) == "R"
+    assert stat_state(_stat(comm, b"S")) == "S"
+    assert stat_state(_stat(comm, b"T")) == "T"
+    assert stat_cpu_seconds(_stat(comm, b"R", 700, 300)) == 1000 / TICK
+
+
+@pytest.mark.parametrize("line", [b"", b"4242 (x", b"4242 (x)", b"4242 (x) RR 1", b"garbage"])
+def test_a_malformed_stat_line_is_not_stopped(line: bytes) -> None:
+    assert stat_state(line) not in ("T", "t")
+
+
+@pytest.mark.parametrize("line", [b"", b"4242 (x) R 1 2", b"4242 (x) R" + b" z" * 20])
+def test_a_malformed_stat_line_has_no_cpu(line: bytes) -> None:
+    assert stat_cpu_seconds(line) is None
+
+
+# -- the result frame -------------------------------------------------------------------------
+def test_the_childs_frames_parse() -> None:
+    assert parse_frame(frame(True, None, False)) == (True, None)
+    assert parse_frame(frame(False, None, False)) == (False, None)
+    assert parse_frame(frame(True, [1, 2], True)) == (
+        True,
+        {"type": "builtins.list", "text": "[1, 2]"},
+    )
+
+
+def _raw(status: bytes, has: bytes, kind: bytes, text: bytes, kind_len: int = -1) -> bytes:
+    klen = len(kind) if kind_len < 0 else kind_len
+    lengths = klen.to_bytes(4, "big") + len(text).to_bytes(4, "big")
+    return b"V" + status + has + lengths + kind + text
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"V",
+        _raw(b"o", b"1", b"builtins.int", b"1") + b"extra",  # two frames, or trailing bytes
+        _raw(b"o", b"1", b"builtins.int", b"1")[:-1],  # cut
+        _raw(b"x", b"1", b"builtins.int", b"1"),  # unknown status
+        _raw(b"o", b"2", b"builtins.int", b"1"),  # unknown flag
+        _raw(b"o", b"0", b"builtins.int", b"1"),  # no value, but a value
+        _raw(b"o", b"1", b"builtins.int", b"1", kind_len=2**31),  # lengths that lie
+        b"W" + _raw(b"o", b"1", b"a", b"1")[1:],  # wrong tag
+        _raw(b"o", b"1", b"t", b"x" * RESULT_FRAME_MAX),  # over the size bound
+        _raw(b"o", b"1", b"t" * 1000, b"x"),  # a type name over its bound
+    ],
+)
+def test_a_malformed_frame_is_refused(data: bytes) -> None:
+    assert parse_frame(data) is None
+
+
+# -- the final value --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("code", "value"),
+    [
+        ("1 + 1", 2),
+        ("x = 3\nx * 3", 9),
+        ("def f():\n    return 4\nf()", 4),
+        ("'s'", "s"),
+    ],
+)
+def test_a_final_expression_is_stored_under_a_name_no_source_can_spell(
+    code: str, value: Any
+) -> None:
+    compiled = compile_session_code(code)
+    assert compiled is not None
+    namespace: dict[str, Any] = {}
+    exec(compiled, namespace)  # noqa: S102 - trusted test code
+    assert namespace[RESULT_NAME] == value
+    assert not RESULT_NAME.isidentifier()
+
+
+@pytest.mark.parametrize("code", ["x = 1", "if True:\n    2", "for i in []:\n    i", "pass"])
+def test_no_final_expression_stores_nothing(code: str) -> None:
+    compiled = compile_session_code(code)
+    assert compiled is not None
+    namespace: dict[str, Any] = {}
+    exec(compiled, namespace)  # noqa: S102 - trusted test code
+    assert RESULT_NAME not in namespace
+
+
+@pytest.mark.parametrize("code", ["def (", "x = ", "\x00"])
+def test_code_that_does_not_compile_is_left_to_the_child(code: str) -> None:
+    assert compile_session_code(code) is None
+
+
+# -- the bounded repr -------------------------------------------------------------------------
+class _Sub(list):  # type: ignore[type-arg]
+    pass
+
+
+class _Text(str):
+    __slots__ = ()
+
+
+class _Huge:
+    def __repr__(self) -> str:
+        return "y" * 10**6
+
+
+class _Raises:
+    def __repr__(self) -> str:
+        raise KeyboardInterrupt
+
+
+_LARGE: dict[str, Callable[[], object]] = {
+    "list": lambda: list(range(10**6)),
+    "list-subclass": lambda: _Sub(range(10**6)),
+    "tuple": lambda: tuple(range(10**6)),
+    "set": lambda: set(range(10**5)),
+    "dict": lambda: {i: i for i in range(10**5)},
+    "str": lambda: "x" * 10**7,
+    "str-subclass": lambda: _Text("x" * 10**7),
+    "bytes": lambda: b"x" * 10**7,
+    "bytearray": lambda: bytearray(10**7),
+    "int-over-the-digits-limit": lambda: 10**100_000,
+    "nested": lambda: [[list(range(1000))] * 1000] * 10,
+    "own-repr": _Huge,
+    "range": lambda: range(10**8),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_LARGE))
+def test_a_repr_is_bounded(name: str) -> None:
+    value = _LARGE[name]()
+    text = bounded_repr(value)
+    assert len(text) <= child_session.REPR_TEXT_MAX
+    assert len(frame(True, value, True)) <= RESULT_FRAME_MAX
+
+
+def test_a_repr_that_raises_anything_is_a_placeholder() -> None:
+    assert bounded_repr(_Raises()) == "<repr failed: KeyboardInterrupt>"
+
+
+def test_a_value_of_a_builtin_type_reads_as_itself() -> None:
+    assert bounded_repr([1, "a", None]) == "[1, 'a', None]"
+    assert bounded_repr({"k": (1, 2)}) == "{'k': (1, 2)}"
+    assert bounded_repr(b"ab") == "b'ab'"

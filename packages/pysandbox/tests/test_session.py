@@ -12,7 +12,13 @@ from typing import Any
 
 import pytest
 
-from pysandbox._session import compile_session_code, parse_frame, stat_cpu_seconds, stat_state
+from pysandbox._session import (
+    claim_of,
+    compile_session_code,
+    parse_frames,
+    stat_cpu_seconds,
+    stat_state,
+)
 from pysandbox.child import _session as child_session
 from pysandbox.child._session import RESULT_FRAME_MAX, RESULT_NAME, bounded_repr, frame
 
@@ -56,18 +62,38 @@ def test_a_malformed_stat_line_has_no_cpu(line: bytes) -> None:
 
 # -- the result frame -------------------------------------------------------------------------
 def test_the_childs_frames_parse() -> None:
-    assert parse_frame(frame(True, None, False)) == (True, None)
-    assert parse_frame(frame(False, None, False)) == (False, None)
-    assert parse_frame(frame(True, [1, 2], True)) == (
-        True,
-        {"type": "builtins.list", "text": "[1, 2]"},
-    )
+    assert claim_of(frame(1, True, None, False), 1) == (True, None)
+    assert claim_of(frame(2, False, None, False), 2) == (False, None)
+    value = {"type": "builtins.list", "text": "[1, 2]"}
+    assert claim_of(frame(3, True, [1, 2], True), 3) == (True, value)
+    assert parse_frames(frame(1, True, 5, True) + frame(2, False, None, False)) == [
+        (1, True, {"type": "builtins.int", "text": "5"}),
+        (2, False, None),
+    ]
+
+
+def test_the_frames_of_earlier_calls_are_skipped() -> None:
+    # The tail of a call that stopped itself early ends during the next one.
+    data = frame(4, True, "old", True) + frame(5, True, "new", True)
+    assert claim_of(data, 5) == (True, {"type": "builtins.str", "text": "'new'"})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        frame(5, True, "a", True) + frame(5, True, "b", True),  # two claims for one call
+        frame(4, True, "a", True),  # none for this call
+        b"",
+    ],
+)
+def test_not_exactly_one_frame_of_the_call_is_no_claim(data: bytes) -> None:
+    assert claim_of(data, 5) is None
 
 
 def _raw(status: bytes, has: bytes, kind: bytes, text: bytes, kind_len: int = -1) -> bytes:
     klen = len(kind) if kind_len < 0 else kind_len
     lengths = klen.to_bytes(4, "big") + len(text).to_bytes(4, "big")
-    return b"V" + status + has + lengths + kind + text
+    return b"V" + (1).to_bytes(8, "big") + status + has + lengths + kind + text
 
 
 @pytest.mark.parametrize(
@@ -75,7 +101,7 @@ def _raw(status: bytes, has: bytes, kind: bytes, text: bytes, kind_len: int = -1
     [
         b"",
         b"V",
-        _raw(b"o", b"1", b"builtins.int", b"1") + b"extra",  # two frames, or trailing bytes
+        _raw(b"o", b"1", b"builtins.int", b"1") + b"extra",  # trailing bytes
         _raw(b"o", b"1", b"builtins.int", b"1")[:-1],  # cut
         _raw(b"x", b"1", b"builtins.int", b"1"),  # unknown status
         _raw(b"o", b"2", b"builtins.int", b"1"),  # unknown flag
@@ -87,7 +113,9 @@ def _raw(status: bytes, has: bytes, kind: bytes, text: bytes, kind_len: int = -1
     ],
 )
 def test_a_malformed_frame_is_refused(data: bytes) -> None:
-    assert parse_frame(data) is None
+    assert claim_of(data, 1) is None
+    if data[:1] == b"V" and len(data) > 30 and not data.endswith(b"extra"):
+        assert parse_frames(data) is None
 
 
 # -- the final value --------------------------------------------------------------------------
@@ -166,7 +194,7 @@ def test_a_repr_is_bounded(name: str) -> None:
     value = _LARGE[name]()
     text = bounded_repr(value)
     assert len(text) <= child_session.REPR_TEXT_MAX
-    assert len(frame(True, value, True)) <= RESULT_FRAME_MAX
+    assert len(frame(1, True, value, True)) <= RESULT_FRAME_MAX
 
 
 def test_a_repr_that_raises_anything_is_a_placeholder() -> None:

@@ -70,12 +70,12 @@ __all__ = [
     "DESCRIPTION_MAX",
     "INTERRUPT_GRACE_S",
     "SESSION_CPU_HARD_S",
-    "STOP_CONFIRM_S",
     "Session",
     "SessionEnd",
+    "claim_of",
     "compile_session_code",
     "open_session",
-    "parse_frame",
+    "parse_frames",
     "proc_cpu_seconds",
     "stat_cpu_seconds",
     "stat_state",
@@ -86,9 +86,6 @@ __all__ = [
 SESSION_CPU_HARD_S = 3600
 #: Seconds an interrupted call has to stop itself before the parent kills the session.
 INTERRUPT_GRACE_S = 0.5
-#: Seconds a child that wrote its result frame (or that the parent asked to stop) has to be
-#: seen with every thread stopped; then it is killed.
-STOP_CONFIRM_S = 2.0
 #: Seconds the new session has to apply its layers and stop itself.
 _START_S = 30.0
 #: Most characters of a session's description.
@@ -272,33 +269,68 @@ def _reset_peak(pid: int) -> bool:
     return True
 
 
-def parse_frame(data: bytes) -> tuple[bool, dict[str, str] | None] | None:
-    """The claimed status and value of a result frame (untrusted bytes).
+#: A frame's parsed form: ``(call number, ok, value)``.
+Frame = tuple[int, bool, "dict[str, str] | None"]
+
+
+def parse_frames(data: bytes) -> list[Frame] | None:
+    """The frames on a session's result pipe (untrusted bytes), in order.
 
     Args:
-        data: Everything the result pipe held after the call (at most one byte over
-            :data:`pysandbox.child._session.RESULT_FRAME_MAX` kept).
+        data: What the parent kept of the pipe during one call.
 
     Returns:
-        ``(ok, value)``, or ``None`` when ``data`` is not exactly one well-formed frame.
+        ``(call number, ok, value)`` per frame, or ``None`` when ``data`` is not a sequence of
+        well-formed frames (garbage, a cut frame, lengths that lie, a value over its bounds).
     """
     header = _child_session.FRAME_HEADER_BYTES
-    if len(data) < header or len(data) > _child_session.RESULT_FRAME_MAX:
+    frames: list[Frame] = []
+    at = 0
+    while at < len(data):
+        head = data[at : at + header]
+        if len(head) < header or head[:1] != b"V":
+            return None
+        if head[9:10] not in (b"o", b"e") or head[10:11] not in (b"0", b"1"):
+            return None
+        kind_len = int.from_bytes(head[11:15], "big")
+        text_len = int.from_bytes(head[15:19], "big")
+        size = header + kind_len + text_len
+        if size > _child_session.RESULT_FRAME_MAX or at + size > len(data):
+            return None
+        seq, ok = int.from_bytes(head[1:9], "big"), head[9:10] == b"o"
+        body = data[at + header : at + size]
+        at += size
+        if head[10:11] == b"0":
+            if kind_len or text_len:
+                return None
+            frames.append((seq, ok, None))
+            continue
+        kind = body[:kind_len].decode("utf-8", "replace")
+        text = body[kind_len:].decode("utf-8", "replace")
+        if len(kind) > _child_session.TYPE_TEXT_MAX or len(text) > _child_session.REPR_TEXT_MAX:
+            return None
+        frames.append((seq, ok, {"type": kind, "text": text}))
+    return frames
+
+
+def claim_of(data: bytes, seq: int) -> tuple[bool, dict[str, str] | None] | None:
+    """The claim of call ``seq`` on the result pipe: its one frame's ``(ok, value)``.
+
+    Frames of earlier calls (the end of a call that stopped itself early, resumed by this
+    one) are skipped.
+
+    Args:
+        data: What the parent kept of the pipe during the call.
+        seq: The call's number.
+
+    Returns:
+        ``(ok, value)``, or ``None``: malformed bytes, or not exactly one frame of ``seq``.
+    """
+    frames = parse_frames(data)
+    if frames is None:
         return None
-    if data[:1] != b"V" or data[1:2] not in (b"o", b"e") or data[2:3] not in (b"0", b"1"):
-        return None
-    kind_len = int.from_bytes(data[3:7], "big")
-    text_len = int.from_bytes(data[7:11], "big")
-    if header + kind_len + text_len != len(data):
-        return None
-    ok = data[1:2] == b"o"
-    if data[2:3] == b"0":
-        return (ok, None) if kind_len == text_len == 0 else None
-    kind = data[header : header + kind_len].decode("utf-8", "replace")
-    text = data[header + kind_len :].decode("utf-8", "replace")
-    if len(kind) > _child_session.TYPE_TEXT_MAX or len(text) > _child_session.REPR_TEXT_MAX:
-        return None
-    return ok, {"type": kind, "text": text}
+    own = [(ok, value) for number, ok, value in frames if number == seq]
+    return own[0] if len(own) == 1 else None
 
 
 @dataclasses.dataclass
@@ -321,6 +353,7 @@ class _Call:
     cpu_s: float = 0.0
     peak: int = 0
     duration_s: float = 0.0
+    seq: int = 0
 
 
 class Session:
@@ -359,6 +392,7 @@ class Session:
         self._cancel: threading.Event | None = None
         self._reaped: tuple[int, float, int] | None = None
         self._pid = child.pid
+        self._seq = 0  # the number of the last call sent (its frame carries it)
 
     # -- properties --
     @property
@@ -477,13 +511,14 @@ class Session:
             if refused is not None:
                 return dataclasses.replace(refused, session_ended=False)
             compiled = compile_session_code(code)
-            message = marshal.dumps({"code": code, "code_object": compiled})
+            self._seq += 1
+            message = marshal.dumps({"code": code, "code_object": compiled, "seq": self._seq})
             with self._sandbox.run_slot():
                 if self._end is not None:  # closed while waiting for the slot
                     raise SessionEndedError(self._end.value)
                 self._cancel = cancel
                 try:
-                    call = self._call(message, checked, cancel)
+                    call = self._call(message, checked, cancel, self._seq)
                 finally:
                     self._cancel = None
             self.calls += 1
@@ -493,12 +528,12 @@ class Session:
     def _signal(self, sig: int) -> None:
         self._child.send_signal(sig)
 
-    def _call(self, message: bytes, deadline_s: float, cancel: threading.Event) -> _Call:
-        """Resume the child with one call and watch it until it stopped again or ended."""
+    def _call(self, message: bytes, deadline_s: float, cancel: threading.Event, seq: int) -> _Call:
+        """Resume the child with call ``seq`` and watch it until it stopped again or ended."""
         lim = self._sandbox.limits
         pid = self._pid
         fds = self._fds
-        call = _Call()
+        call = _Call(seq=seq)
         before = proc_cpu_seconds(pid)
         if before is None or not _reset_peak(pid):
             self._finish(SessionEnd.KILLED)  # gone, or its /proc unreadable: not measurable
@@ -533,7 +568,6 @@ class Session:
         started = time.monotonic()
         deadline = started + deadline_s
         grace_end: float | None = None  # set once the call is interrupted
-        confirm_end: float | None = None  # set once the frame came
         next_disk = started + _DISK_POLL_S
         next_state = started
         blind = 0
@@ -551,12 +585,13 @@ class Session:
                         self._signal(signal.SIGINT)
                 if grace_end is not None and now >= grace_end:
                     break  # it did not stop: killed below
-                if confirm_end is not None and now >= confirm_end and grace_end is None:
-                    break  # a frame but no stop: killed below
                 if not pending and now >= next_state:
                     if threads_stopped(pid):
-                        call.stopped = True
-                        break
+                        while self._read("res", fds["res"], call, lim, None):
+                            pass  # written before the stop
+                        if call.trip is not None or not self._resume_stale(call):
+                            call.stopped = True
+                            break
                     wait_state = _STOPPING_POLL_S if call.frame else _STATE_POLL_S
                     next_state = now + wait_state
                 if now >= next_disk and call.trip is None:
@@ -571,9 +606,7 @@ class Session:
                         self._signal(signal.SIGINT)
                     scan = time.monotonic() - now
                     next_disk = now + max(_DISK_POLL_S, 10 * scan)
-                limit = min(
-                    t for t in (deadline, next_disk, next_state, grace_end, confirm_end) if t
-                )
+                limit = min(t for t in (deadline, next_disk, next_state, grace_end) if t)
                 for key, _ in sel.select(max(limit - time.monotonic(), 0.0)):
                     if key.data == "code":
                         try:
@@ -592,8 +625,7 @@ class Session:
                         continue
                     if not self._read(key.data, int(key.fd), call, lim, sel):
                         continue
-                    if key.data == "res" and confirm_end is None:
-                        confirm_end = time.monotonic() + STOP_CONFIRM_S
+                    if key.data == "res":  # the end is near: read the state now
                         next_state = time.monotonic()
                     if (
                         call.trip is None
@@ -634,6 +666,20 @@ class Session:
             call.peak = self._reaped[2]
         return call
 
+    def _resume_stale(self, call: _Call) -> bool:
+        """At a stop with no frame of this call: resume it; return whether it was resumed.
+
+        The code stopped itself before its end (or the tail of an earlier call that did so
+        ran and ended): the frames of earlier calls are dropped and the child goes on, under
+        this call's deadline. A stop with this call's frame, or with malformed bytes, ends it.
+        """
+        frames = None if call.frame_cut else parse_frames(bytes(call.frame))
+        if frames is None or any(number == call.seq for number, _, _ in frames):
+            return False
+        call.frame.clear()
+        self._signal(signal.SIGCONT)
+        return True
+
     def _wait_status(self) -> int:
         """Reap the child now (killed already); its wait status (SIGKILL when lost)."""
         if self._reaped is None:
@@ -673,7 +719,7 @@ class Session:
                 else:
                     call.stderr_cut = True
         elif name == "res":
-            room = _child_session.RESULT_FRAME_MAX + 1 - len(call.frame)
+            room = 2 * _child_session.RESULT_FRAME_MAX + 1 - len(call.frame)
             call.frame += chunk[: max(room, 0)]
             call.frame_cut = call.frame_cut or len(chunk) > room
         else:
@@ -687,7 +733,7 @@ class Session:
         """The call's result from the parent's observations (the table in SECURITY.md)."""
         lim = self._sandbox.limits
         near_memory = call.peak >= MEMORY_PEAK_SHARE * lim.memory_bytes
-        claimed = None if call.frame_cut else parse_frame(bytes(call.frame))
+        claimed = None if call.frame_cut else claim_of(bytes(call.frame), call.seq)
         value: dict[str, str] | None = None
         exit_code: int | None = None
         sig: int | None = None
@@ -706,15 +752,15 @@ class Session:
             if call.trip is not None:
                 status, detail = trip_status[call.trip]
                 detail += "; the call was interrupted and the session stays alive"
-            elif claimed is None:
-                status = RunStatus.ERROR
-                detail = "the session stopped without a well-formed result frame"
-            elif not claimed[0] and near_memory:
+            elif (claimed is None or not claimed[0]) and near_memory:
                 status, end = RunStatus.MEMORY_LIMIT, SessionEnd.MEMORY_LIMIT
                 detail = (
                     f"failed with its measured peak at the memory limit ({lim.memory_bytes} "
                     "bytes): the session was ended"
                 )
+            elif claimed is None:  # not known to have succeeded: failed
+                status = RunStatus.ERROR
+                detail = "the session stopped without exactly one well-formed result frame"
             else:
                 status = RunStatus.OK if claimed[0] else RunStatus.ERROR
                 value = claimed[1] if claimed[0] else None

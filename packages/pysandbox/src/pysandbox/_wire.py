@@ -191,10 +191,14 @@ class ReadyCode(TypedDict):
 
 
 class SessionCall(TypedDict):
-    """One call a session child reads from its code pipe, after an 8-byte little-endian length."""
+    """One call a session child reads from its code pipe, after an 8-byte little-endian length.
+
+    ``seq``: the call's number, echoed in its result frame (:mod:`pysandbox.child._session`).
+    """
 
     code: str
     code_object: types.CodeType | None
+    seq: int
 
 
 #: Every message, by the name its reader uses, with the words a refusal starts with.

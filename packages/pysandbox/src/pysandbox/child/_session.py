@@ -12,7 +12,8 @@ moves into the workspace. Then it loops:
    child;
 3. it runs the code object in the session's one globals dict (what earlier calls defined
    stays), renders and closes the figures left open, flushes stdout and stderr;
-4. it writes one *result frame* to its result pipe (see :func:`frame`) and goes back to 1.
+4. it writes one *result frame* to its result pipe (see :func:`frame`: the call's number, its
+   claimed status and value) and goes back to 1.
 
 ``SystemExit`` ends the child as it ends a one-shot run (:func:`pysandbox.child._main.finalize`,
 then ``os._exit`` with the status). ``SIGINT`` raises ``KeyboardInterrupt`` in the call (the
@@ -59,9 +60,10 @@ RESULT_NAME = "<pysandbox result>"
 REPR_TEXT_MAX = 4000
 #: Most characters of a value's type name (``module.qualname``) the child sends.
 TYPE_TEXT_MAX = 256
-#: A frame's header: ``b"V"``, status (``b"o"``/``b"e"``), has-value (``b"0"``/``b"1"``),
-#: the type's and the text's UTF-8 lengths (4 bytes big-endian each).
-FRAME_HEADER_BYTES = 11
+#: A frame's header: ``b"V"``, the call's number (8 bytes big-endian), status
+#: (``b"o"``/``b"e"``), has-value (``b"0"``/``b"1"``), the type's and the text's UTF-8
+#: lengths (4 bytes big-endian each).
+FRAME_HEADER_BYTES = 19
 #: Most bytes of a result frame (a longer frame is malformed).
 RESULT_FRAME_MAX = FRAME_HEADER_BYTES + 4 * (REPR_TEXT_MAX + TYPE_TEXT_MAX)
 #: pandas display options while a value is represented (rows, columns, cell width).
@@ -139,10 +141,11 @@ def _type_name(value: object) -> str:
         return "?"
 
 
-def frame(ok: bool, value: object, has_value: bool) -> bytes:
+def frame(seq: int, ok: bool, value: object, has_value: bool) -> bytes:
     """One result frame: the call's claimed status and, if any, its value's type and text.
 
     Args:
+        seq: The call's number (from its :class:`pysandbox._wire.SessionCall`).
         ok: The code ended without an exception.
         value: The final expression statement's value.
         has_value: ``value`` is there (a final expression statement whose value is not None).
@@ -156,6 +159,7 @@ def frame(ok: bool, value: object, has_value: bool) -> bytes:
         text = bounded_repr(value).encode("utf-8", "backslashreplace")
     return (
         b"V"
+        + (seq & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
         + (b"o" if ok else b"e")
         + (b"1" if has_value else b"0")
         + len(kind).to_bytes(4, "big")
@@ -278,7 +282,7 @@ def serve(cfg: ChildConfig, libc: Any, ruleset: int) -> int:
                 sys.stderr.flush()
             except Exception:  # noqa: S110 - the user's code may have replaced them
                 pass
-            _main._send(result_fd, frame(ok, value, has_value))
+            _main._send(result_fd, frame(call["seq"], ok, value, has_value))
             del value
         except KeyboardInterrupt:
             continue

@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
+from pysandbox._config import compile_user_code
 from pysandbox._session import (
     claim_of,
-    compile_session_code,
     parse_frames,
     stat_cpu_seconds,
     stat_state,
 )
-from pysandbox.child import _session as child_session
-from pysandbox.child._session import RESULT_FRAME_MAX, RESULT_NAME, bounded_repr, frame
+from pysandbox.child import _values as child_values
+from pysandbox.child._values import RESULT_FRAME_MAX, RESULT_NAME, bounded_repr, frame
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -131,7 +131,7 @@ def test_a_malformed_frame_is_refused(data: bytes) -> None:
 def test_a_final_expression_is_stored_under_a_name_no_source_can_spell(
     code: str, value: Any
 ) -> None:
-    compiled = compile_session_code(code)
+    compiled = compile_user_code(code)
     assert compiled is not None
     namespace: dict[str, Any] = {}
     exec(compiled, namespace)  # noqa: S102 - trusted test code
@@ -141,7 +141,7 @@ def test_a_final_expression_is_stored_under_a_name_no_source_can_spell(
 
 @pytest.mark.parametrize("code", ["x = 1", "if True:\n    2", "for i in []:\n    i", "pass"])
 def test_no_final_expression_stores_nothing(code: str) -> None:
-    compiled = compile_session_code(code)
+    compiled = compile_user_code(code)
     assert compiled is not None
     namespace: dict[str, Any] = {}
     exec(compiled, namespace)  # noqa: S102 - trusted test code
@@ -150,7 +150,7 @@ def test_no_final_expression_stores_nothing(code: str) -> None:
 
 @pytest.mark.parametrize("code", ["def (", "x = ", "\x00"])
 def test_code_that_does_not_compile_is_left_to_the_child(code: str) -> None:
-    assert compile_session_code(code) is None
+    assert compile_user_code(code) is None
 
 
 # -- the bounded repr -------------------------------------------------------------------------
@@ -193,7 +193,7 @@ _LARGE: dict[str, Callable[[], object]] = {
 def test_a_repr_is_bounded(name: str) -> None:
     value = _LARGE[name]()
     text = bounded_repr(value)
-    assert len(text) <= child_session.REPR_TEXT_MAX
+    assert len(text) <= child_values.REPR_TEXT_MAX
     assert len(frame(1, True, value, True)) <= RESULT_FRAME_MAX
 
 

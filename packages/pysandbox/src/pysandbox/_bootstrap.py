@@ -71,6 +71,7 @@ CHILD: tuple[str, ...] = (
     "_library_getters",
     "_sqlite_guard",
     "_generators",
+    "_values",
     "_main",
 )
 #: The modules the zygote loads; the last is the entry.

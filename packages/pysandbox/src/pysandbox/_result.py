@@ -71,8 +71,8 @@ class RunResult:
         result: The value of the code's final expression statement, or ``None`` (no final
             expression statement, or its value is ``None``): ``{"type": module + "." +
             qualname, "text": repr}``, the repr bounded in the child before it is sent
-            (:func:`pysandbox.child._session.bounded_repr`). Untrusted text: the user's code
-            chose it. Session calls only for now (one-shot runs: ``None``).
+            (:func:`pysandbox.child._values.bounded_repr`). Untrusted text: the user's code
+            chose it. Set for ``ok`` runs and session calls only.
         session_ended: A session call: whether the session ended with this call; ``None`` for
             a one-shot run.
         session_end_reason: Why the session ended (``timeout``, ``memory_limit``, ``exit``,

@@ -27,12 +27,11 @@ call comes only from what the parent observes itself (the table is in ``SECURITY
 - the workspace: measured during the call as for a run; over a limit the call is interrupted
   (``disk_limit``, the session stays alive);
 - the result frame (the claimed status ``ok``/``error`` and the final value): bounded
-  (:data:`pysandbox.child._session.RESULT_FRAME_MAX`), checked in shape, otherwise ignored.
+  (:data:`pysandbox.child._values.RESULT_FRAME_MAX`), checked in shape, otherwise ignored.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import enum
@@ -46,19 +45,16 @@ import selectors
 import signal
 import threading
 import time
-from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-import astguard
-from pysandbox import _figures
+from pysandbox import _config, _figures
 from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
 from pysandbox._layers import ExecutionMode
 from pysandbox._outcome import CPU_SHARE, MEMORY_PEAK_SHARE
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._supervisor import start_usage_entries
-from pysandbox.child import _session as _child_session
+from pysandbox.child import _values
 from pysandbox.child._kernel import SETUP_FAILED, SETUP_READY
-from pysandbox.child._main import USER_FILENAME
 from pysandbox.exceptions import SandboxSetupError, SessionEndedError
 
 if TYPE_CHECKING:
@@ -73,7 +69,6 @@ __all__ = [
     "Session",
     "SessionEnd",
     "claim_of",
-    "compile_session_code",
     "open_session",
     "parse_frames",
     "proc_cpu_seconds",
@@ -126,31 +121,6 @@ class _Trip(enum.Enum):
     OUTPUT_LIMIT = "output_limit"
     DISK_LIMIT = "disk_limit"
     CANCELLED = "cancelled"
-
-
-def compile_session_code(code: str) -> CodeType | None:
-    """Compile checked source for a session call: a final expression's value is kept.
-
-    The source is compiled as for a run (astguard's ``.format`` routing); a last top-level
-    expression statement becomes an assignment to
-    :data:`pysandbox.child._session.RESULT_NAME`, a name no source can spell.
-
-    Args:
-        code: Source the gate accepted.
-
-    Returns:
-        The code object, or ``None`` when it does not compile (the child reports the error).
-    """
-    try:
-        tree = astguard.route_format_calls(ast.parse(code, USER_FILENAME, "exec"))
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = tree.body[-1]
-            store = ast.Name(id=_child_session.RESULT_NAME, ctx=ast.Store())
-            tree.body[-1] = ast.copy_location(ast.Assign(targets=[store], value=last.value), last)
-            ast.fix_missing_locations(tree)
-        return compile(tree, USER_FILENAME, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return None
 
 
 def _task_states(pid: int) -> dict[str, str] | None:
@@ -283,7 +253,7 @@ def parse_frames(data: bytes) -> list[Frame] | None:
         ``(call number, ok, value)`` per frame, or ``None`` when ``data`` is not a sequence of
         well-formed frames (garbage, a cut frame, lengths that lie, a value over its bounds).
     """
-    header = _child_session.FRAME_HEADER_BYTES
+    header = _values.FRAME_HEADER_BYTES
     frames: list[Frame] = []
     at = 0
     while at < len(data):
@@ -295,7 +265,7 @@ def parse_frames(data: bytes) -> list[Frame] | None:
         kind_len = int.from_bytes(head[11:15], "big")
         text_len = int.from_bytes(head[15:19], "big")
         size = header + kind_len + text_len
-        if size > _child_session.RESULT_FRAME_MAX or at + size > len(data):
+        if size > _values.RESULT_FRAME_MAX or at + size > len(data):
             return None
         seq, ok = int.from_bytes(head[1:9], "big"), head[9:10] == b"o"
         body = data[at + header : at + size]
@@ -307,7 +277,7 @@ def parse_frames(data: bytes) -> list[Frame] | None:
             continue
         kind = body[:kind_len].decode("utf-8", "replace")
         text = body[kind_len:].decode("utf-8", "replace")
-        if len(kind) > _child_session.TYPE_TEXT_MAX or len(text) > _child_session.REPR_TEXT_MAX:
+        if len(kind) > _values.TYPE_TEXT_MAX or len(text) > _values.REPR_TEXT_MAX:
             return None
         frames.append((seq, ok, {"type": kind, "text": text}))
     return frames
@@ -510,7 +480,7 @@ class Session:
             refused = self._sandbox.refuse_compiled(code)
             if refused is not None:
                 return dataclasses.replace(refused, session_ended=False)
-            compiled = compile_session_code(code)
+            compiled = _config.compile_user_code(code)
             self._seq += 1
             message = marshal.dumps({"code": code, "code_object": compiled, "seq": self._seq})
             with self._sandbox.run_slot():
@@ -719,7 +689,7 @@ class Session:
                 else:
                     call.stderr_cut = True
         elif name == "res":
-            room = 2 * _child_session.RESULT_FRAME_MAX + 1 - len(call.frame)
+            room = 2 * _values.RESULT_FRAME_MAX + 1 - len(call.frame)
             call.frame += chunk[: max(room, 0)]
             call.frame_cut = call.frame_cut or len(chunk) > room
         else:
@@ -819,6 +789,23 @@ class Session:
             session_ended=self._end is not None,
             session_end_reason=None if self._end is None else self._end.value,
         )
+
+
+def one_shot_value(figure_data: bytes, status: RunStatus) -> dict[str, str] | None:
+    """A one-shot run's ``result``: its figure channel's value frame, for an ``ok`` run only.
+
+    Args:
+        figure_data: What the parent kept of the run's figure channel.
+        status: The run's status as the parent decided it.
+
+    Returns:
+        ``{"type", "text"}``, or ``None`` (not ``ok``, no value, or malformed bytes).
+    """
+    if status is not RunStatus.OK:
+        return None
+    data = _figures.value_frame(figure_data)
+    claim = claim_of(data, 0) if data is not None else None
+    return claim[1] if claim is not None and claim[0] else None
 
 
 class _Host:

@@ -875,13 +875,14 @@ class Sandbox:
         if not observation.ready:
             return result  # a setup failure (raised by decide) or nothing ran
         figures, omitted = _figures.parse_frames(observation.figure_data, observation.figure_cut)
+        value = _session.one_shot_value(observation.figure_data, result.status)
         changed = (
             changed_files(before, observation.end_listing)
             if observation.end_listing is not None
             else ()
         )
         return dataclasses.replace(
-            result, changed_files=changed, figures=figures, figures_omitted=omitted
+            result, changed_files=changed, figures=figures, figures_omitted=omitted, result=value
         )
 
     def _supervise(self, supervisor: Supervisor, launcher: Launcher, spec: RunSpec) -> Observation:

@@ -444,3 +444,30 @@ def test_one_shot_runs_say_no_session(warm: Sandbox) -> None:
     assert result.session_ended is None
     assert result.session_end_reason is None
     assert result.result is None
+
+
+# -- one-shot runs carry their final value too -------------------------------------------------
+@pytest.mark.parametrize("mode", ["warm", "spawn"])
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("1 + 1", {"type": "builtins.int", "text": "2"}),
+        ("import json\njson.dumps({'a': 1})", {"type": "builtins.str", "text": "'{\"a\": 1}'"}),
+        ("x = 1", None),
+        ("None", None),
+        ("1 / 0", None),  # failed: no value
+        ("raise SystemExit(0)", None),
+    ],
+)
+def test_a_one_shot_run_has_its_final_value(
+    workspace: pathlib.Path, mode: str, code: str, expected: dict[str, str] | None
+) -> None:
+    with Sandbox(workspace, execution=mode, require=_require()) as sb:
+        assert sb.run(code).result == expected
+
+
+def test_a_one_shot_runs_value_is_bounded_in_the_child(warm: Sandbox) -> None:
+    result = warm.run("list(range(10**6))")
+    assert result.result is not None
+    assert len(result.result["text"]) <= 4000
+    assert "..." in result.result["text"]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from pysandbox import Limits, RunStatus, Session
-from pysandbox.child._session import frame
+from pysandbox.child._values import frame
 from sandbox_helpers import kernel_only_sandbox, needs_kernel
 
 pytestmark = [pytest.mark.e2e, needs_kernel]

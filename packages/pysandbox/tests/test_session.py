@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from pysandbox import RunStatus, _figures
 from pysandbox._config import compile_user_code
 from pysandbox._session import (
     claim_of,
+    one_shot_value,
     parse_frames,
     stat_cpu_seconds,
     stat_state,
@@ -205,3 +207,49 @@ def test_a_value_of_a_builtin_type_reads_as_itself() -> None:
     assert bounded_repr([1, "a", None]) == "[1, 'a', None]"
     assert bounded_repr({"k": (1, 2)}) == "{'k': (1, 2)}"
     assert bounded_repr(b"ab") == "b'ab'"
+
+
+# -- a one-shot run's value on the figure channel ---------------------------------------------
+def _v(data: bytes) -> bytes:
+    return b"V" + len(data).to_bytes(4, "big") + data
+
+
+def _f(data: bytes) -> bytes:
+    return b"F" + len(data).to_bytes(4, "big") + data
+
+
+VALUE = frame(0, True, 7, True)
+
+
+def test_the_value_frame_follows_the_figures() -> None:
+    channel = _f(b"png-1") + b"O" + (10).to_bytes(4, "big") + _v(VALUE)
+    assert _figures.value_frame(channel) == VALUE
+    assert _figures.parse_frames(channel, False) == ((b"png-1",), 1)  # the value is no figure
+    assert one_shot_value(channel, RunStatus.OK) == {"type": "builtins.int", "text": "7"}
+
+
+@pytest.mark.parametrize(
+    "channel",
+    [
+        _v(VALUE) + _v(VALUE),  # two values
+        _v(VALUE)[:-1],  # cut
+        b"X" + _v(VALUE),  # garbage first
+        _f(b"png")[:-1] + _v(VALUE),  # a cut figure swallows it
+        _v(frame(1, True, 7, True)),  # not the number of a one-shot run
+        _v(frame(0, False, None, False)),  # a failure claims no value
+        b"",
+    ],
+)
+def test_no_value_from_a_malformed_channel(channel: bytes) -> None:
+    assert one_shot_value(channel, RunStatus.OK) is None
+
+
+@pytest.mark.parametrize("status", [s for s in RunStatus if s is not RunStatus.OK])
+def test_only_an_ok_run_has_a_value(status: RunStatus) -> None:
+    assert one_shot_value(_v(VALUE), status) is None
+
+
+def test_the_channel_cap_leaves_room_for_the_value() -> None:
+    assert _figures.read_cap() >= (
+        _figures.FIGURE_CHANNEL_BYTES + RESULT_FRAME_MAX + _figures.FRAME_HEADER_BYTES
+    )

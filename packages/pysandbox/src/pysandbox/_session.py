@@ -69,6 +69,7 @@ __all__ = [
     "Session",
     "SessionEnd",
     "claim_of",
+    "one_shot_value",
     "open_session",
     "parse_frames",
     "proc_cpu_seconds",

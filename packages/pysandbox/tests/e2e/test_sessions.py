@@ -8,6 +8,7 @@ state, ``/proc`` accounting, the exit. Sessions need warm mode, so every sandbox
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import pathlib
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 
 from pysandbox import (
+    DATASCIENCE,
     Limits,
     RunStatus,
     Sandbox,
@@ -471,3 +473,42 @@ def test_a_one_shot_runs_value_is_bounded_in_the_child(warm: Sandbox) -> None:
     assert result.result is not None
     assert len(result.result["text"]) <= 4000
     assert "..." in result.result["text"]
+
+
+# -- the data-science stack -------------------------------------------------------------------
+STACK_MISSING = [n for n in DATASCIENCE.extra_modules if importlib.util.find_spec(n) is None]
+
+
+@needs_kernel
+@pytest.mark.skipif(bool(STACK_MISSING), reason=f"no data-science stack: {STACK_MISSING}")
+def test_a_dataframe_loaded_once_is_aggregated_in_later_calls(workspace: pathlib.Path) -> None:
+    limits = Limits(memory_bytes=1024 * MiB, timeout_s=20.0)
+    with (
+        Sandbox(
+            workspace,
+            limits=limits,
+            extra_modules=DATASCIENCE.extra_modules,
+            preload=DATASCIENCE.preload,
+            execution="warm",
+            ready_children=0,
+        ) as sb,
+        sb.open_session("pandas") as s,
+    ):
+        load = (
+            "import numpy as np\nimport pandas as pd\n"
+            "df = pd.DataFrame({'k': np.arange(10**6) % 7, 'v': np.arange(10**6)})"
+        )
+        assert s.run(load).ok
+        total = s.run("int(df['v'].sum())")
+        assert total.result == {"type": "builtins.int", "text": str(sum(range(10**6)))}
+        shown = s.run("df")
+        assert shown.result is not None
+        assert shown.result["type"] in ("pandas.DataFrame", "pandas.core.frame.DataFrame")
+        assert len(shown.result["text"].splitlines()) <= 30  # display options: rows cut
+        assert "[1000000 rows x 2 columns]" in shown.result["text"]
+        array = s.run("np.arange(10**7)")
+        assert array.result is not None
+        assert len(array.result["text"]) < 200  # numpy's own summary
+        grouped = s.run("df.groupby('k')['v'].count().tolist()")
+        assert grouped.result is not None
+        assert grouped.result["text"].startswith("[142858, 142857")

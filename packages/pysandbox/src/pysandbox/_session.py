@@ -45,9 +45,10 @@ import selectors
 import signal
 import threading
 import time
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
-from pysandbox import _config, _figures
+from pysandbox import _figures
 from pysandbox._disk import UNMEASURABLE_BYTES, unlinked_bytes, workspace_usage
 from pysandbox._layers import ExecutionMode
 from pysandbox._outcome import CPU_SHARE, MEMORY_PEAK_SHARE
@@ -478,20 +479,21 @@ class Session:
             checked = self._sandbox.check(code, timeout)
             if isinstance(checked, RunResult):
                 return dataclasses.replace(checked, session_ended=False)
-            refused = self._sandbox.refuse_compiled(code)
-            if refused is not None:
-                return dataclasses.replace(refused, session_ended=False)
-            compiled = _config.compile_user_code(code)
+            compiled = self._sandbox.compile(code)
+            if isinstance(compiled, RunResult):
+                return dataclasses.replace(compiled, session_ended=False)
             self._seq += 1
             message = marshal.dumps({"code": code, "code_object": compiled, "seq": self._seq})
             with self._sandbox.run_slot():
                 if self._end is not None:  # closed while waiting for the slot
                     raise SessionEndedError(self._end.value)
                 self._cancel = cancel
+                self._sandbox.workspace_changed()
                 try:
                     call = self._call(message, checked, cancel, self._seq)
                 finally:
                     self._cancel = None
+                    self._sandbox.workspace_changed()
             self.calls += 1
             self.last_used_at = time.time()
             return self._decide(call)
@@ -821,10 +823,20 @@ class _Host:
         """The call's deadline, or the result of a refused call (nothing ran)."""
         return self.sandbox._check(code, timeout)
 
-    def refuse_compiled(self, code: str) -> RunResult | None:
-        """The result of a call whose compiled form is over the limit, or ``None``."""
-        compiled = self.sandbox._compile(code)
-        return compiled if isinstance(compiled, RunResult) else None
+    def compile(self, code: str) -> CodeType | RunResult | None:
+        """The code compiled as for a run, ``None`` (the child reports the error) or a refusal."""
+        return self.sandbox._compile(code)
+
+    def workspace_changed(self) -> None:
+        """A call starts or ended: the runs' kept workspace measurement is stale.
+
+        Runs reuse the measurement of the last run's end while nothing else changed the
+        workspace; a session call changes it, and a run that overlaps a call keeps none.
+        """
+        sandbox = self.sandbox
+        with sandbox._disk_lock:
+            sandbox._disk_generation += 1
+            sandbox._manifest = None
 
     def run_slot(self) -> contextlib.AbstractContextManager[object]:
         """One of the sandbox's run slots (a call holds one while it runs)."""

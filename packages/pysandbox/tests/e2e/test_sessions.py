@@ -512,3 +512,25 @@ def test_a_dataframe_loaded_once_is_aggregated_in_later_calls(workspace: pathlib
         grouped = s.run("df.groupby('k')['v'].count().tolist()")
         assert grouped.result is not None
         assert grouped.result["text"].startswith("[142858, 142857")
+
+
+# -- sessions and the runs' workspace measurement ---------------------------------------------
+@pytest.mark.parametrize(
+    "write",
+    [
+        "open('made.txt', 'w').write('x')",
+        "import pathlib\npathlib.Path('d').mkdir()\nopen('d/f.txt', 'w').write('x')",
+        "open('kept.txt', 'a').write('more')",
+    ],
+)
+def test_a_runs_kept_measurement_does_not_hide_a_session_calls_files(
+    warm: Sandbox, workspace: pathlib.Path, write: str
+) -> None:
+    (workspace / "kept.txt").write_text("k")
+    warm.invalidate_workspace_manifest()
+    assert warm.run("pass").ok  # its end measurement is kept for the next run
+    with warm.open_session() as s:
+        assert s.run(write).ok
+    result = warm.run("print('next')")
+    assert result.ok
+    assert result.changed_files == ()  # the session's writes are not this run's

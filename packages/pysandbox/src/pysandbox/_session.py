@@ -36,10 +36,10 @@ import contextlib
 import dataclasses
 import enum
 import errno
+import functools
 import marshal
 import math
 import os
-import resource
 import secrets
 import selectors
 import signal
@@ -94,7 +94,12 @@ _STOPPING_POLL_S = 0.0002
 _DISK_POLL_S = 0.05
 _READ_CHUNK = 65536
 _BLIND_POLLS = 3
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@functools.cache
+def _clock_ticks() -> int:
+    """Clock ticks per second of ``/proc``'s times (POSIX; read once)."""
+    return os.sysconf("SC_CLK_TCK")
 
 
 class SessionEnd(str, enum.Enum):
@@ -175,7 +180,7 @@ def stat_cpu_seconds(stat: bytes) -> float | None:
     """
     fields = _after_name(stat)
     try:
-        return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+        return (int(fields[11]) + int(fields[12])) / _clock_ticks()
     except (IndexError, ValueError):
         return None
 
@@ -513,6 +518,8 @@ class Session:
             call.killed = call.exited = True
             call.wait_status = self._wait_status()
             return call
+        import resource  # POSIX only: sessions are Linux only (warm mode)
+
         soft = min(SESSION_CPU_HARD_S, math.ceil(before) + lim.cpu_time_s)
         try:
             resource.prlimit(pid, resource.RLIMIT_CPU, (soft, SESSION_CPU_HARD_S))
@@ -858,6 +865,8 @@ def open_session(sandbox: Sandbox, description: str) -> Session:
         SessionsNeedWarmMode: The sandbox runs in spawn mode.
         IsolationUnavailable, SandboxSetupError, SandboxClosedError: As for a run.
     """
+    import resource  # POSIX only: sessions are Linux only (warm mode)
+
     from pysandbox._launch import ZygoteLauncher
     from pysandbox._pool import max_code_bytes
     from pysandbox.child._zygote import ZygoteError

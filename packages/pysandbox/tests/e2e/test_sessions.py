@@ -534,3 +534,31 @@ def test_a_runs_kept_measurement_does_not_hide_a_session_calls_files(
     result = warm.run("print('next')")
     assert result.ok
     assert result.changed_files == ()  # the session's writes are not this run's
+
+
+@needs_kernel
+@pytest.mark.parametrize("fd", ["os.close(fd)", "os.dup2(os.open('/dev/null', os.O_RDONLY), fd)"])
+def test_a_call_that_breaks_its_result_pipe_is_no_claim_and_the_session_lives(
+    monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path, fd: str
+) -> None:
+    # Kernel-only: the code reaches its descriptors. Every pipe from 3 on is broken (the
+    # result pipe among them, and the code pipe).
+    with (
+        kernel_only_sandbox(monkeypatch, workspace, execution="warm", ready_children=0) as sb,
+        sb.open_session() as s,
+    ):
+        code = (
+            "import os, stat\n"
+            "for fd in range(3, 64):\n"
+            "    try:\n"
+            "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+            f"            {fd}\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "'claimed'"
+        )
+        result = s.run(code, timeout=3.0)
+        # No claim: the parent resumes the child, which finds its code pipe broken and exits.
+        assert result.result is None
+        assert result.session_ended is True
+        assert result.session_end_reason == "exit"

@@ -158,7 +158,10 @@ def serve(cfg: ChildConfig, libc: Any, ruleset: int) -> int:
                 sys.stderr.flush()
             except Exception:  # noqa: S110 - the user's code may have replaced them
                 pass
-            _main._send(result_fd, frame(call["seq"], ok, value, has_value))
+            try:  # noqa: SIM105 - contextlib would cost an import in the child
+                _main._send(result_fd, frame(call["seq"], ok, value, has_value))
+            except OSError:  # the code closed or replaced the descriptor: no claim this time
+                pass
             del value
         except KeyboardInterrupt:
             continue

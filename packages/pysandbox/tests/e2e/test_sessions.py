@@ -538,7 +538,7 @@ def test_a_runs_kept_measurement_does_not_hide_a_session_calls_files(
 
 @needs_kernel
 @pytest.mark.parametrize("fd", ["os.close(fd)", "os.dup2(os.open('/dev/null', os.O_RDONLY), fd)"])
-def test_a_call_that_breaks_its_result_pipe_is_no_claim_and_the_session_lives(
+def test_a_call_that_breaks_its_result_pipe_ends_the_session_without_a_claim(
     monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path, fd: str
 ) -> None:
     # Kernel-only: the code reaches its descriptors. Every pipe from 3 on is broken (the
@@ -558,7 +558,31 @@ def test_a_call_that_breaks_its_result_pipe_is_no_claim_and_the_session_lives(
             "'claimed'"
         )
         result = s.run(code, timeout=3.0)
-        # No claim: the parent resumes the child, which finds its code pipe broken and exits.
+        # The child's frame cannot be written: it exits, and the parent sees the exit.
         assert result.result is None
         assert result.session_ended is True
         assert result.session_end_reason == "exit"
+
+
+@needs_kernel
+def test_a_call_that_closes_only_its_result_pipe_ends_the_session_at_once(
+    monkeypatch: pytest.MonkeyPatch, workspace: pathlib.Path
+) -> None:
+    with (
+        kernel_only_sandbox(monkeypatch, workspace, execution="warm", ready_children=0) as sb,
+        sb.open_session() as s,
+    ):
+        code = (
+            "import os\n"
+            "for fd in range(3, 64):\n"
+            "    try:\n"
+            "        if os.get_blocking(fd) and os.fstat(fd).st_size == 0:\n"
+            "            os.write(fd, b'')\n"  # a write end: the figure or the result pipe
+            "            os.close(fd)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "'claimed'"
+        )
+        result = s.run(code, timeout=5.0)
+        assert result.result is None
+        assert result.session_end_reason == "exit"  # by its exit, not at the deadline

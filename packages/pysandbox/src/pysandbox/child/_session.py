@@ -158,10 +158,9 @@ def serve(cfg: ChildConfig, libc: Any, ruleset: int) -> int:
                 sys.stderr.flush()
             except Exception:  # noqa: S110 - the user's code may have replaced them
                 pass
-            try:  # noqa: SIM105 - contextlib would cost an import in the child
-                _main._send(result_fd, frame(call["seq"], ok, value, has_value))
-            except OSError:  # the code closed or replaced the descriptor: no claim this time
-                pass
+            # A result pipe the code closed or replaced raises here and ends the session (an
+            # exit the parent sees), rather than leaving a call without a claim to resume.
+            _main._send(result_fd, frame(call["seq"], ok, value, has_value))
             del value
         except KeyboardInterrupt:
             continue

@@ -19,6 +19,10 @@ channel, reseeds every global random generator it inherited (``random``, numpy's
 ``RandomState``: :mod:`pysandbox.child._generators`), and then applies every layer through the same
 :func:`pysandbox.child._main.run_config` as spawn mode before the user's code runs.
 
+A ready child's request carries a sixth descriptor, the read end of its code pipe; a session
+child's (``session_child`` in the request, :mod:`pysandbox.child._session`) a seventh, the
+write end of its result pipe: it serves calls from the code pipe until that pipe ends.
+
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
 reports ``P<pid>`` after the fork and ``X`` when the child has exited (seen on a pidfd, not

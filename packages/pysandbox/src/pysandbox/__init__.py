@@ -25,6 +25,7 @@ from pysandbox._layers import (
 from pysandbox._limits import Limits
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
+from pysandbox._session import Session, SessionEnd
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
     ExclusiveTimeout,
@@ -33,6 +34,8 @@ from pysandbox.exceptions import (
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    SessionEndedError,
+    SessionsNeedWarmMode,
     WorkerLimitExceeded,
     WorkerProtocolError,
     WorkerStartError,
@@ -74,6 +77,10 @@ __all__ = [
     "SandboxConfig",
     "SandboxError",
     "SandboxSetupError",
+    "Session",
+    "SessionEnd",
+    "SessionEndedError",
+    "SessionsNeedWarmMode",
     "WorkerConfinement",
     "WorkerLimitExceeded",
     "WorkerProtocolError",

@@ -71,10 +71,11 @@ CHILD: tuple[str, ...] = (
     "_library_getters",
     "_sqlite_guard",
     "_generators",
+    "_values",
     "_main",
 )
 #: The modules the zygote loads; the last is the entry.
-ZYGOTE: tuple[str, ...] = (*CHILD, "_zygote")
+ZYGOTE: tuple[str, ...] = (*CHILD, "_session", "_zygote")
 
 _CHILD_DIR = pathlib.Path(__file__).resolve().parent / "child"
 _codes: dict[str, CodeType] = {}

@@ -15,10 +15,14 @@ figures; a malformed or cut frame ends the parse. What a figure's bytes are (PNG
 not checked here: the caller checks the magic before it shows anything.
 
 Frames: ``b"F"`` + 4-byte big-endian length + that many bytes (a figure), or ``b"O"`` +
-4-byte big-endian size (a figure the child did not send: over the count or the bytes left).
+4-byte big-endian size (a figure the child did not send: over the count or the bytes left), or
+``b"V"`` + 4-byte big-endian length + a result frame (:mod:`pysandbox.child._values`: the run's
+final value, sent after the figures; :func:`value_frame` finds it).
 """
 
 from __future__ import annotations
+
+from pysandbox.child._values import RESULT_FRAME_MAX
 
 __all__ = [
     "FIGURE_CHANNEL_BYTES",
@@ -27,6 +31,7 @@ __all__ = [
     "channel_caps",
     "parse_frames",
     "read_cap",
+    "value_frame",
 ]
 
 #: Most figure bytes (payloads) one run's channel carries.
@@ -46,7 +51,8 @@ def channel_caps() -> tuple[int, int]:
 
 def read_cap() -> int:
     """Most bytes the parent keeps from the channel (payloads and headers)."""
-    return FIGURE_CHANNEL_BYTES + FRAME_HEADER_BYTES * (FIGURE_CHANNEL_COUNT + _MAX_OMITTED)
+    headers = FRAME_HEADER_BYTES * (FIGURE_CHANNEL_COUNT + _MAX_OMITTED + 1)
+    return FIGURE_CHANNEL_BYTES + headers + RESULT_FRAME_MAX
 
 
 def parse_frames(data: bytes, cut: bool) -> tuple[tuple[bytes, ...], int]:
@@ -68,11 +74,14 @@ def parse_frames(data: bytes, cut: bool) -> tuple[tuple[bytes, ...], int]:
     at = 0
     while at < len(data):
         kind = data[at : at + 1]
-        if at + FRAME_HEADER_BYTES > len(data) or kind not in (b"F", b"O"):
+        if at + FRAME_HEADER_BYTES > len(data) or kind not in (b"F", b"O", b"V"):
             omitted += 1
             break
         size = int.from_bytes(data[at + 1 : at + FRAME_HEADER_BYTES], "big")
         at += FRAME_HEADER_BYTES
+        if kind == b"V":  # the run's value: value_frame()
+            at += size
+            continue
         if kind == b"O":
             omitted = min(omitted + 1, _MAX_OMITTED)
             continue
@@ -86,3 +95,31 @@ def parse_frames(data: bytes, cut: bool) -> tuple[tuple[bytes, ...], int]:
     if cut and not omitted:
         omitted = 1
     return tuple(figures), min(omitted, _MAX_OMITTED)  # every kind of frame counts in the cap
+
+
+def value_frame(data: bytes) -> bytes | None:
+    """The result frame of the channel's one ``V`` frame (the run's final value), or ``None``.
+
+    Args:
+        data: What the parent kept of the channel.
+
+    Returns:
+        The frame's bytes (parse them with :func:`pysandbox._session.claim_of`, call 0), or
+        ``None`` when there is none, more than one, or the frames do not parse to the end.
+    """
+    found: list[bytes] = []
+    at = 0
+    while at < len(data):
+        kind = data[at : at + 1]
+        if at + FRAME_HEADER_BYTES > len(data) or kind not in (b"F", b"O", b"V"):
+            return None
+        size = int.from_bytes(data[at + 1 : at + FRAME_HEADER_BYTES], "big")
+        at += FRAME_HEADER_BYTES
+        if kind == b"O":
+            continue
+        if at + size > len(data):
+            return None
+        if kind == b"V":
+            found.append(data[at : at + size])
+        at += size
+    return found[0] if len(found) == 1 else None

@@ -96,6 +96,10 @@ def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str])
 def compile_checked(source: str, filename: str) -> CodeType:
     """Compile source the gate accepted, routing ``.format`` calls (astguard's rewrite).
 
+    A last top-level expression statement becomes an assignment to
+    :data:`pysandbox.child._values.RESULT_NAME` (a name no source can spell), whose value the
+    child sends as the run's ``result``.
+
     Args:
         source: Code :func:`check_source` accepted with the policy of :func:`runtime_policy`.
         filename: The file name for the code object.
@@ -106,8 +110,15 @@ def compile_checked(source: str, filename: str) -> CodeType:
     Raises:
         SyntaxError, ValueError, RecursionError, MemoryError, OverflowError: As ``compile``.
     """
-    tree = ast.parse(source, filename, "exec")
-    return compile(astguard.route_format_calls(tree), filename, "exec", dont_inherit=True)
+    from pysandbox.child._values import RESULT_NAME
+
+    tree = astguard.route_format_calls(ast.parse(source, filename, "exec"))
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
+        tree.body[-1] = ast.copy_location(ast.Assign(targets=[store], value=last.value), last)
+        ast.fix_missing_locations(tree)
+    return compile(tree, filename, "exec", dont_inherit=True)
 
 
 def module_rules(policy: astguard.Policy) -> ModuleRules:

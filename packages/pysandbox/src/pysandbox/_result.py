@@ -68,6 +68,15 @@ class RunResult:
             (the user's code can write the channel): check them before use. At most
             ``pysandbox._figures.FIGURE_CHANNEL_COUNT`` figures and ``FIGURE_CHANNEL_BYTES``.
         figures_omitted: Figures shown but not carried (over the channel's caps, or cut).
+        result: The value of the code's final expression statement, or ``None`` (no final
+            expression statement, or its value is ``None``): ``{"type": module + "." +
+            qualname, "text": repr}``, the repr bounded in the child before it is sent
+            (:func:`pysandbox.child._values.bounded_repr`). Untrusted text: the user's code
+            chose it. Set for ``ok`` runs and session calls only.
+        session_ended: A session call: whether the session ended with this call; ``None`` for
+            a one-shot run.
+        session_end_reason: Why the session ended (``timeout``, ``memory_limit``, ``exit``,
+            ``killed``), or ``None`` (alive, or a one-shot run).
     """
 
     status: RunStatus
@@ -86,6 +95,9 @@ class RunResult:
     changed_files: tuple[tuple[str, int], ...] = ()
     figures: tuple[bytes, ...] = ()
     figures_omitted: int = 0
+    result: dict[str, str] | None = None
+    session_ended: bool | None = None
+    session_end_reason: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -111,4 +123,7 @@ class RunResult:
             "changed_files": [{"path": p, "size": n} for p, n in self.changed_files],
             "figure_bytes": [len(f) for f in self.figures],
             "figures_omitted": self.figures_omitted,
+            "result": dict(self.result) if self.result is not None else None,
+            "session_ended": self.session_ended,
+            "session_end_reason": self.session_end_reason,
         }

@@ -26,6 +26,8 @@ The messages:
   configuration, :class:`ChildFixed`, plus the zygote's own keys).
 - :class:`RunRequest`: the body of one fork request (code, limits, the run marker).
 - :class:`ReadyCode`: what a ready child reads from its code pipe (:mod:`pysandbox._pool`).
+- :class:`SessionCall`: one call a session child reads from its code pipe
+  (:mod:`pysandbox._session`, :mod:`pysandbox.child._session`).
 
 The byte replies on the zygote's sockets (``R``, ``E<reason>``, ``P<pid>``, ``X``, ``!``) and on
 the setup channel are fixed tags, not messages; they are documented in
@@ -58,6 +60,7 @@ __all__ = [
     "RunPart",
     "RunRequest",
     "Schema",
+    "SessionCall",
     "ZygoteConfig",
     "schema",
     "schemas",
@@ -141,13 +144,15 @@ class ChildConfig(_ChildConfigRequired, total=False):
     ``setup_fd`` and ``figure_fd``: write ends of the setup and figure channels (-1: none).
     Optional: ``enter_workspace`` (spawn mode: started in ``/``), ``code_fd`` and
     ``max_code_bytes`` (a ready child's code pipe and its limit, bytes), ``bounding_set_dropped``
-    (the zygote dropped the capability bounding set already).
+    (the zygote dropped the capability bounding set already), ``result_fd`` (a session child's
+    result pipe, :mod:`pysandbox.child._session`).
     """
 
     enter_workspace: bool
     code_fd: int
     max_code_bytes: int
     bounding_set_dropped: bool
+    result_fd: int
 
 
 class ZygoteConfig(ChildFixed):
@@ -168,9 +173,14 @@ class _RunRequestRequired(RunPart):
 
 
 class RunRequest(_RunRequestRequired, total=False):
-    """The body of one fork request: the run's part, its marker (``env``), a ready child's limit."""
+    """The body of one fork request: the run's part, its marker (``env``), a ready child's limit.
+
+    ``session_child``: the child is a session (:mod:`pysandbox.child._session`): it serves
+    calls from its code pipe until the pipe ends, and the request carries its result pipe too.
+    """
 
     max_code_bytes: int
+    session_child: bool
 
 
 class ReadyCode(TypedDict):
@@ -180,12 +190,24 @@ class ReadyCode(TypedDict):
     code_object: types.CodeType | None
 
 
+class SessionCall(TypedDict):
+    """One call a session child reads from its code pipe, after an 8-byte little-endian length.
+
+    ``seq``: the call's number, echoed in its result frame (:mod:`pysandbox.child._session`).
+    """
+
+    code: str
+    code_object: types.CodeType | None
+    seq: int
+
+
 #: Every message, by the name its reader uses, with the words a refusal starts with.
 MESSAGES: dict[str, tuple[type[Any], str]] = {
     "ChildConfig": (ChildConfig, "child configuration"),
     "ZygoteConfig": (ZygoteConfig, "zygote configuration"),
     "RunRequest": (RunRequest, "run request"),
     "ReadyCode": (ReadyCode, "ready code"),
+    "SessionCall": (SessionCall, "session call"),
 }
 
 #: A derived schema node (``marshal``-compatible): ``(kind, description, *arguments)``.

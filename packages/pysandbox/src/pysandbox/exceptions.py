@@ -9,6 +9,8 @@ __all__ = [
     "SandboxClosedError",
     "SandboxError",
     "SandboxSetupError",
+    "SessionEndedError",
+    "SessionsNeedWarmMode",
     "WorkerLimitExceeded",
     "WorkerProtocolError",
     "WorkerStartError",
@@ -135,3 +137,36 @@ class JobError(SandboxError):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class SessionsNeedWarmMode(SandboxError):
+    """:meth:`~pysandbox.Sandbox.open_session` in spawn mode: sessions need warm mode.
+
+    Attributes:
+        reason: Why the sandbox runs in spawn mode (asked for, or the zygote could not start).
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return (
+            "sessions need warm mode (a session is forked by the warm zygote), but this "
+            f"sandbox runs in spawn mode: {self.reason}. Use Sandbox(execution='warm') on Linux"
+        )
+
+
+class SessionEndedError(SandboxError):
+    """The :class:`~pysandbox.Session` has ended; it runs nothing more.
+
+    Attributes:
+        reason: Why it ended (``timeout``, ``memory_limit``, ``exit``, ``killed``, ``closed``).
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+    def __str__(self) -> str:
+        return f"this session has ended ({self.reason}): open a new one"

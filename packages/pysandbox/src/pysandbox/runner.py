@@ -36,6 +36,7 @@ from pysandbox import (
     _matplotlib,
     _pool,
     _seccomp,
+    _session,
     _wire,
 )
 from pysandbox._capabilities import Capabilities, LayerInfo, report
@@ -381,6 +382,8 @@ class Sandbox:
         self._closed = False
         self._coordinator = WorkspaceCoordinator()
         self._run_slots = threading.BoundedSemaphore(config.max_concurrent_runs)
+        self._sessions: set[_session.Session] = set()
+        self._sessions_lock = threading.Lock()
         self._active: set[Supervisor] = set()
         self._active_lock = threading.Lock()
         self._landlock_plan: _landlock.LandlockPlan | None = None
@@ -679,11 +682,41 @@ class Sandbox:
             active = list(self._active)
         for sup in active:
             sup.kill(Stop.CANCELLED)
+        with self._sessions_lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
         self._pool.close()
         with self._zygote_lock:
             zygote, self._zygote = self._zygote, None
         if zygote is not None:
             zygote.close()
+
+    def open_session(self, description: str = "") -> _session.Session:
+        """Open a session: one confined interpreter whose globals persist across its calls.
+
+        Warm mode only: the session's child is forked by the warm zygote like a run's (the
+        preloads, fresh randomness, every layer), lives until :meth:`Session.close
+        <pysandbox.Session.close>`, this sandbox's :meth:`close` or a call that ends it, and
+        is stopped between calls. See :class:`pysandbox.Session`.
+
+        Args:
+            description: The caller's words for it (at most
+                :data:`pysandbox._session.DESCRIPTION_MAX` characters).
+
+        Returns:
+            The session (a context manager).
+
+        Raises:
+            TypeError: ``description`` is not a str.
+            ValueError: ``description`` is too long.
+            SessionsNeedWarmMode: The sandbox runs in spawn mode (asked for, or the zygote
+                could not start).
+            IsolationUnavailable: A required layer is not available.
+            SandboxSetupError: The session's child could not apply its layers.
+            SandboxClosedError: The sandbox was closed.
+        """
+        return _session.open_session(self, description)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -939,13 +972,14 @@ class Sandbox:
         if not observation.ready:
             return result  # a setup failure (raised by decide) or nothing ran
         figures, omitted = _figures.parse_frames(observation.figure_data, observation.figure_cut)
+        value = _session.one_shot_value(observation.figure_data, result.status)
         changed = (
             changed_files(before, observation.end_listing)
             if observation.end_listing is not None
             else ()
         )
         return dataclasses.replace(
-            result, changed_files=changed, figures=figures, figures_omitted=omitted
+            result, changed_files=changed, figures=figures, figures_omitted=omitted, result=value
         )
 
     def _supervise(self, supervisor: Supervisor, launcher: Launcher, spec: RunSpec) -> Observation:

@@ -51,6 +51,7 @@ from pysandbox.child._kernel import (
 )
 from pysandbox.child._library_getters import guard_imports
 from pysandbox.child._sqlite_guard import make_sqlite_authorizer, make_sqlite_guard
+from pysandbox.child._values import RESULT_NAME, send_value
 from pysandbox.child._wire_check import WireError, check_message
 
 # The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
@@ -2186,7 +2187,11 @@ def run_config(
         _print_exception(compile_error)
         return 1
     status = _run_user_code(code_obj, user_ns)
+    value = user_ns.pop(RESULT_NAME, None)  # the final expression's (pysandbox._gate)
     show_figures(cfg.get("figure_fd", -1), cfg.get("figure_caps") or (0, 0))
+    if status == 0:
+        send_value(cfg.get("figure_fd", -1), value)
+    del value
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -19,6 +19,10 @@ channel, reseeds every global random generator it inherited (``random``, numpy's
 ``RandomState``: :mod:`pysandbox.child._generators`), and then applies every layer through the same
 :func:`pysandbox.child._main.run_config` as spawn mode before the user's code runs.
 
+A ready child's request carries a sixth descriptor, the read end of its code pipe; a session
+child's (``session_child`` in the request, :mod:`pysandbox.child._session`) a seventh, the
+write end of its result pipe: it serves calls from the code pipe until that pipe ends.
+
 The server's :class:`~pysandbox._supervisor.Supervisor` drains and caps the pipes, enforces the
 deadline and the workspace limits exactly as in spawn mode. On the run's socket the zygote
 reports ``P<pid>`` after the fork and ``X`` when the child has exited (seen on a pidfd, not
@@ -41,7 +45,7 @@ import os
 import socket
 import sys
 
-from pysandbox.child import _generators, _kernel, _library_getters, _main, _wire_check
+from pysandbox.child import _generators, _kernel, _library_getters, _main, _session, _wire_check
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,6 +60,9 @@ _HEADER = 9  # b"N" + 8-byte little-endian body length
 _RUN_FDS = 5  # run socket, stdout and stderr write ends, setup and figure channel write ends
 #: A ready child's request also carries the read end of its code pipe (see :mod:`pysandbox._pool`).
 _READY_FDS = 6
+#: A session child's request also carries the write end of its result pipe
+#: (see :mod:`pysandbox.child._session`).
+_SESSION_FDS = 7
 _SIGKILL = 9
 
 
@@ -194,7 +201,7 @@ def serve(cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
         for fd, _event in poller.poll():
             if fd == ctl_fd:
                 try:
-                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(_READY_FDS * 4))
+                    header = ctl.recvmsg(_HEADER, socket.CMSG_SPACE(_SESSION_FDS * 4))
                     data, ancillary = header[0], header[1]
                     fds: list[int] = []
                     for level, kind, payload in ancillary:
@@ -212,7 +219,7 @@ def serve(cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
                     for run in list(by_sock.values()):
                         finish(run, reply=False)
                     return 0
-                if len(fds) not in (_RUN_FDS, _READY_FDS):
+                if len(fds) not in (_RUN_FDS, _READY_FDS, _SESSION_FDS):
                     for extra in fds:
                         os.close(extra)
                     continue
@@ -232,7 +239,8 @@ def serve(cfg: ZygoteConfig, ctl_fd: int, schemas: dict[str, Any]) -> int:
                         err_w=fds[2],
                         setup_w=fds[3],
                         figure_w=fds[4],
-                        code_r=fds[5] if len(fds) == _READY_FDS else -1,
+                        code_r=fds[5] if len(fds) >= _READY_FDS else -1,
+                        result_w=fds[6] if len(fds) == _SESSION_FDS else -1,
                         zygote_pid=me,
                     )
                 for passed in fds[1:]:
@@ -284,11 +292,14 @@ def _child_main(
     zygote_pid: int,
     figure_w: int = -1,
     code_r: int = -1,
+    result_w: int = -1,
 ) -> None:  # pragma: no cover - runs in the forked child (covered through the tests' runs)
     """The forked child: detach from the zygote, apply every layer, run the code, exit.
 
     With ``code_r`` (a ready child) the request carries no code: the child applies every layer,
-    then reads its code from ``code_r`` (see :func:`pysandbox.child._main.run_config`).
+    then reads its code from ``code_r`` (see :func:`pysandbox.child._main.run_config`). With
+    ``result_w`` too and ``session_child`` in the request, the child is a session: it serves calls
+    from ``code_r`` (:func:`pysandbox.child._session.serve`).
 
     The request (:class:`pysandbox._wire.RunRequest`) is checked against its declaration; the
     run's configuration is ``fixed`` (the shared part of the zygote's) with the request's part
@@ -308,7 +319,7 @@ def _child_main(
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         low = 3
-        for keep in sorted(fd for fd in (ruleset, setup_w, figure_w, code_r) if fd >= 3):
+        for keep in sorted(fd for fd in (ruleset, setup_w, figure_w, code_r, result_w) if fd >= 3):
             os.closerange(low, keep)
             low = keep + 1
         os.closerange(low, 1 << 20)
@@ -344,7 +355,13 @@ def _child_main(
             run_cfg["code_fd"] = code_r
         if bounding_set_dropped:
             run_cfg["bounding_set_dropped"] = True
-        status = _main.run_config(run_cfg, libc, ruleset, checked=True)
+        if request.get("session_child"):
+            if code_r < 0 or result_w < 0:
+                _kernel._fail("a session request needs its code and result pipes")
+            run_cfg["result_fd"] = result_w
+            status = _session.serve(run_cfg, libc, ruleset)
+        else:
+            status = _main.run_config(run_cfg, libc, ruleset, checked=True)
         _main.finalize()
     except BaseException as exc:
         # Before the user's code the setup channel is open and takes the reason; after it,
@@ -433,6 +450,21 @@ class WarmChild:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
             pass
+
+    def send_signal(self, sig: int) -> bool:
+        """Send ``sig`` to the child through its pidfd; return whether it was sent.
+
+        The zygote holds the child unreaped until :meth:`reap`, so the pidfd names this child.
+        """
+        import signal
+
+        if self._pidfd < 0:
+            return False
+        try:
+            signal.pidfd_send_signal(self._pidfd, sig)
+        except OSError:
+            return False
+        return True
 
     def abandon(self) -> None:
         """Kill the child and close the handle without reaping (a ready child never claimed).

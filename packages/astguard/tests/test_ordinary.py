@@ -11,7 +11,14 @@ import ast
 import pytest
 
 import astguard
-from astguard import FORMAT_ROUTER, Policy, check, route_format_calls
+from astguard import (
+    FORMAT_ROUTER,
+    RECEIVER_ROUTER,
+    Policy,
+    check,
+    route_format_calls,
+    route_private_receivers,
+)
 
 SANDBOX = Policy().with_runtime_attribute_guard().with_runtime_format_guard()
 
@@ -97,6 +104,28 @@ def test_route_format_calls_rewrites_only_non_literal_receivers() -> None:
 
 def test_the_router_name_cannot_be_named_by_code() -> None:
     assert check(f"{FORMAT_ROUTER}('{{0}}', 'format', 1)", SANDBOX).rule_ids == ("AG207",)
+
+
+def test_route_private_receivers_keeps_every_context() -> None:
+    source = (
+        "self._a = 1\nself._a += 1\ndel self._a\nprint(cls._b, self.__c, self._asdict())\n"
+        "print(self.__dict__, self.a, x.y._z)"
+    )
+    routed = ast.unparse(route_private_receivers(ast.parse(source)))
+    assert routed.splitlines() == [
+        f"{RECEIVER_ROUTER}(self, '_a')._a = 1",
+        f"{RECEIVER_ROUTER}(self, '_a')._a += 1",
+        f"del {RECEIVER_ROUTER}(self, '_a')._a",
+        f"print({RECEIVER_ROUTER}(cls, '_b')._b, {RECEIVER_ROUTER}(self, '__c').__c, "
+        "self._asdict())",
+        "print(self.__dict__, self.a, x.y._z)",  # other receivers: AG309 refuses them
+    ]
+    compile(route_private_receivers(ast.parse(source)), "<t>", "exec")
+
+
+def test_the_receiver_router_name_cannot_be_named_by_code() -> None:
+    code = f"class C:\n    def m(self):\n        return {RECEIVER_ROUTER}(self, '_x')._x"
+    assert "AG207" in check(code, SANDBOX.with_private_attribute_rule()).rule_ids
 
 
 def test_input_says_there_is_no_standard_input() -> None:

@@ -25,13 +25,21 @@ from astguard._policy import (
     reaches_system,
 )
 from astguard._result import CheckResult, Violation
-from astguard._route import FORMAT_ROUTER, route_format_calls
+from astguard._route import (
+    FORMAT_ROUTER,
+    RECEIVER_BASES,
+    RECEIVER_ROUTER,
+    route_format_calls,
+    route_private_receivers,
+)
 from astguard._rules import RULES, Rule, rule_table_markdown
 
 __all__ = [
     "ALLOWED_NODE_TYPES",
     "DEFAULT_MAX_SOURCE_BYTES",
     "FORMAT_ROUTER",
+    "RECEIVER_BASES",
+    "RECEIVER_ROUTER",
     "RULES",
     "AstGuardError",
     "CheckResult",
@@ -49,6 +57,7 @@ __all__ = [
     "module_forbidden_attributes",
     "reaches_system",
     "route_format_calls",
+    "route_private_receivers",
     "rule_table_markdown",
 ]
 

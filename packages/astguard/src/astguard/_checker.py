@@ -216,6 +216,9 @@ _SAFE_BASES = frozenset(
         "enum.ReprEnum",
     }
 )
+#: The library bases (besides builtins and the script's own classes) a class may have for AG309
+#: to exempt ``self._x`` in its methods; what a run-time receiver guard accepts besides those.
+RECEIVER_BASES = _SAFE_BASES
 _WRAPPER_HELPERS = {"update_wrapper": 2, "wraps": 1}
 # unittest's entry points resolve test names from strings (module=, defaultTest=, argv=):
 # imports by name and attribute walks no guard sees; only their default form is accepted.

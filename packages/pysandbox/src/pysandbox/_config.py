@@ -55,10 +55,14 @@ def rlimits(limits: Limits) -> tuple[tuple[int, int, int], ...]:
     )
 
 
-def compile_user_code(code: str) -> CodeType | None:
-    """Compile the checked source as the child would, or ``None`` to let the child report."""
+def compile_user_code(code: str, *, receivers: bool = False) -> CodeType | None:
+    """Compile the checked source as the child would, or ``None`` to let the child report.
+
+    ``receivers``: route private-attribute receivers through the child's receiver guard
+    (:func:`pysandbox._gate.compile_checked`; the child binds it when its rules name it).
+    """
     try:
-        return _gate.compile_checked(code, _child.USER_FILENAME)
+        return _gate.compile_checked(code, _child.USER_FILENAME, receivers=receivers)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return None
 
@@ -205,6 +209,8 @@ class ChildConfig:
             "module_forbidden": sorted(rules.module_forbidden) if rules else [],
             "denied_module_attributes": sorted(rules.denied_module_attributes) if rules else [],
             "format_router": rules.format_router if rules else "",
+            "receiver_router": rules.receiver_router if rules else "",
+            "receiver_bases": sorted(rules.receiver_bases) if rules else [],
             "python_guards": rules is not None,
             "native_extensions": self.native_extensions,
             "preload": list(self.preload),

@@ -40,6 +40,11 @@ class ModuleRules:
         format_router: The builtin name routed ``.format`` calls use (astguard's), bound to
             the child's safe formatter.
         denied_module_attributes: ``module.attribute`` pairs refused.
+        receiver_router: The builtin name routed private-attribute receivers use (astguard's,
+            when the policy switches AG309 on; empty otherwise), bound to the child's
+            receiver guard.
+        receiver_bases: The library bases (``module.name``) that guard accepts in a
+            receiver's class besides builtins and the code's own classes (astguard's).
     """
 
     allowed: frozenset[str]
@@ -50,6 +55,8 @@ class ModuleRules:
     static_forbidden_attributes: frozenset[str] = frozenset()
     format_router: str = ""
     denied_module_attributes: frozenset[str] = frozenset()
+    receiver_router: str = ""
+    receiver_bases: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ def runtime_policy(policy: astguard.Policy | None, extra_modules: Iterable[str])
     return policy.with_runtime_attribute_guard().with_runtime_format_guard()
 
 
-def compile_checked(source: str, filename: str) -> CodeType:
+def compile_checked(source: str, filename: str, *, receivers: bool = False) -> CodeType:
     """Compile source the gate accepted, routing ``.format`` calls (astguard's rewrite).
 
     A last top-level expression statement becomes an assignment to
@@ -103,6 +110,9 @@ def compile_checked(source: str, filename: str) -> CodeType:
     Args:
         source: Code :func:`check_source` accepted with the policy of :func:`runtime_policy`.
         filename: The file name for the code object.
+        receivers: Also route the receivers of private attributes (``self._x``) through the
+            child's receiver guard (astguard's ``route_private_receivers``): when the policy
+            switches AG309 on (:attr:`ModuleRules.receiver_router` set).
 
     Returns:
         The code object.
@@ -113,6 +123,8 @@ def compile_checked(source: str, filename: str) -> CodeType:
     from pysandbox.child._values import RESULT_NAME
 
     tree = astguard.route_format_calls(ast.parse(source, filename, "exec"))
+    if receivers:
+        tree = astguard.route_private_receivers(tree)
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
         store = ast.Name(id=RESULT_NAME, ctx=ast.Store())
@@ -144,6 +156,8 @@ def module_rules(policy: astguard.Policy) -> ModuleRules:
         static_forbidden_attributes=policy.forbidden_attributes(dynamic=False),
         format_router=astguard.FORMAT_ROUTER if policy.runtime_format_guard else "",
         denied_module_attributes=frozenset(policy.denied_module_attributes),
+        receiver_router=astguard.RECEIVER_ROUTER if policy.refuse_private_attributes else "",
+        receiver_bases=astguard.RECEIVER_BASES if policy.refuse_private_attributes else frozenset(),
     )
 
 

@@ -110,6 +110,8 @@ class ChildFixed(TypedDict):
     module_forbidden: list[str]
     denied_module_attributes: list[str]
     format_router: str
+    receiver_router: str
+    receiver_bases: list[str]
     python_guards: bool
     native_extensions: bool
     preload: list[str]

@@ -370,6 +370,8 @@ class Sandbox:
         )
         self._max_compiled_bytes = _pool.max_compiled_bytes(self._policy.max_source_bytes)
         self._rules = _gate.module_rules(self._policy)
+        # AG309's exempt `self._x` checked at run time too (the child's receiver guard)
+        self._routes_receivers = bool(self._rules.receiver_router) and not self._kernel_only
         self._preload = config.preload
         for name in self._preload:
             if not _child.module_allowed(name, self._rules.allowed, self._rules.denied):
@@ -798,7 +800,7 @@ class Sandbox:
             or the result of a refused run (nothing ran): a compiled form over
             :func:`pysandbox._pool.max_compiled_bytes` (constant folding).
         """
-        compiled = _config.compile_user_code(code)
+        compiled = _config.compile_user_code(code, receivers=self._routes_receivers)
         if compiled is None:
             return None
         size = len(marshal.dumps(compiled))
@@ -930,7 +932,11 @@ class Sandbox:
                     if ready is not None:
                         marker = ready.marker  # the child carries it already
                         supervisor.use_marker(f"{MARKER_NAME}={marker}")
-                    code_object = compiled[0] if compiled else _config.compile_user_code(code)
+                    code_object = (
+                        compiled[0]
+                        if compiled
+                        else _config.compile_user_code(code, receivers=self._routes_receivers)
+                    )
                     spec = RunSpec(config, code, code_object, marker)
                     try:
                         if ready is not None:

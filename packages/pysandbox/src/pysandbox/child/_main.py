@@ -57,7 +57,7 @@ from pysandbox.child._wire_check import WireError, check_message
 # The bootstrap avoids importing ``typing`` (start-up cost); mypy treats this name as True.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
     from types import MappingProxyType
     from typing import Any
 
@@ -1816,6 +1816,136 @@ def make_safe_format(refused_name: Callable[[str], bool]) -> Callable[..., Any]:
     return route
 
 
+#: What the receiver guard answers (AG309's rule, checked at run time).
+RECEIVER_RULE = (
+    "self._x and cls._x are accepted only when the method runs on an object of this script's "
+    "own classes (a class statement in your code, with builtin or abc/enum/typing bases); a "
+    "library object's internals can reach code no guard sees, so use its public API"
+)
+
+
+def make_receiver_guard(
+    safe_bases: Iterable[str], real_build_class: Callable[..., Any]
+) -> tuple[Callable[[Any, str], Any], Callable[..., Any]]:
+    """The guard that ``self._x``/``cls._x`` receivers are routed through, and its class record.
+
+    astguard's AG309 exempts ``self._x`` in the methods of the script's own classes because of
+    where it is written; the method can still run on another object (``C.m(df)``,
+    ``type(c).m(df)``, a subclass with a library base). The parent compiles the code with each
+    ``name._x`` rewritten to ``__astguard_receiver__(name, "_x")._x`` (astguard's
+    ``route_private_receivers``). The guard returns the receiver when every class in
+    ``type(receiver).__mro__`` (and, for a class, in its own ``__mro__``) is one the user's
+    class statements created, a builtin class, or in the MRO (or metaclass MRO) of a base
+    AG309 accepts; anything else is refused. Types and MROs are read with the real ``type``'s
+    descriptors and compared by identity (no ``__class__``, ``__eq__`` or ``__hash__`` of the
+    code's choosing is consulted).
+
+    A class counts as the user's only when the user's ``__build_class__`` returns it from a
+    class statement without ``metaclass=`` whose bases are classes with a metaclass of that
+    set (so the class is new, not one a metaclass or ``__mro_entries__`` handed back).
+
+    Args:
+        safe_bases: ``module.name`` of the accepted library bases (astguard's
+            ``RECEIVER_BASES``); their modules are imported here, before user code.
+        real_build_class: The real ``builtins.__build_class__``.
+
+    Returns:
+        ``(guard, build_class)``: ``guard(receiver, name)`` returns ``receiver`` or raises
+        :class:`SandboxDenied` naming AG309; ``build_class`` replaces the user's
+        ``__build_class__`` and records the classes it creates.
+    """
+    import builtins as real_builtins
+    import types
+    import typing
+    import weakref
+
+    real_type = type
+    # subscripted generics (Generic[T], list[int]): their __mro_entries__ is typing's / C's
+    generic: Any = typing.Generic
+    alias_types = frozenset(
+        id(k)
+        for k in (types.GenericAlias, real_type(generic[typing.TypeVar("T")]))
+        if real_type(k) is type
+    )
+    mro_of = type.__dict__["__mro__"].__get__
+    name_of = type.__dict__["__qualname__"].__get__
+    keep: list[Any] = [object, type]  # holds the accepted classes (ids stay theirs)
+    # builtin classes, but not super: a super object looks names up in another object's MRO
+    keep.extend(v for v in vars(real_builtins).values() if real_type(v) is type and v is not super)
+    metas: list[Any] = [type]
+    for dotted in sorted(safe_bases):
+        module_name, _, attr = dotted.rpartition(".")
+        try:
+            base: Any = vars(__import__(module_name))[attr]
+        except (ImportError, KeyError, ValueError):
+            continue
+        found = (base,) if isinstance(base, type) else ()
+        if not found and hasattr(base, "__mro_entries__"):  # typing.NamedTuple, a function
+            found = tuple(base.__mro_entries__((base,)))
+        for entry in found:
+            if isinstance(entry, type):
+                keep.extend(mro_of(entry))
+                metas.extend(mro_of(real_type(entry)))
+    keep.extend(metas)
+    accepted = frozenset(id(c) for c in keep)
+    meta_ids = frozenset(id(c) for c in metas)
+    made: dict[int, Any] = {}  # id -> weakref of the classes user class statements created
+
+    def ours(cls: Any) -> bool:
+        if id(cls) in accepted:
+            return True
+        ref = made.get(id(cls))
+        return ref is not None and ref() is cls
+
+    def is_class(value: Any) -> bool:
+        return any(k is type for k in mro_of(real_type(value)))
+
+    def guard(receiver: Any, name: str, /) -> Any:
+        kind = real_type(receiver)
+        classes = list(mro_of(kind))
+        if is_class(receiver):
+            classes.extend(mro_of(receiver))
+        for cls in classes:
+            if not ours(cls):
+                what = name_of(kind) if not is_class(receiver) else f"class {name_of(receiver)}"
+                raise SandboxDenied(
+                    1,
+                    f"sandbox: AG309: the private attribute {name!r} of a {what} object is "
+                    f"refused (its class {name_of(cls)!r} is not this script's own): "
+                    f"{RECEIVER_RULE}",
+                )
+        return receiver
+
+    def entries(base: Any, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The classes a base stands for, or () when the class statement is not vouched for."""
+        if is_class(base):
+            return (base,)
+        if base is typing.NamedTuple or id(real_type(base)) in alias_types:
+            return tuple(base.__mro_entries__(bases))  # the standard library's own method
+        return ()
+
+    def build_class(func: Any, name: Any, /, *bases: Any, **kwargs: Any) -> Any:
+        cls = real_build_class(func, name, *bases, **kwargs)
+        if "metaclass" in kwargs or not is_class(cls) or id(real_type(cls)) not in meta_ids:
+            return cls
+        for base in bases:
+            resolved = entries(base, bases)
+            if not resolved or not all(
+                is_class(entry) and id(real_type(entry)) in meta_ids for entry in resolved
+            ):
+                return cls  # a metaclass not vouched for could have handed back any class
+        key = id(cls)
+
+        def forget(_ref: Any, key: int = key) -> None:
+            made.pop(key, None)
+
+        made[key] = weakref.ref(cls, forget)
+        return cls
+
+    build_class.__name__ = "__build_class__"
+    return guard, build_class
+
+
 def _safe_formatter_class(refused_name: Callable[[str], bool], real_getattr: Any) -> Any:
     import _string  # type: ignore[import-not-found]  # the parser string.Formatter uses
     import string
@@ -2049,6 +2179,13 @@ def install_python_guards(
     router = cfg.get("format_router")
     if router:
         user_builtins[router] = make_safe_format(refused_name)
+    receiver_router = cfg.get("receiver_router")
+    if receiver_router:  # AG309's profile: its exempt self._x checked at run time
+        receiver_guard, build_class = make_receiver_guard(
+            cfg.get("receiver_bases", ()), builtins.__build_class__
+        )
+        user_builtins[receiver_router] = receiver_guard
+        user_builtins["__build_class__"] = build_class
     builtins.open = guarded_open
     io.open = guarded_open
     list_roots = tuple(cfg.get("list_roots", ()))

@@ -253,3 +253,29 @@ def test_the_channel_cap_leaves_room_for_the_value() -> None:
     assert _figures.read_cap() >= (
         _figures.FIGURE_CHANNEL_BYTES + RESULT_FRAME_MAX + _figures.FRAME_HEADER_BYTES
     )
+
+
+def test_the_type_of_a_value_names_the_module_of_c_types_too() -> None:
+    """A C type keeps its module in its name, not its ``__dict__`` (new-user trial 2026-12-04:
+    ``builtins.ndarray``, ``builtins.date``); a metaclass cannot change what is reported."""
+    import collections
+    import datetime
+
+    from pysandbox.child._values import _type_name
+
+    class Lying(type):
+        @property
+        def __module__(cls) -> str:  # type: ignore[override]
+            return "somewhere.else"
+
+    class Mine(metaclass=Lying):
+        pass
+
+    assert _type_name(datetime.date(2026, 12, 4)) == "datetime.date"
+    assert _type_name(collections.OrderedDict()) == "collections.OrderedDict"
+    assert _type_name(1) == "builtins.int"
+    assert _type_name(Mine()).startswith(f"{__name__}.test_the_type_of_a_value")
+    assert _type_name(Mine()).endswith(".<locals>.Mine")
+    np = pytest.importorskip("numpy")
+    assert _type_name(np.zeros(2)) == "numpy.ndarray"
+    assert _type_name(np.float64(1.5)) == "numpy.float64"

@@ -54,6 +54,7 @@ from pysandbox._layers import ExecutionMode
 from pysandbox._outcome import CPU_SHARE, MEMORY_PEAK_SHARE
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._supervisor import start_usage_entries
+from pysandbox._wire import SESSION_KEY_BYTES
 from pysandbox.child import _values
 from pysandbox.child._kernel import SETUP_FAILED, SETUP_READY
 from pysandbox.exceptions import SandboxSetupError, SessionEndedError
@@ -354,8 +355,11 @@ class Session:
         fds: dict[str, int],
         layers: tuple[str, ...],
         description: str,
+        *,
+        key: bytes,
     ) -> None:
         self._sandbox = sandbox
+        self._key = key  # begins every call's header on the code pipe
         self._child = child
         self._fds = fds
         self._layers = layers
@@ -538,7 +542,7 @@ class Session:
             device = os.stat(workspace).st_dev  # noqa: PTH116
         except OSError:
             device = -1
-        pending = memoryview(len(message).to_bytes(8, "little") + message)
+        pending = memoryview(self._key + len(message).to_bytes(8, "little") + message)
         sel = selectors.DefaultSelector()
         sources = {"out": fds["out"], "err": fds["err"], "fig": fds["fig"], "res": fds["res"]}
         for name, fd in sources.items():
@@ -904,6 +908,8 @@ def open_session(sandbox: Sandbox, description: str) -> Session:
     ]
     request["max_code_bytes"] = max_code_bytes(sandbox._policy.max_source_bytes)
     request["session_child"] = True
+    key = secrets.token_bytes(SESSION_KEY_BYTES)
+    request["session_key"] = key
     child = fds = None
     for _attempt in range(2):
         launcher = sandbox._launcher(config)
@@ -917,7 +923,7 @@ def open_session(sandbox: Sandbox, description: str) -> Session:
     if child is None or fds is None:
         raise SandboxSetupError("the warm zygote did not take the session twice")
     host = _Host(sandbox)
-    session = Session(host, child, fds, config.layers(caps.active_layers), description)
+    session = Session(host, child, fds, config.layers(caps.active_layers), description, key=key)
     with sandbox._sessions_lock:
         sandbox._sessions.add(session)
     try:

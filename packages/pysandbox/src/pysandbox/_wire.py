@@ -52,6 +52,7 @@ from typing import Any, Literal, TypedDict, Union
 
 __all__ = [
     "MESSAGES",
+    "SESSION_KEY_BYTES",
     "ChildAbi",
     "ChildConfig",
     "ChildFixed",
@@ -146,8 +147,9 @@ class ChildConfig(_ChildConfigRequired, total=False):
     ``setup_fd`` and ``figure_fd``: write ends of the setup and figure channels (-1: none).
     Optional: ``enter_workspace`` (spawn mode: started in ``/``), ``code_fd`` and
     ``max_code_bytes`` (a ready child's code pipe and its limit, bytes), ``bounding_set_dropped``
-    (the zygote dropped the capability bounding set already), ``result_fd`` (a session child's
-    result pipe, :mod:`pysandbox.child._session`).
+    (the zygote dropped the capability bounding set already), ``result_fd`` and ``session_key``
+    (a session child's result pipe, and the random key that opens every call's header on its code
+    pipe, :mod:`pysandbox.child._session`).
     """
 
     enter_workspace: bool
@@ -155,6 +157,7 @@ class ChildConfig(_ChildConfigRequired, total=False):
     max_code_bytes: int
     bounding_set_dropped: bool
     result_fd: int
+    session_key: bytes
 
 
 class ZygoteConfig(ChildFixed):
@@ -178,11 +181,19 @@ class RunRequest(_RunRequestRequired, total=False):
     """The body of one fork request: the run's part, its marker (``env``), a ready child's limit.
 
     ``session_child``: the child is a session (:mod:`pysandbox.child._session`): it serves
-    calls from its code pipe until the pipe ends, and the request carries its result pipe too.
+    calls from its code pipe until the pipe ends, and the request carries its result pipe too;
+    ``session_key``: the session's random key (:data:`SESSION_KEY_BYTES`), which begins the
+    header of every call the parent writes (bytes of the user's own source, misread as a header
+    after an interrupted read, cannot carry it).
     """
 
     max_code_bytes: int
     session_child: bool
+    session_key: bytes
+
+
+#: Bytes of a session's key (:class:`RunRequest` ``session_key``): 128 random bits.
+SESSION_KEY_BYTES = 16
 
 
 class ReadyCode(TypedDict):

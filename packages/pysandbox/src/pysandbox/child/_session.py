@@ -45,15 +45,24 @@ if TYPE_CHECKING:
 __all__ = ["serve"]
 
 
-def _receive(fd: int, limit: int) -> SessionCall | None:
-    """Read one call from the code pipe; ``None`` at its end (or a malformed call)."""
+def _receive(fd: int, limit: int, key: bytes) -> SessionCall | None:
+    """Read one call from the code pipe; ``None`` at its end, or a malformed or unkeyed call.
+
+    A call is the session's key, an 8-byte little-endian length, then the marshalled call. A
+    header that does not begin with the key ends the session (``None``): the stream is never
+    read from the middle of a call, so bytes of the user's own source cannot pass for a call.
+    """
+    header = len(key) + 8
     data = b""
-    while len(data) < 8:
-        chunk = os.read(fd, 8 - len(data))
+    while len(data) < header:
+        chunk = os.read(fd, header - len(data))
         if not chunk:
             return None
         data += chunk
-    size = int.from_bytes(data, "little")
+    if not key or data[: len(key)] != key:  # one try: a wrong header ends the session
+        os.write(2, b"pysandbox: a call without the session's key: the session ends\n")
+        return None
+    size = int.from_bytes(data[len(key) :], "little")
     if size > limit:
         return None
     parts = []
@@ -117,18 +126,24 @@ def serve(cfg: ChildConfig, libc: Any, ruleset: int) -> int:
     os.chdir(cfg["workspace"])
     code_fd, result_fd = cfg["code_fd"], cfg["result_fd"]
     limit = cfg["max_code_bytes"]
+    key = cfg.get("session_key", b"")
     figure_fd, caps = cfg.get("figure_fd", -1), cfg.get("figure_caps") or (0, 0)
     me = os.getpid()
     stop = True
     while True:
         try:
+            # An interrupt (the parent's time-out) is ignored between calls: it never breaks a
+            # read of the code pipe in the middle of a call (for every thread: the disposition
+            # is the process's). The call's code runs with the default handler.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             if stop:
                 stop = False
                 os.kill(me, signal.SIGSTOP)
-            call = _receive(code_fd, limit)
+            call = _receive(code_fd, limit, key)
             if call is None:
                 return 0
             stop = True
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             code_obj, compile_error = _main._prepare_code(
                 {**cfg, "code": call["code"], "code_object": call["code_object"]}
             )
@@ -163,4 +178,4 @@ def serve(cfg: ChildConfig, libc: Any, ruleset: int) -> int:
             _main._send(result_fd, frame(call["seq"], ok, value, has_value))
             del value
         except KeyboardInterrupt:
-            continue
+            continue  # raised while the call's code ran or its result was sent, never mid-read

@@ -108,12 +108,19 @@ def bounded_repr(value: object) -> str:
     return text[:REPR_TEXT_MAX]
 
 
+_TYPE_MODULE = type.__dict__["__module__"]
+_TYPE_QUALNAME = type.__dict__["__qualname__"]
+
+
 def _type_name(value: object) -> str:
     try:
         cls = type(value)
-        module = cls.__dict__.get("__module__", "builtins")
+        # type's own descriptors, never a metaclass's: a C type's module is in its tp_name
+        # (numpy.ndarray, datetime.date), a class's in its __dict__.
+        module = _TYPE_MODULE.__get__(cls, type)
+        qualname = _TYPE_QUALNAME.__get__(cls, type)
         module = str.__str__(module) if isinstance(module, str) else "?"
-        return (module + "." + str.__str__(cls.__qualname__))[:TYPE_TEXT_MAX]
+        return (module + "." + str.__str__(qualname))[:TYPE_TEXT_MAX]
     except BaseException:
         return "?"
 

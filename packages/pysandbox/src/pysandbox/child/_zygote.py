@@ -359,6 +359,7 @@ def _child_main(
             if code_r < 0 or result_w < 0:
                 _kernel._fail("a session request needs its code and result pipes")
             run_cfg["result_fd"] = result_w
+            run_cfg["session_key"] = request.get("session_key", b"")
             status = _session.serve(run_cfg, libc, ruleset)
         else:
             status = _main.run_config(run_cfg, libc, ruleset, checked=True)

@@ -378,7 +378,7 @@ class WorkspaceCoordinator:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise ExclusiveTimeout(
-                            wait_s, self._runs, "runs are still in progress (being stopped)"
+                            wait_s, self._runs, "runs are still in progress"
                         )
                     self._cond.wait(remaining)
             except BaseException:

@@ -377,9 +377,7 @@ class WorkspaceCoordinator:
                 while self._runs:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise ExclusiveTimeout(
-                            wait_s, self._runs, "runs are still in progress"
-                        )
+                        raise ExclusiveTimeout(wait_s, self._runs, "runs are still in progress")
                     self._cond.wait(remaining)
             except BaseException:
                 self._held = False

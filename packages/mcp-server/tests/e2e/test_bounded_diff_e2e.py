@@ -74,7 +74,7 @@ async def _error(s: ClientSession, tool: str, **arguments: Any) -> str:
 # Each spelling: server options and the end of the sentence the caller reads.
 LIMITS: dict[str, tuple[tuple[str, ...], str, int]] = {
     "deadline": (("--diff-deadline", "3"), "diff stopped after 3 s / 512 MiB: ", 200),
-    "memory": (("--diff-memory", "64M"), "diff stopped after 30 s / 64 MiB: ", 0),
+    "memory": (("--diff-memory", "80M"), "diff stopped after 30 s / 80 MiB: ", 0),
     "long-paths-memory": (("--diff-memory", "96M"), "diff stopped after 30 s / 96 MiB: ", 200),
 }
 

@@ -17,11 +17,27 @@ def make(workspace: pathlib.Path, **limits: float) -> Sandbox:
     return Sandbox(workspace, require=require, limits=Limits(**limits))  # type: ignore[arg-type]
 
 
+def _host_peak_bytes() -> int:
+    """This process's own peak resident size (a spawned child's ``ru_maxrss`` starts there)."""
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
 def test_memory_limit(workspace: pathlib.Path) -> None:
     # Memory used up to the limit: the parent measures the peak near it (wait4).
     sb = make(workspace, memory_bytes=128 * MiB)
+    floor = _host_peak_bytes()
     result = sb.run("blocks = []\nwhile True:\n    blocks.append(b'\\x01' * (1 << 20))\n")
-    assert result.status is RunStatus.MEMORY_LIMIT
+    if sb.capabilities().execution["mode"] == "spawn" and floor >= 0.9 * 128 * MiB:
+        # A spawned child's ru_maxrss starts from the host's own peak (vfork then exec keeps
+        # the old hiwater mark): once the host peaked above the limit, a child's peak cannot
+        # confirm the limit, and the run is an error naming it (as for a refused allocation).
+        # Seen in a full suite whose test process passed 128 MiB (2026-12-04).
+        assert result.status is RunStatus.ERROR, (floor, result.peak_memory_bytes)
+        assert UNCONFIRMED_MEMORY in result.detail, result.detail
+        return
+    assert result.status is RunStatus.MEMORY_LIMIT, (floor, result.peak_memory_bytes, result.detail)
     assert result.exit_code == 1
     assert "MemoryError" in result.stderr
     assert 0.9 * 128 * MiB <= result.peak_memory_bytes < 2 * 128 * MiB

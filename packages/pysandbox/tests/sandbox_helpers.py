@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import pathlib
 from typing import Any
 
 import pytest
 
-from pysandbox import RunResult, Sandbox, _abi
+from pysandbox import DATASCIENCE, RunResult, Sandbox, _abi
 from pysandbox._launch import SpawnLauncher
+from pysandbox._limits import Limits
 from pysandbox._probe import probe_kernel
 from pysandbox.runner import TESTING_KERNEL_ONLY_ENV
 
@@ -115,4 +117,27 @@ def buf():
 def show(name, res):
     rc, err = res
     print(name, 'ok' if rc >= 0 else errno.errorcode.get(err, err))
+"""
+
+
+# -- the data-science profile's regressions (tests/regressions/test_redteam_2026_12_03_*) --
+#: The data-science profile's modules that are not installed (its tests skip without them).
+MISSING = [name for name in DATASCIENCE.extra_modules if importlib.util.find_spec(name) is None]
+needs_stack = pytest.mark.skipif(
+    bool(MISSING),
+    reason=f"the data-science stack is not installed ({MISSING}); "
+    "install 'secure-pysandbox[datascience]'",
+)
+#: A data-science run's limits in those tests: the profile's memory, a 30 s time-out.
+LIMITS = dataclasses.replace(Limits(), memory_bytes=DATASCIENCE.memory_bytes, timeout_s=30.0)
+
+#: Defines ``attempt(fn)``: prints ``refused <type> <message>`` or ``reached <type>``.
+ATTEMPT = """
+def attempt(fn):
+    try:
+        value = fn()
+    except Exception as exc:
+        print('refused', type(exc).__name__, exc)
+    else:
+        print('reached', type(value).__name__)
 """

@@ -13,36 +13,16 @@ before the fix.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 from collections.abc import Iterator
 
 import pytest
 
 from pysandbox import DATASCIENCE, RunStatus, Sandbox
-from pysandbox._limits import Limits
-from sandbox_helpers import needs_kernel
+from sandbox_helpers import ATTEMPT, LIMITS, MISSING, needs_kernel, needs_stack
 
 # Starts real processes (tests/README.md).
 pytestmark = pytest.mark.e2e
 
-MISSING = [name for name in DATASCIENCE.extra_modules if importlib.util.find_spec(name) is None]
-needs_stack = pytest.mark.skipif(
-    bool(MISSING),
-    reason=f"the data-science stack is not installed ({MISSING}); "
-    "install 'secure-pysandbox[datascience]'",
-)
-LIMITS = dataclasses.replace(Limits(), memory_bytes=DATASCIENCE.memory_bytes, timeout_s=30.0)
-
-ATTEMPT = """
-def attempt(fn):
-    try:
-        value = fn()
-    except Exception as exc:
-        print('refused', type(exc).__name__, exc)
-    else:
-        print('reached', type(value).__name__)
-"""
 #: The start of every refusal of a private name (the guarded getattr family).
 GETATTR_REFUSAL = "refused AttributeError sandbox: attribute "
 #: The rule both refusals name.

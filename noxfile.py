@@ -27,6 +27,8 @@ The sessions (the README's "Development" table says the same; a test keeps the t
                                     lockfile, `npm ci`)
     nox -s bench                    every package's benchmarks; they print ratios against
                                     targets and never fail
+    nox -s coverage                 each package's suite under coverage in one process, and
+                                    its report (not in CI)
     nox -s load                     the load session: concurrent callers for 60 s, latencies
                                     and leftovers printed (informational, not in CI)
     nox -s trace-syscalls           the system calls sandboxed runs make, traced with strace
@@ -36,7 +38,9 @@ The sessions (the README's "Development" table says the same; a test keeps the t
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import os
@@ -48,6 +52,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator, Mapping
 
@@ -219,7 +224,6 @@ def tests(session: nox.Session, package: str) -> None:
     pkg = BY_FOLDER[package]
     install_local(session, pkg.dist, "test")
     session.chdir(pkg.path)
-    coverage_file = ROOT / f".coverage.{package}.{session.python}"
     ci_env = CI_TEST_ENV.get(package, {}) if os.environ.get("CI") == "true" else {}
     passes = [{}] + [
         env for env, pythons in EXTRA_TEST_RUNS.get(package, []) if session.python in pythons
@@ -227,15 +231,30 @@ def tests(session: nox.Session, package: str) -> None:
     for extra_env in passes:
         if extra_env:
             session.log(f"{package}: the suite again with {extra_env}")
-        session.run(
-            "coverage",
-            "run",  # parallel mode (pyproject.toml): each pass writes its own data file
-            f"--rcfile={ROOT / 'pyproject.toml'}",
-            "-m",
-            "pytest",
-            *session.posargs,
-            env={"COVERAGE_FILE": str(coverage_file), **ci_env, **extra_env},
-        )
+        # Each package's pytest options (pyproject.toml) set its pytest-xdist workers.
+        session.run("pytest", *session.posargs, env={**ci_env, **extra_env})
+
+
+@nox.session(python=DEFAULT_PYTHON, default=False)
+@nox.parametrize("package", _package_params())
+def coverage(session: nox.Session, package: str) -> None:
+    """One package's suite under coverage (branch), in one process, then its report.
+
+    Not in the default set: tracing every line slows the pure-Python suites about twofold, and
+    under pytest-xdist a ``coverage run`` measures only the controller process; this session
+    turns the workers off (``-n 0``) to measure the whole suite.
+    """
+    pkg = BY_FOLDER[package]
+    install_local(session, pkg.dist, "test")
+    session.install("coverage[toml]>=7.4")
+    session.chdir(pkg.path)
+    data = ROOT / f".coverage.{package}"
+    env = {"COVERAGE_FILE": str(data)}
+    rcfile = f"--rcfile={ROOT / 'pyproject.toml'}"
+    session.run("coverage", "erase", rcfile, env=env)
+    session.run("coverage", "run", rcfile, "-m", "pytest", "-n", "0", *session.posargs, env=env)
+    session.run("coverage", "combine", rcfile, env=env)
+    session.run("coverage", "report", rcfile, "--skip-covered", "--sort=cover", env=env)
 
 
 @nox.session(python=DEFAULT_PYTHON)
@@ -479,7 +498,7 @@ def load(session: nox.Session) -> None:
     session.run("python", str(script), *session.posargs)
 
 
-@nox.session(python=DEFAULT_PYTHON)
+@nox.session(python=DEFAULT_PYTHON, tags=["unprivileged"])
 def redteam(session: nox.Session) -> None:
     """The red-team corpus: through ``Sandbox.run`` with all layers, with the kernel layers off
     (reported, not gating), in the testing kernel-only mode judged by effect (gating), through
@@ -522,31 +541,21 @@ def redteam(session: nox.Session) -> None:
             ("--kernel-only",),
         ),
     )
+    # Each pass is a harness process of its own that mostly waits on sandboxed children (the
+    # corpus's time-outs among them): the passes run REDTEAM_JOBS at a time, each one's output
+    # printed whole when it ends.
+    passes: list[Pass] = []
     for title, report, mode, flags in runs:
-        if not chosen(report):
-            continue
-        session.log(f"== {title}, as the current user")
-        session.run(
-            "python",
-            str(harness),
-            "--corpus-dir",
-            str(corpus),
-            "--execution",
-            mode,
-            *flags,
-            "--json-out",
-            str(reports / f"{report}.json"),
-        )
+        if chosen(report):
+            argv = ["python", str(harness), "--corpus-dir", str(corpus), "--execution", mode]
+            argv += [*flags, "--json-out", str(reports / f"{report}.json")]
+            passes.append(Pass(f"{title}, as the current user", argv))
     mcp_harness = BY_FOLDER["mcp-server"].path / "harness" / "mcp_harness.py"
     if chosen("mcp-server"):
-        session.log("== all layers, every case through the MCP server's run_sandbox_code (warm)")
-        session.run(
-            "python",
-            str(mcp_harness),
-            "--corpus-dir",
-            str(corpus),
-            "--json-out",
-            str(reports / "mcp-server.json"),
+        argv = ["python", str(mcp_harness), "--corpus-dir", str(corpus)]
+        argv += ["--json-out", str(reports / "mcp-server.json")]
+        passes.append(
+            Pass("all layers, every case through the MCP server's run_sandbox_code (warm)", argv)
         )
     # The data-science profile's corpora over MCP (numpy, pandas, matplotlib: the server's
     # [datascience] extra), warm and spawn, then as the unprivileged user below.
@@ -556,18 +565,11 @@ def redteam(session: nox.Session) -> None:
     if datascience:
         session.install(*itertools.chain.from_iterable(("-e", r) for r in stack))
     for mode in datascience:
-        session.log(f"== the data-science profile's corpora through the MCP server ({mode})")
-        session.run(
-            "python",
-            str(mcp_harness),
-            "--corpus-dir",
-            str(corpus),
-            "--profile",
-            "datascience",
-            "--execution",
-            mode,
-            "--json-out",
-            str(reports / f"datascience-mcp-{mode}.json"),
+        argv = ["python", str(mcp_harness), "--corpus-dir", str(corpus), "--profile"]
+        argv += ["datascience", "--execution", mode]
+        argv += ["--json-out", str(reports / f"datascience-mcp-{mode}.json")]
+        passes.append(
+            Pass(f"the data-science profile's corpora through the MCP server ({mode})", argv)
         )
     unprivileged_runs = [
         (mode, flags, f"unprivileged-{'kernel-only-' if flags else ''}{mode}")
@@ -580,6 +582,7 @@ def redteam(session: nox.Session) -> None:
         if chosen(name)
     ]
     if not unprivileged_runs:
+        run_passes(session, passes)
         return
     # For the data-science pass: the stack (the profiles' home is pysandbox, which the harness
     # reads).
@@ -594,24 +597,68 @@ def redteam(session: nox.Session) -> None:
         for path in (scratch / "harness.py", *(scratch / "redteam").rglob("*")):
             path.chmod(0o755 if path.is_dir() else 0o644)
         (scratch / "redteam").chmod(0o755)
+        copies: list[tuple[pathlib.Path, pathlib.Path]] = []
         for mode, flags, name in unprivileged_runs:
             what = {(): "all layers", ("--kernel-only",): "kernel-only, judged by effect"}.get(
                 flags, "all layers, the data-science profile's corpora"
             )
-            session.log(f"== {what}, as the unprivileged user {user.user}, {mode} execution")
             report = f"{name}.json"
-            user.run(
-                user.python,
-                str(scratch / "harness.py"),
-                "--corpus-dir",
-                str(scratch / "redteam"),
-                "--execution",
-                mode,
-                *flags,
-                "--json-out",
-                str(user.home / report),
+            argv = [user.python, str(scratch / "harness.py"), "--corpus-dir"]
+            argv += [str(scratch / "redteam"), "--execution", mode, *flags]
+            argv += ["--json-out", str(user.home / report)]
+            passes.append(
+                Pass(f"{what}, as the unprivileged user {user.user}, {mode} execution", argv, user)
             )
-            shutil.copy(user.home / report, reports / report)
+            copies.append((user.home / report, reports / report))
+        run_passes(session, passes)
+        for source, destination in copies:
+            shutil.copy(source, destination)
+
+
+#: How many red-team passes run at a time (each is one harness process; see ``redteam``).
+REDTEAM_JOBS = 3
+
+
+@dataclasses.dataclass
+class Pass:
+    """One red-team pass: a title for the log, its command, and the user it runs as."""
+
+    title: str
+    argv: list[str]
+    user: Unprivileged | None = None
+
+
+def run_passes(session: nox.Session, passes: list[Pass], jobs: int = REDTEAM_JOBS) -> None:
+    """Run ``passes`` ``jobs`` at a time; print each one's output whole; fail if any failed.
+
+    A pass whose command starts with ``python`` runs the session's interpreter; one with a
+    ``user`` runs as that unprivileged user (:meth:`Unprivileged.command`).
+    """
+    env = {**os.environ, **{k: v for k, v in session.env.items() if v is not None}}
+    env["PATH"] = os.pathsep.join([str(session.bin), env.get("PATH", "")])
+
+    def one(item: Pass) -> tuple[Pass, int, str, float]:
+        if item.user is not None:
+            argv, run_env = item.user.command(*item.argv)
+        else:
+            argv = [str(pathlib.Path(session.bin) / "python"), *item.argv[1:]]
+            run_env = env
+        began = time.monotonic()
+        proc = subprocess.run(
+            argv, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False
+        )
+        output = proc.stdout.decode(errors="replace")
+        return item, proc.returncode, output, time.monotonic() - began
+
+    failed: list[str] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for item, code, output, seconds in pool.map(one, passes):
+            session.log(f"== {item.title}: exit status {code} after {seconds:.0f} s")
+            print(output, end="" if output.endswith("\n") else "\n", flush=True)
+            if code != 0:
+                failed.append(item.title)
+    if failed:
+        session.error(f"{len(failed)} red-team passes failed: {'; '.join(failed)}")
 
 
 @nox.session(name="trace-syscalls", python=DEFAULT_PYTHON, default=False)
@@ -639,7 +686,7 @@ def image_packages() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-@nox.session(python=DEFAULT_PYTHON)
+@nox.session(python=DEFAULT_PYTHON, tags=["unprivileged"])
 def smoke(session: nox.Session) -> None:
     """Reproduce the container image without an engine: wheels built as the Dockerfile builds
     them, installed for an unprivileged user, the server run as that user with the image's
@@ -700,20 +747,31 @@ class Unprivileged:
         self.python = str(venv / "bin" / "python")
         self.home = home
 
-    def run(self, *args: str, env: dict[str, str] | None = None, **kwargs: object) -> object:
-        """Run ``args`` as the unprivileged user with a minimal environment."""
+    def command(
+        self, *args: str, env: dict[str, str] | None = None
+    ) -> tuple[list[str], dict[str, str] | None]:
+        """The argv and environment that run ``args`` as the unprivileged user.
+
+        As root: ``setpriv`` to the user and ``env -i`` with a minimal environment (the
+        environment returned is ``None``: nothing else is passed); otherwise ``args`` with the
+        minimal environment.
+        """
         base = {
             "HOME": str(self.home),
             "PATH": f"{self.venv / 'bin'}:/usr/bin:/bin",
             "LANG": "C.UTF-8",
         }
         base.update(env or {})
-        prefix: list[str] = []
         if os.geteuid() == 0:
             prefix = ["setpriv", f"--reuid={self.user}", f"--regid={self.user}", "--init-groups"]
             prefix += ["env", "-i", *(f"{k}={v}" for k, v in base.items())]
-            return self.session.run(*prefix, *args, external=True, **kwargs)  # type: ignore[arg-type]
-        return self.session.run(*args, env=base, external=True, **kwargs)  # type: ignore[arg-type]
+            return [*prefix, *args], None
+        return list(args), base
+
+    def run(self, *args: str, env: dict[str, str] | None = None, **kwargs: object) -> object:
+        """Run ``args`` as the unprivileged user with a minimal environment."""
+        argv, run_env = self.command(*args, env=env)
+        return self.session.run(*argv, env=run_env, external=True, **kwargs)  # type: ignore[arg-type]
 
 
 @contextlib.contextmanager

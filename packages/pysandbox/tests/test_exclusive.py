@@ -173,7 +173,7 @@ def test_closing_wakes_waiting_runs_and_refuses_runs_parks_and_holds() -> None:
         coordinator.park(2**31 - 1)
 
 
-@pytest.mark.parametrize("pid", [0, -1, 1, os.getpid()])
+@pytest.mark.parametrize("pid", [0, -1, 1, os.getpid()], ids=["0", "-1", "1", "own-pid"])
 def test_park_refuses_pids_that_would_signal_groups_init_or_this_process(pid: int) -> None:
     with pytest.raises(ValueError, match="cannot be parked"):
         WorkspaceCoordinator().park(pid)

@@ -213,3 +213,63 @@ def _run_s3(capsys: pytest.CaptureFixture[str], ws: Path, url: str) -> tuple[int
     code = main(["--workspace", str(ws), "--store", url, "gc"])
     out, err = capsys.readouterr()
     return code, json.loads(out) if code == 0 else json.loads(err)
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["as given", "trailing slash", "through a symbolic link", "with a dot-dot"],
+)
+def test_cli_restore_refuses_a_workspace_another_process_holds(
+    capsys: pytest.CaptureFixture[str], ws: Path, store_dir: Path, tmp_path: Path, spelling: str
+) -> None:
+    """A server holds an exclusive flock on its workspace directory: a restore from the command
+    line under it is refused, by any spelling of the path, and changes nothing."""
+    import fcntl
+    import os
+
+    (ws / "a.txt").write_text("one")
+    code, info = run(capsys, ws, store_dir, "create")
+    assert code == 0 and isinstance(info, dict)
+    (ws / "a.txt").write_text("two")
+    link = tmp_path / "link"
+    link.symlink_to(ws)
+    given = {
+        "as given": str(ws),
+        "trailing slash": f"{ws}/",
+        "through a symbolic link": str(link),
+        "with a dot-dot": str(ws / ".." / ws.name),
+    }[spelling]
+    holder = os.open(ws, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        code = main(["--workspace", given, "--store", str(store_dir), "restore", info["id"]])
+        _out, err = capsys.readouterr()
+        assert code == 1
+        error = json.loads(err)["error"]
+        assert error["type"] == "WorkspaceInUse"
+        assert "is in use" in error["message"] and "stop that process" in error["message"]
+        assert (ws / "a.txt").read_text() == "two"  # nothing restored
+    finally:
+        os.close(holder)
+    # Released (the holder's descriptor closed): the same restore goes through.
+    code, report = run(capsys, ws, store_dir, "restore", info["id"])
+    assert code == 0 and isinstance(report, dict)
+    assert (ws / "a.txt").read_text() == "one"
+
+
+def test_hold_workspace_is_exclusive_and_names_an_unusable_path(tmp_path: Path) -> None:
+    from wsnapshot import StoreConfigError, WorkspaceInUse, hold_workspace
+
+    with hold_workspace(tmp_path):
+        with pytest.raises(WorkspaceInUse) as held, hold_workspace(tmp_path):
+            pytest.fail("held twice")
+        assert held.value.workspace == str(tmp_path)
+    with hold_workspace(tmp_path):  # released at the end of the block
+        pass
+    (tmp_path / "file").write_text("x")
+    for bad in (tmp_path / "missing", tmp_path / "file"):
+        with (
+            pytest.raises(StoreConfigError, match="cannot open the workspace"),
+            hold_workspace(bad),
+        ):
+            pytest.fail("held a path that is no directory")

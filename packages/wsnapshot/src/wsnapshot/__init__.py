@@ -2,12 +2,14 @@
 
 Public API: :class:`SnapshotStore` (create/list/get/restore/delete/diff/export/import_), the result
 types in :mod:`wsnapshot.snapshot`, the errors in :mod:`wsnapshot.exceptions`, and the safe
-workspace accessor :class:`SafeWorkspace` in :mod:`wsnapshot.workspace`.
+workspace accessor :class:`SafeWorkspace` in :mod:`wsnapshot.workspace`, and :func:`hold_workspace`
+(the ``flock`` a process that changes a whole workspace holds against a server serving it).
 """
 
 from __future__ import annotations
 
 from wsnapshot.__about__ import __version__
+from wsnapshot._hold import hold_workspace
 from wsnapshot._store import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
@@ -33,6 +35,7 @@ from wsnapshot.exceptions import (
     UnsafePathError,
     WorkspaceError,
     WorkspaceInconsistent,
+    WorkspaceInUse,
     WorkspaceLimitError,
     WorkspaceServedElsewhere,
 )
@@ -78,10 +81,12 @@ __all__ = [
     "StoreUnavailable",
     "UnsafePathError",
     "WorkspaceError",
+    "WorkspaceInUse",
     "WorkspaceInconsistent",
     "WorkspaceLimitError",
     "WorkspaceServedElsewhere",
     "__version__",
+    "hold_workspace",
     "parse_s3_url",
     "split_relpath",
 ]

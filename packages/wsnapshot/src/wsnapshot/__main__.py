@@ -2,7 +2,9 @@
 
 ``--snapshots`` is an alias of ``--store`` (the name mcp-secure-sandbox uses).
 
-Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID``, ``delete ID``,
+Commands: ``create [-d TEXT]``, ``list``, ``show ID``, ``restore ID`` (refused while another
+process, such as a server serving the workspace, holds it: :func:`wsnapshot.hold_workspace`),
+``delete ID``,
 ``diff A [B]``, ``export ID [-o FILE]`` (streamed: the compact record itself, not wrapped),
 ``export-size ID``, ``import FILE`` (``-`` reads standard input; streamed), ``state [--clear]`` (the
 inconsistent state a failed restore leaves; ``--clear`` after a repair by hand), ``gc`` (delete the
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from wsnapshot.__about__ import __version__
+from wsnapshot._hold import hold_workspace
 from wsnapshot._store import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_FILES,
@@ -111,7 +114,9 @@ def _run(args: argparse.Namespace) -> Any:
     if cmd == "show":
         return store.get(args.id).to_dict()
     if cmd == "restore":
-        return store.restore(args.id).to_dict()
+        # Not under a live server: its runs and sessions use the workspace's files.
+        with hold_workspace(args.workspace):
+            return store.restore(args.id).to_dict()
     if cmd == "delete":
         store.delete(args.id)
         return {"deleted": args.id}

@@ -23,6 +23,7 @@ __all__ = [
     "StoreUnavailable",
     "UnsafePathError",
     "WorkspaceError",
+    "WorkspaceInUse",
     "WorkspaceInconsistent",
     "WorkspaceLimitError",
     "WorkspaceServedElsewhere",
@@ -364,4 +365,26 @@ class StoreUnavailable(SnapshotError):
             f"the snapshot store {self.location} is unavailable ({self.operation}: "
             f"{self.reason}); nothing was changed by this call; retry when it is back "
             f"(check AWS_ENDPOINT_URL, the network and the credentials in the environment)"
+        )
+
+
+class WorkspaceInUse(SnapshotError):
+    """Another process holds the workspace: an exclusive ``flock(2)`` on its directory.
+
+    An mcp-secure-sandbox server holds one for as long as it serves the workspace; restoring
+    under it would change files its runs and sessions are using.
+
+    Attributes:
+        workspace: The workspace directory, as given.
+    """
+
+    def __init__(self, workspace: str) -> None:
+        super().__init__(workspace)
+        self.workspace = workspace
+
+    def __str__(self) -> str:
+        return (
+            f"the workspace {self.workspace!r} is in use: another process (a server serving it, "
+            "or anything that locked the directory with flock) holds it; stop that process, or "
+            "restore through it (a server's restore_state_snapshot tool), then try again"
         )

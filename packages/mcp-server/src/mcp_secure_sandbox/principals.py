@@ -223,7 +223,7 @@ def read_tokens_file(path: str, flag: str = TOKENS_FILE_FLAG) -> Principals:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise ConfigError(f"{source}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise ConfigError(f"{source} is not a regular file; {_FORMAT}")
@@ -233,7 +233,19 @@ def read_tokens_file(path: str, flag: str = TOKENS_FILE_FLAG) -> Principals:
                 f"{source} is open to other users (mode {mode:04o}): its tokens let anyone who "
                 f"reads it run code as this server; chmod 600 {path}"
             )
-        raw = handle.read(TOKENS_FILE_MAX_BYTES + 1)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= TOKENS_FILE_MAX_BYTES:
+            chunk = os.read(fd, TOKENS_FILE_MAX_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        raw = b"".join(chunks)
+    except OSError as exc:
+        raise ConfigError(f"{source}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
     if len(raw) > TOKENS_FILE_MAX_BYTES:
         raise ConfigError(
             f"{source} holds more than {TOKENS_FILE_MAX_BYTES} bytes: is it the right file? "

@@ -583,7 +583,7 @@ def test_bearer_auth_replaces_any_user_already_in_the_scope(forged: object) -> N
     assert isinstance(scope["user"], PrincipalUser) and scope["user"].principal == "alice"
 
 
-def test_the_real_server_logs_each_call_with_its_principal_never_its_token(
+def test_the_real_server_logs_and_counts_each_call_with_its_principal_never_its_token(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The server as built (create_server) behind the HTTP app: one call per principal."""
@@ -603,16 +603,28 @@ def test_the_real_server_logs_each_call_with_its_principal_never_its_token(
     caplog.set_level(logging.INFO, logger="mcp_secure_sandbox")
     app, state = create_server(settings)
     call = {**WHOAMI, "params": {"name": "list_workspace_files", "arguments": {}}}
+    metrics = {**WHOAMI, "params": {"name": "get_sandbox_metrics", "arguments": {}}}
+    callers = []
     try:
         with TestClient(build_http_app(app, settings), base_url="http://127.0.0.1:8000") as client:
             for token in (BOB, ALICE):
-                answer = client.post("/mcp", json=call, headers=_open_session(client, token))
-                assert answer.status_code == 200
+                headers = _open_session(client, token)
+                assert client.post("/mcp", json=call, headers=headers).status_code == 200
+                answer = client.post("/mcp", json=metrics, headers=headers)
+                (event,) = _events(answer.text)
+                callers.append(event["result"]["structuredContent"]["caller"])
+                # each sees its own figures only: never another principal's name
+                assert ("alice" in answer.text) == (token == ALICE)
     finally:
         state.close()
+    assert callers == [
+        {"principal": "bob", "calls": 1, "errors": 0},
+        {"principal": "alice", "calls": 1, "errors": 0},
+    ]
     lines = [r.getMessage() for r in caplog.records if "list_workspace_files" in r.getMessage()]
     assert [line.split(" status=")[0] for line in lines] == [
         "list_workspace_files principal=bob",
         "list_workspace_files principal=alice",
     ]
+    assert "get_sandbox_metrics principal=alice status=ok" in caplog.text
     assert "s3cret" not in caplog.text

@@ -295,8 +295,9 @@ class ServerState:
         cancellation (the client cancelled the call) is traced as ``cancelled`` at INFO; any
         other exception is logged with its traceback on stderr and re-raised. The log line
         names the call's principal (``principal=NAME``, ``-`` when none is known:
-        :func:`~mcp_secure_sandbox.principals.current_principal`); the trace does not, since
-        ``sandbox://logs`` is read by every principal.
+        :func:`~mcp_secure_sandbox.principals.current_principal`), and the call is counted for
+        it in the metrics; the trace does not name it, since ``sandbox://logs`` is read by every
+        principal.
         """
         started = time.perf_counter()
         principal = current_principal() or "-"
@@ -390,7 +391,7 @@ class ServerState:
         principal: str,
     ) -> None:
         """Count one call of ``tool``, trace it and log it (see :meth:`instrument`)."""
-        self.metrics.record_call(tool, elapsed_ms, error=level != "INFO")
+        self.metrics.record_call(tool, elapsed_ms, error=level != "INFO", principal=principal)
         self.traces.add(
             tool=tool,
             message=(message or f"{tool} {status}")[:300],

@@ -353,3 +353,38 @@ def test_principal_user_keeps_no_token() -> None:
     user = PrincipalUser("alice")
     assert user.principal == "alice" and user.access_token.client_id == "alice"
     assert user.access_token.token == ""
+
+
+def test_over_stdio_every_call_is_the_default_principals(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In process (the SDK's in-memory transport, as stdio: no HTTP request): ``default``."""
+    import anyio
+    from mcp import Client
+
+    from mcp_secure_sandbox.server import create_server
+    from mcp_secure_sandbox.settings import prepare_directories
+
+    settings = prepare_directories(
+        Settings(workspace=tmp_path / "ws", snapshots=tmp_path / "snap", ready_children=0),
+        environ={},
+    )
+    caplog.set_level(logging.INFO, logger="mcp_secure_sandbox")
+
+    async def main() -> list[Any]:
+        app, state = create_server(settings)
+        try:
+            async with Client(app) as client:
+                callers = []
+                for _ in range(2):
+                    result = await client.call_tool("get_sandbox_metrics", {})
+                    callers.append(result.structured_content["caller"])
+                return callers
+        finally:
+            state.close()
+
+    assert anyio.run(main) == [
+        {"principal": "default", "calls": 0, "errors": 0},
+        {"principal": "default", "calls": 1, "errors": 0},
+    ]
+    assert "get_sandbox_metrics principal=default status=ok" in caplog.text

@@ -179,6 +179,9 @@ class BearerAuth:
             # check_token refuses what is no str, naming the type
             given = Principals.single(given, "BearerAuth token")  # type: ignore[arg-type]
         self._principals: Principals | None = given
+        # one scope user per principal, made once (not per request)
+        names = [DEFAULT_PRINCIPAL] if given is None else list(given)
+        self._users = {name: PrincipalUser(name) for name in names}
         self._health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,7 +208,7 @@ class BearerAuth:
             await _jsonrpc_refusal(send, 401, UNAUTHORIZED_MESSAGE, challenge)
             return
         # a copy: the server's record of who this is, replacing whatever "user" there was
-        await self.app({**scope, "user": PrincipalUser(principal)}, receive, send)
+        await self.app({**scope, "user": self._users[principal]}, receive, send)
 
     def _principal(self, scope: Scope) -> str | None:
         """The principal of the request's bearer token (the first Authorization header's)."""

@@ -10,8 +10,8 @@ the principal it authenticated in the request's ASGI scope (``scope["user"]``, a
 :class:`PrincipalUser`) and a tool reads it with :func:`principal_of`. A client cannot forge
 it: the scope is the server's, and the name comes only from the token that matched.
 
-Principal names appear in logs (``principal=NAME`` on each call's line); tokens never do, in
-no message, log line or ``repr``.
+Principal names appear in the log (``principal=NAME`` on each call's line) and in a caller's
+own ``get_sandbox_metrics`` (``caller``); tokens appear in no message, log line or ``repr``.
 """
 
 from __future__ import annotations

@@ -693,7 +693,8 @@ class Settings:
             "blank lines and `#` lines ignored; at most "
             f"{size_words(TOKENS_FILE_MAX_BYTES)}; refused when the group or others may read "
             "or write it (`chmod 600`). Each request is authenticated as the principal whose "
-            "token it sends; principal names appear in the logs, tokens never. Without it, the "
+            "token it sends; principal names appear in the log and in a caller's own "
+            "`get_sandbox_metrics`, tokens never. Without it, the "
             f"single token (`SANDBOX_HTTP_TOKEN`, `--token-file`) is the principal "
             f"`{DEFAULT_PRINCIPAL}`, as is stdio",
         ).metadata,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import resource
 from pathlib import Path
@@ -8,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.testclient import TestClient
 
 from mcp_secure_sandbox.http_transport import (
@@ -21,6 +22,7 @@ from mcp_secure_sandbox.http_transport import (
     http_warnings,
     transport_security,
 )
+from mcp_secure_sandbox.principals import Principals, PrincipalUser, principal_of
 from mcp_secure_sandbox.settings import ConfigError, Settings
 
 TOKEN = "s3cret-token-0123456789abcdef"
@@ -422,3 +424,207 @@ def test_a_refused_body_is_read_and_dropped_up_to_the_bound(declared: int, reads
     anyio.run(BodyLimit(inner, 1024, BodyBudget(4096), 0.1), scope, receive, send)
     assert sent[0]["status"] == 413
     assert inner.scopes == []
+
+
+# --- principals over streamable HTTP (issue 28 item 4) ---------------------------------------
+
+ALICE = "alice-s3cret-" + "a" * 27
+BOB = "bob-s3cret-" + "b" * 29
+
+
+def _whoami_client(tmp_path: Path, **settings: Any) -> TestClient:
+    """The real HTTP app (build_http_app) around a server whose tool answers principal_of(ctx)."""
+    app: MCPServer[Any] = MCPServer("t")
+
+    @app.tool()
+    def whoami(ctx: Context) -> str:
+        return principal_of(ctx)
+
+    built = Settings(
+        workspace=tmp_path / "ws",
+        snapshots=tmp_path / "snap",
+        transport="streamable-http",
+        **settings,
+    )
+    return TestClient(build_http_app(app, built), base_url="http://127.0.0.1:8000")
+
+
+def _events(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:")]
+
+
+WHOAMI = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami"}}
+
+
+def _open_session(client: TestClient, token: str | None) -> dict[str, str]:
+    """Initialize a (2025-06-18, stateful) transport session; its request headers."""
+    auth = {"authorization": f"Bearer {token}"} if token else {}
+    opened = client.post("/mcp", json=INIT, headers={**HEADERS, **auth})
+    assert opened.status_code == 200
+    headers = {
+        **HEADERS,
+        **auth,
+        "mcp-session-id": opened.headers["mcp-session-id"],
+        "mcp-protocol-version": "2025-06-18",
+    }
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert client.post("/mcp", json=initialized, headers=headers).status_code == 202
+    return headers
+
+
+def _whoami(client: TestClient, headers: dict[str, str]) -> str:
+    answer = client.post("/mcp", json=WHOAMI, headers=headers)
+    assert answer.status_code == 200, answer.text
+    (event,) = _events(answer.text)
+    result = event["result"]
+    assert result["isError"] is False
+    return str(result["structuredContent"]["result"])
+
+
+def test_two_principals_are_each_resolved_to_their_own_name(tmp_path: Path) -> None:
+    principals = Principals({"alice": ALICE, "bob": BOB})
+    with _whoami_client(tmp_path, principals=principals) as client:
+        alice, bob = _open_session(client, ALICE), _open_session(client, BOB)
+        assert [_whoami(client, alice), _whoami(client, bob), _whoami(client, alice)] == [
+            "alice",
+            "bob",
+            "alice",
+        ]
+
+
+def test_each_principal_is_resolved_without_protocol_sessions(tmp_path: Path) -> None:
+    """MCP 2026-07-28 (no initialize, no Mcp-Session-Id): each request is its token's."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {**WHOAMI, "params": {"name": "whoami", "arguments": {}, "_meta": meta}}
+    modern = {
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "whoami",
+    }
+    principals = Principals({"alice": ALICE, "bob": BOB})
+    with _whoami_client(tmp_path, principals=principals) as client:
+        for token, name in ((BOB, "bob"), (ALICE, "alice")):
+            headers = {**HEADERS, **modern, "authorization": f"Bearer {token}"}
+            answer = client.post("/mcp", json=call, headers=headers)
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["result"]["structuredContent"] == {"result": name}
+
+
+def test_a_principal_cannot_use_another_principals_transport_session(tmp_path: Path) -> None:
+    principals = Principals({"alice": ALICE, "bob": BOB})
+    with _whoami_client(tmp_path, principals=principals) as client:
+        alice = _open_session(client, ALICE)
+        as_bob = {**alice, "authorization": f"Bearer {BOB}"}
+        answer = client.post("/mcp", json=WHOAMI, headers=as_bob)
+        assert answer.status_code == 404  # as for an unknown session
+        assert "alice" not in answer.text
+        assert _whoami(client, alice) == "alice"
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        pytest.param(None, id="none"),
+        pytest.param(f"Basic {ALICE}", id="basic-scheme"),
+        pytest.param(f"Bearer {ALICE[:-1]}", id="prefix"),
+        pytest.param(f"Bearer {ALICE}x", id="suffix"),
+        pytest.param(f"Bearer {ALICE.upper()}", id="upper-case"),
+        pytest.param("Bearer alice", id="the-name"),
+        pytest.param("Bearer default", id="the-default-name"),
+        pytest.param("Bearer ", id="empty"),
+        pytest.param(f"Bearer {ALICE}:{BOB}", id="both"),
+    ],
+)
+def test_a_wrong_token_gets_401_whatever_the_principals(
+    tmp_path: Path, authorization: str | None
+) -> None:
+    principals = Principals({"alice": ALICE, "bob": BOB})
+    headers = {**HEADERS, **({"authorization": authorization} if authorization else {})}
+    with _whoami_client(tmp_path, principals=principals) as client:
+        answer = client.post("/mcp", json=INIT, headers=headers)
+    assert answer.status_code == 401
+    assert answer.headers["www-authenticate"].startswith("Bearer")
+    assert "alice" not in answer.text and "s3cret" not in answer.text
+
+
+def test_the_single_token_and_no_token_are_the_default_principal(tmp_path: Path) -> None:
+    with _whoami_client(tmp_path, token=TOKEN) as client:
+        assert _whoami(client, _open_session(client, TOKEN)) == "default"
+    with _whoami_client(tmp_path, allow_unauthenticated_http=True) as client:
+        assert _whoami(client, _open_session(client, None)) == "default"
+
+
+def _recorded_scope(auth: BearerAuth, headers: list[tuple[bytes, bytes]], **extra: Any) -> Any:
+    seen: list[Any] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen.append(scope)
+
+    auth.app = app
+    _call(auth, {"type": "http", "path": "/mcp", "headers": headers, **extra})
+    (scope,) = seen
+    return scope
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        pytest.param(PrincipalUser("bob"), id="principal-user"),
+        pytest.param("bob", id="a-string"),
+        pytest.param(None, id="none"),
+    ],
+)
+def test_bearer_auth_replaces_any_user_already_in_the_scope(forged: object) -> None:
+    auth = BearerAuth(_Recorder(), Principals({"alice": ALICE, "bob": BOB}))
+    scope = _recorded_scope(auth, _auth_header(ALICE), user=forged)
+    assert isinstance(scope["user"], PrincipalUser) and scope["user"].principal == "alice"
+
+
+def test_the_real_server_logs_and_counts_each_call_with_its_principal_never_its_token(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server as built (create_server) behind the HTTP app: one call per principal."""
+    from mcp_secure_sandbox.server import create_server
+    from mcp_secure_sandbox.settings import prepare_directories
+
+    settings = prepare_directories(
+        Settings(
+            workspace=tmp_path / "ws",
+            snapshots=tmp_path / "snap",
+            transport="streamable-http",
+            principals=Principals({"alice": ALICE, "bob": BOB}),
+            ready_children=0,
+        ),
+        environ={},
+    )
+    caplog.set_level(logging.INFO, logger="mcp_secure_sandbox")
+    app, state = create_server(settings)
+    call = {**WHOAMI, "params": {"name": "list_workspace_files", "arguments": {}}}
+    metrics = {**WHOAMI, "params": {"name": "get_sandbox_metrics", "arguments": {}}}
+    callers = []
+    try:
+        with TestClient(build_http_app(app, settings), base_url="http://127.0.0.1:8000") as client:
+            for token in (BOB, ALICE):
+                headers = _open_session(client, token)
+                assert client.post("/mcp", json=call, headers=headers).status_code == 200
+                answer = client.post("/mcp", json=metrics, headers=headers)
+                (event,) = _events(answer.text)
+                callers.append(event["result"]["structuredContent"]["caller"])
+                # each sees its own figures only: never another principal's name
+                assert ("alice" in answer.text) == (token == ALICE)
+    finally:
+        state.close()
+    assert callers == [
+        {"principal": "bob", "calls": 1, "errors": 0},
+        {"principal": "alice", "calls": 1, "errors": 0},
+    ]
+    lines = [r.getMessage() for r in caplog.records if "list_workspace_files" in r.getMessage()]
+    assert [line.split(" status=")[0] for line in lines] == [
+        "list_workspace_files principal=bob",
+        "list_workspace_files principal=alice",
+    ]
+    assert "get_sandbox_metrics principal=alice status=ok" in caplog.text
+    assert "s3cret" not in caplog.text

@@ -55,6 +55,19 @@ def test_metrics_counts_calls_errors_and_runs() -> None:
     assert snap["peak_child_memory_bytes"] == 5000
 
 
+def test_metrics_count_each_principals_calls_apart() -> None:
+    metrics = Metrics()
+    metrics.record_call("a", 1.0, error=False, principal="alice")
+    metrics.record_call("b", 1.0, error=True, principal="alice")
+    metrics.record_call("a", 1.0, error=False, principal="bob")
+    metrics.record_call("a", 1.0, error=False)  # no principal known: counted per tool only
+    assert metrics.principal_calls("alice") == {"principal": "alice", "calls": 2, "errors": 1}
+    assert metrics.principal_calls("bob") == {"principal": "bob", "calls": 1, "errors": 0}
+    assert metrics.principal_calls("carol") == {"principal": "carol", "calls": 0, "errors": 0}
+    assert metrics.snapshot()["tools"]["a"]["calls"] == 3
+    assert "alice" not in repr(metrics.snapshot())
+
+
 def test_process_metrics_reports_this_process() -> None:
     import os
 

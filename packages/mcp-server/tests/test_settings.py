@@ -28,7 +28,7 @@ from mcp_secure_sandbox.settings import (
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "settings.md"
 REGENERATE = "python -m mcp_secure_sandbox._settings_page > docs/settings.md"
 #: Fields that are not settings: derived from a profile or from where the directories landed.
-DERIVED = {"preload", "workspace_fallback", "snapshots_url", "given"}
+DERIVED = {"preload", "workspace_fallback", "snapshots_url", "principals", "given"}
 
 
 def _help(parser_text: str) -> str:

@@ -175,6 +175,7 @@ class MetricsOutput(TypedDict):
     active_runs: int
     max_concurrent_runs: int
     snapshot_store: dict[str, Any]
+    caller: dict[str, Any]
 
 
 class WorkspaceEntryOutput(TypedDict):

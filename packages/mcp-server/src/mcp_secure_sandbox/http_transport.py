@@ -24,18 +24,18 @@ any authentication. :class:`GuardedH11Protocol` (uvicorn's h11 protocol, pinned 
   peer has not read for longest), and when every connection is being served and reads what it
   is sent the new one gets 503.
 
-:class:`BearerAuth` authenticates ``http`` scopes, refuses ``websocket`` and unknown ones, and lets
-``lifespan`` through. :class:`BodyLimit`, behind it, applies the one body limit (``--max-body``:
-413 with a JSON-RPC error the SDK client shows) and the budget of bodies in flight
-(``--max-body-in-flight``: past it a request waits up to ``--admission-wait``, then gets 503 with
-``Retry-After: 1``).
+:class:`BearerAuth` authenticates ``http`` scopes against the principals (each token is one
+principal's, :mod:`mcp_secure_sandbox.principals`) and records the principal in the scope,
+refuses ``websocket`` and unknown ones, and lets ``lifespan`` through. :class:`BodyLimit`,
+behind it, applies the one body limit (``--max-body``: 413 with a JSON-RPC error the SDK client
+shows) and the budget of bodies in flight (``--max-body-in-flight``: past it a request waits up
+to ``--admission-wait``, then gets 503 with ``Retry-After: 1``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
-import hmac
 import json
 import logging
 import math
@@ -56,7 +56,8 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
-from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings, check_token
+from mcp_secure_sandbox.principals import DEFAULT_PRINCIPAL, Principals, PrincipalUser
+from mcp_secure_sandbox.settings import LOOPBACK_HOSTS, ConfigError, Settings
 
 __all__ = [
     "BearerAuth",
@@ -106,7 +107,8 @@ _DECIMAL = re.compile(rb"[0-9]{1,18}")
 #: The message of a 401: what the client must send, never anything about the expected token.
 UNAUTHORIZED_MESSAGE = (
     "missing or invalid bearer token: send the header 'Authorization: Bearer <token>' with the "
-    "token this server was started with (SANDBOX_HTTP_TOKEN or --token-file)"
+    "token this server was started with (SANDBOX_HTTP_TOKEN or --token-file), or your own from "
+    "its --tokens-file"
 )
 
 _REQUEST_TIMEOUT = (
@@ -134,19 +136,26 @@ async def _json_response(send: Send, status: int, body: dict[str, Any], extra: l
 class BearerAuth:
     """ASGI middleware that requires ``Authorization: Bearer <token>`` on every HTTP request.
 
-    The comparison is constant-time (:func:`hmac.compare_digest`); a refused request gets 401 with
+    The token is looked up among the principals in constant time
+    (:meth:`~mcp_secure_sandbox.principals.Principals.authenticate`); the request then reaches
+    the app with ``scope["user"]`` the principal's
+    :class:`~mcp_secure_sandbox.principals.PrincipalUser` (whatever the client sent; without
+    auth, the principal ``default``), which
+    :func:`~mcp_secure_sandbox.principals.principal_of` reads and by which the SDK binds each
+    transport session to the principal that opened it. A refused request gets 401 with
     a ``WWW-Authenticate: Bearer`` header (RFC 6750) and a JSON-RPC error whose message
     (:data:`UNAUTHORIZED_MESSAGE`, which the SDK client shows as the call's error) says what to
-    send; it never learns anything about the token.
+    send; it never learns anything about the tokens or the principals.
     ``/healthz`` is answered here, before auth. A ``websocket`` scope is closed with code 1008
     before it is accepted (the client sees 403), token or not: the server speaks no WebSocket.
     ``lifespan`` goes to the app unchanged.
 
     Args:
         app: The wrapped ASGI application.
-        token: The expected token, or ``None`` to disable auth (loopback development only, see
-            ``--allow-unauthenticated-http``); held to
-            :func:`~mcp_secure_sandbox.settings.check_token`.
+        principals: The principals (``Settings.http_principals``), or one token (held to
+            :func:`~mcp_secure_sandbox.settings.check_token`: the principal ``default``), or
+            ``None`` to disable auth (loopback development only, see
+            ``--allow-unauthenticated-http``; every request is then ``default``'s).
         health: Returns why the server cannot serve (``/healthz`` then answers 503 with
             ``{"status": "unavailable", "reason"}``), or ``None``; no callback: always healthy.
 
@@ -159,10 +168,20 @@ class BearerAuth:
     """
 
     def __init__(
-        self, app: ASGIApp, token: str | None, health: Callable[[], str | None] | None = None
+        self,
+        app: ASGIApp,
+        principals: Principals | str | None,
+        health: Callable[[], str | None] | None = None,
     ) -> None:
         self.app = app
-        self._token = None if token is None else check_token(token, "BearerAuth token").encode()
+        given: object = principals  # hostile until checked: code may pass anything
+        if given is not None and not isinstance(given, Principals):
+            # check_token refuses what is no str, naming the type
+            given = Principals.single(given, "BearerAuth token")  # type: ignore[arg-type]
+        self._principals: Principals | None = given
+        # one scope user per principal, made once (not per request)
+        names = [DEFAULT_PRINCIPAL] if given is None else list(given)
+        self._users = {name: PrincipalUser(name) for name in names}
         self._health = health
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -183,21 +202,24 @@ class BearerAuth:
                 return
             await _json_response(send, 200, {"status": "ok"}, [])
             return
-        if not self._authorized(scope):
+        principal = self._principal(scope)
+        if principal is None:
             challenge = [(b"www-authenticate", b'Bearer realm="mcp-secure-sandbox"')]
             await _jsonrpc_refusal(send, 401, UNAUTHORIZED_MESSAGE, challenge)
             return
-        await self.app(scope, receive, send)
+        # a copy: the server's record of who this is, replacing whatever "user" there was
+        await self.app({**scope, "user": self._users[principal]}, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        if self._token is None:
-            return True
+    def _principal(self, scope: Scope) -> str | None:
+        """The principal of the request's bearer token (the first Authorization header's)."""
+        if self._principals is None:
+            return DEFAULT_PRINCIPAL
         for name, value in scope.get("headers", []):
             if name.lower() == b"authorization":
                 scheme, _, credential = bytes(value).partition(b" ")
                 if scheme.lower() == b"bearer":
-                    return hmac.compare_digest(credential.strip(), self._token)
-        return False
+                    return self._principals.authenticate(credential.strip())
+        return None
 
 
 class CloseRefusals:
@@ -486,7 +508,7 @@ def http_warnings(settings: Settings) -> list[str]:
     Returns:
         One sentence per problem (empty on stdio, or on HTTP with a token).
     """
-    if settings.transport != "streamable-http" or settings.token is not None:
+    if settings.transport != "streamable-http" or settings.http_principals is not None:
         return []
     return [
         f"HTTP on {settings.host}:{settings.port} is served WITHOUT a token "
@@ -850,7 +872,7 @@ def build_http_app(
     From the outside in: :class:`CloseRefusals` (``Connection: close`` on ``/healthz`` and
     4xx/5xx answers), :class:`BearerAuth` (``/healthz``, answered from ``health``; the
     token), :class:`BodyLimit` (``--max-body``, ``--max-body-in-flight``), the SDK's app (Host
-    and Origin checks).
+    and Origin checks). The principals are ``settings.http_principals``.
     """
     starlette_app = app.streamable_http_app(
         max_request_body_size=settings.max_body_bytes,
@@ -863,7 +885,7 @@ def build_http_app(
         BodyBudget(settings.max_body_in_flight_bytes),
         settings.admission_wait_s,
     )
-    return CloseRefusals(BearerAuth(limited, settings.token, health))
+    return CloseRefusals(BearerAuth(limited, settings.http_principals, health))
 
 
 def build_uvicorn_config(

@@ -117,22 +117,43 @@ class ToolStats:
 
 
 class Metrics:
-    """Per-tool call statistics and sandbox-run outcomes of one server process (thread-safe)."""
+    """Per-tool call statistics and sandbox-run outcomes of one server process (thread-safe).
+
+    Calls and errors are also counted per principal (:meth:`principal_calls`), which a caller
+    is shown for itself only.
+    """
 
     def __init__(self) -> None:
         self._tools: dict[str, ToolStats] = {}
+        # the principals are the tokens file's (bounded by its size), "default" and "-"
+        self._principals: dict[str, Counter[str]] = {}
         self._runs: Counter[str] = Counter()
         self._peak_child_memory = 0
         self._lock = threading.Lock()
         self.started = time.monotonic()
 
-    def record_call(self, tool: str, duration_ms: float, *, error: bool) -> None:
-        """Count one call of ``tool`` that took ``duration_ms``; ``error`` for a tool error."""
+    def record_call(
+        self, tool: str, duration_ms: float, *, error: bool, principal: str | None = None
+    ) -> None:
+        """Count one call of ``tool`` that took ``duration_ms``; ``error`` for a tool error.
+
+        ``principal``: whose call it was (counted for :meth:`principal_calls` too).
+        """
         with self._lock:
             stats = self._tools.setdefault(tool, ToolStats())
             stats.calls += 1
             stats.errors += int(error)
             stats.latencies_ms.append(duration_ms)
+            if principal is not None:
+                counts = self._principals.setdefault(principal, Counter())
+                counts["calls"] += 1
+                counts["errors"] += int(error)
+
+    def principal_calls(self, principal: str) -> dict[str, Any]:
+        """``{principal, calls, errors}``: the calls of ``principal`` so far (zeros if none)."""
+        with self._lock:
+            counts = self._principals.get(principal, Counter())
+            return {"principal": principal, "calls": counts["calls"], "errors": counts["errors"]}
 
     def record_run(self, status: str, peak_memory_bytes: int) -> None:
         """Count one sandbox run by status and keep the largest child peak memory in bytes."""

@@ -18,6 +18,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_secure_sandbox import completions, prompts, resources, surface
 from mcp_secure_sandbox.__about__ import __version__
 from mcp_secure_sandbox.arguments import StrictArguments
+from mcp_secure_sandbox.principals import PrincipalContext
 from mcp_secure_sandbox.settings import ConfigError, Settings, check_importable_overlap
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools import register_all
@@ -90,5 +91,6 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
     resources.register(app, state)
     prompts.register(app, state)
     completions.register(app, state)
+    app.middleware.append(PrincipalContext())  # each call's log line names its principal
     app.middleware.append(StrictArguments(app))
     return app, state

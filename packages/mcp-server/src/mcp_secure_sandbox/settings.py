@@ -6,7 +6,8 @@ the environment, ``--help`` and the settings page (``docs/settings.md``, written
 ``python -m mcp_secure_sandbox._settings_page``) are derived from them, and the bounds and
 the cross-field rules (:data:`CHECKS`) hold for every :class:`Settings`, however it was built.
 Secrets have no flag (command lines are readable by every local user): the HTTP token comes
-from the environment or a file.
+from the environment or a file, the principals' tokens from ``--tokens-file``
+(:mod:`mcp_secure_sandbox.principals`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import astguard
 from mcp_secure_sandbox import _sizes
@@ -48,12 +49,19 @@ from pysandbox import (
 )
 from wsnapshot import S3_SCHEME, StoreConfigError, parse_s3_url
 
+if TYPE_CHECKING:  # principals imports this module (the token rule): imported where used
+    from mcp_secure_sandbox.principals import Principals
+
 __all__ = [
     "CHECKS",
+    "DEFAULT_PRINCIPAL",
     "DEFAULT_SNAPSHOTS",
     "DEFAULT_WORKSPACE",
     "LOOPBACK_HOSTS",
     "MAX_READY_CHILDREN",
+    "PRINCIPAL_NAME_PATTERN",
+    "PRINCIPAL_TOKEN_MIN_CHARS",
+    "TOKENS_FILE_MAX_BYTES",
     "TOKEN_FILE_MAX_BYTES",
     "TOKEN_MIN_CHARS",
     "ConfigError",
@@ -77,6 +85,17 @@ _MIB = 1024 * 1024
 TOKEN_FILE_MAX_BYTES = 4096
 #: The least characters a token may have.
 TOKEN_MIN_CHARS = 16
+#: The principal of stdio, of the single HTTP token and of an unauthenticated loopback server
+#: (:mod:`mcp_secure_sandbox.principals` exports it).
+DEFAULT_PRINCIPAL = "default"
+#: What a principal's name is: lower-case ASCII letters, digits, ``_`` and ``-``, 1 to 64
+#: characters, beginning with a letter or a digit (safe in a log line and a metric label).
+PRINCIPAL_NAME_PATTERN = r"[a-z0-9][a-z0-9_-]{0,63}"
+#: The least characters a token of the tokens file has.
+PRINCIPAL_TOKEN_MIN_CHARS = 32
+#: The most bytes a tokens file may hold (about 700 principals with 64-character tokens); a
+#: larger file is the wrong file, or ``/dev/zero``, and is not read further.
+TOKENS_FILE_MAX_BYTES = 64 * 1024
 #: What a token is made of: visible ASCII, the characters a client can send after ``Bearer``.
 _TOKEN_CHARS = frozenset(chr(c) for c in range(0x21, 0x7F))
 #: Default ``--max-body``: the largest content a tool takes (8 MiB) as Base64 (x 4/3, rounded up
@@ -88,6 +107,11 @@ RUN_MEMORY_RLIMITS = "RLIMIT_DATA of this size and RLIMIT_AS of twice it"
 _LAYERS = tuple(str(layer) for layer in KERNEL_LAYERS)
 #: pysandbox's limit defaults (``pysandbox.Limits``, their one home): the run limits' defaults.
 _LIMITS = Limits()
+
+
+def _braces(text: str) -> str:
+    """``text`` for a ``doc`` (which is ``format_map``-ed): its braces doubled."""
+    return text.replace("{", "{{").replace("}", "}}")
 
 
 def _at_least(cls: type, name: str) -> tuple[float | None, None]:
@@ -181,9 +205,11 @@ class Settings:
     ``workspace_fallback`` (True when the default workspace could not be used in the current
     directory and the user's data directory was used instead), ``snapshots_url``
     (``s3://BUCKET/PREFIX`` when ``--snapshots`` names S3-compatible storage, else ``None``;
-    ``snapshots`` is then the store's local state directory) and ``given`` (the fields a flag
-    or variable set, empty for settings built in code). ``token`` is never printed, logged or
-    returned.
+    ``snapshots`` is then the store's local state directory), ``principals`` (the
+    :class:`~mcp_secure_sandbox.principals.Principals` read from ``tokens_file``, or given in
+    code without one; :attr:`http_principals` is what HTTP authenticates against) and ``given``
+    (the fields a flag or variable set, empty for settings built in code). ``token`` and the
+    principals' tokens are never printed, logged or returned.
     """
 
     workspace: Path = field(
@@ -652,6 +678,28 @@ class Settings:
     )
     workspace_fallback: bool = False
     snapshots_url: str | None = None
+    tokens_file: str = field(
+        default="",
+        metadata=Setting(
+            flag="--tokens-file",
+            env="SANDBOX_TOKENS_FILE",
+            help="file naming the principals of streamable HTTP, one NAME:TOKEN per line (a "
+            f"token per principal, at least {PRINCIPAL_TOKEN_MIN_CHARS} characters); read at "
+            "start, it must not be readable by group or others (chmod 600); instead of "
+            "SANDBOX_HTTP_TOKEN and --token-file",
+            doc="file naming the principals of streamable HTTP, read at start: one `NAME:TOKEN` "
+            f"per line, split at the first `:`; NAME `{_braces(PRINCIPAL_NAME_PATTERN)}`, TOKEN "
+            f"at least {PRINCIPAL_TOKEN_MIN_CHARS} visible ASCII characters, no two alike; "
+            "blank lines and `#` lines ignored; at most "
+            f"{size_words(TOKENS_FILE_MAX_BYTES)}; refused when the group or others may read "
+            "or write it (`chmod 600`). Each request is authenticated as the principal whose "
+            "token it sends; principal names appear in the log and in a caller's own "
+            "`get_sandbox_metrics`, tokens never. Without it, the "
+            f"single token (`SANDBOX_HTTP_TOKEN`, `--token-file`) is the principal "
+            f"`{DEFAULT_PRINCIPAL}`, as is stdio",
+        ).metadata,
+    )
+    principals: Principals | None = field(default=None, repr=False, compare=False)
     token: str | None = field(
         default=None,
         repr=False,
@@ -678,10 +726,24 @@ class Settings:
         file (the token to :func:`check_token`); the message names ``Settings.<field>``, never
         the value.
 
+        ``tokens_file`` is read here when ``principals`` is not what it holds already (built
+        in code, or changed with :func:`dataclasses.replace`); ``principals`` given without a
+        tokens file is kept.
+
         Raises:
             ConfigError: The first setting out of its bounds or choices, a secret its check
+                refuses, a tokens file :func:`~mcp_secure_sandbox.principals.read_tokens_file`
                 refuses, or the first rule broken, in one line naming the flags.
         """
+        from mcp_secure_sandbox.principals import Principals, read_tokens_file
+
+        if self.tokens_file:
+            if self.principals is None or self.principals.source != _tokens_source(self):
+                object.__setattr__(self, "principals", read_tokens_file(self.tokens_file))
+        elif self.principals is not None and not isinstance(self.principals, Principals):
+            raise ConfigError(
+                f"Settings.principals must be a Principals, not {type(self.principals).__name__}"
+            )
         for item, setting in declarations():
             value = getattr(self, item.name)
             problem = setting.problem(value)
@@ -738,22 +800,38 @@ class Settings:
             ready_max_idle_s=self.ready_max_idle_s,
         )
 
+    @property
+    def http_principals(self) -> Principals | None:
+        """Whom streamable HTTP authenticates: the principals, or the single token's ``default``.
+
+        Returns:
+            :attr:`principals` when set (``--tokens-file``); else the token as the one
+            principal :data:`~mcp_secure_sandbox.principals.DEFAULT_PRINCIPAL`; else ``None``
+            (HTTP without a token, on loopback with ``--allow-unauthenticated-http`` only).
+        """
+        from mcp_secure_sandbox.principals import Principals
+
+        if self.principals is not None:
+            return self.principals
+        return None if self.token is None else Principals.single(self.token)
+
     def to_dict(self) -> dict[str, Any]:
         """Return the settings as JSON-compatible data, paths absolute, without any secret.
 
-        The HTTP token never appears, not even as a length or a mask: only whether auth is on.
+        The HTTP tokens never appear, not even as a length or a mask: only whether auth is on
+        (``http_auth``); nor do the principals' names (a caller sees no other principal).
         """
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         for item, setting in declarations():
             if setting.secret:
                 del data[item.name]
-        del data["given"]
+        del data["given"], data["principals"]
         data["workspace"] = str(self.workspace)
         data["snapshots"] = str(self.snapshots)
         for key, value in data.items():
             if isinstance(value, tuple):
                 data[key] = list(value)
-        data["http_auth"] = self.token is not None
+        data["http_auth"] = self.token is not None or self.principals is not None
         return data
 
 
@@ -815,6 +893,19 @@ CHECKS: tuple[Check, ...] = (
         ),
         doc="a profile allows native extension modules, which only the kernel layers confine: "
         "it needs the layers it names (both)",
+    ),
+    Check(
+        fields=("tokens_file", "token"),
+        holds=lambda s: s.principals is None or s.token is None,
+        message=lambda s: (
+            f"{_flag('tokens_file')} names every principal and its token, so the single token "
+            f"({_flag('token')} or --token-file) cannot be given with it: put that token in "
+            "the tokens file on a line of its own principal (NAME:TOKEN), or leave out "
+            f"{_flag('tokens_file')} (the single token is then the principal "
+            f"'{DEFAULT_PRINCIPAL}')"
+        ),
+        doc="the tokens file and the single token (`SANDBOX_HTTP_TOKEN`, `--token-file`) "
+        "exclude each other: with the tokens file, every principal has its line in it",
     ),
     Check(
         fields=("transport", "token", "host", "allow_unauthenticated_http"),
@@ -940,8 +1031,9 @@ def build_parser(
             "CSV data, and snapshots and restores its workspace.\n\n"
             "Transports: stdio (the default, for a client that starts the server as its\n"
             "subprocess) or streamable HTTP (--transport streamable-http, --host, --port; a\n"
-            "bearer token in SANDBOX_HTTP_TOKEN or --token-file). Every flag also reads the\n"
-            "SANDBOX_* environment variable it names; the flag wins."
+            "bearer token in SANDBOX_HTTP_TOKEN or --token-file, or one per principal in\n"
+            "--tokens-file). Every flag also reads the SANDBOX_* environment variable it\n"
+            "names; the flag wins."
         ),
         epilog=(
             "Every setting, its choices and bounds, and the rules between settings are\n"
@@ -1043,7 +1135,10 @@ def _check_unauthenticated_http(host: str, allowed: bool, environ: Mapping[str, 
 
 
 #: How to give the HTTP token (said by every refusal of HTTP without one).
-_TOKEN_REMEDY = "set SANDBOX_HTTP_TOKEN or --token-file"  # noqa: S105 - a sentence, not a token
+_TOKEN_REMEDY = (
+    "set SANDBOX_HTTP_TOKEN or --token-file (one token), "  # noqa: S105 - a sentence, not a token
+    "or --tokens-file (a token per principal)"
+)
 
 
 def _unauthenticated_http_refusal(host: str, allowed: bool) -> str | None:
@@ -1064,7 +1159,14 @@ def _unauthenticated_http_refusal(host: str, allowed: bool) -> str | None:
 
 
 def _serves_http_without_a_token(s: Settings) -> bool:
-    return s.transport == "streamable-http" and s.token is None
+    return s.transport == "streamable-http" and s.token is None and s.principals is None
+
+
+def _tokens_source(s: Settings) -> str:
+    """The ``source`` of the principals read from ``s.tokens_file``."""
+    from mcp_secure_sandbox.principals import TOKENS_FILE_FLAG
+
+    return f"{TOKENS_FILE_FLAG} {s.tokens_file}"
 
 
 def _snapshots_url(value: str) -> str | None:
@@ -1149,7 +1251,11 @@ def settings_from_args(
         values[item.name] = value
         if item.name in flags_given or setting.env in env:
             given.add(item.name)
-    if values["transport"] == "streamable-http" and values["token"] is None:
+    if (
+        values["transport"] == "streamable-http"
+        and values["token"] is None
+        and not values["tokens_file"]
+    ):
         _check_unauthenticated_http(values["host"], values["allow_unauthenticated_http"], env)
     url = _snapshots_url(str(values["snapshots"]))
     values.update(

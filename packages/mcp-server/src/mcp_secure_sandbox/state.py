@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import logging
 import math
@@ -27,6 +28,7 @@ from mcp_secure_sandbox.concurrency import (
     WorkspaceGate,
 )
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
+from mcp_secure_sandbox.principals import current_principal
 from mcp_secure_sandbox.profiles import install_hint
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.store_handle import StoreHandle
@@ -291,9 +293,14 @@ class ServerState:
 
         A :class:`ToolError` (a wrong call) is counted as an error and logged at WARNING; a
         cancellation (the client cancelled the call) is traced as ``cancelled`` at INFO; any
-        other exception is logged with its traceback on stderr and re-raised.
+        other exception is logged with its traceback on stderr and re-raised. The log line
+        names the call's principal (``principal=NAME``, ``-`` when none is known:
+        :func:`~mcp_secure_sandbox.principals.current_principal`), and the call is counted for
+        it in the metrics; the trace does not name it, since ``sandbox://logs`` is read by every
+        principal.
         """
         started = time.perf_counter()
+        principal = current_principal() or "-"
         outcome: dict[str, str] = {"status": "ok", "message": ""}
         level = "INFO"
         try:
@@ -320,7 +327,15 @@ class ServerState:
             # Counted, traced and logged off the answer's path: the loop runs this as soon as
             # the call's task yields (at the latest when its answer goes to the transport).
             asyncio.get_running_loop().call_soon(
-                self._account, tool, elapsed_ms, level, outcome["status"], outcome["message"]
+                functools.partial(
+                    self._account,
+                    tool,
+                    elapsed_ms,
+                    level,
+                    outcome["status"],
+                    outcome["message"],
+                    principal=principal,
+                )
             )
 
     @property
@@ -365,9 +380,18 @@ class ServerState:
         if reason is not None:
             raise ToolError(reason)
 
-    def _account(self, tool: str, elapsed_ms: float, level: str, status: str, message: str) -> None:
+    def _account(
+        self,
+        tool: str,
+        elapsed_ms: float,
+        level: str,
+        status: str,
+        message: str,
+        *,
+        principal: str,
+    ) -> None:
         """Count one call of ``tool``, trace it and log it (see :meth:`instrument`)."""
-        self.metrics.record_call(tool, elapsed_ms, error=level != "INFO")
+        self.metrics.record_call(tool, elapsed_ms, error=level != "INFO", principal=principal)
         self.traces.add(
             tool=tool,
             message=(message or f"{tool} {status}")[:300],
@@ -375,4 +399,11 @@ class ServerState:
             duration_ms=elapsed_ms,
             status=status,
         )
-        log.log(logging.getLevelName(level), "%s status=%s %.1f ms", tool, status, elapsed_ms)
+        log.log(
+            logging.getLevelName(level),
+            "%s principal=%s status=%s %.1f ms",
+            tool,
+            principal,
+            status,
+            elapsed_ms,
+        )

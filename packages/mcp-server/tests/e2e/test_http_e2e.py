@@ -128,3 +128,51 @@ def test_remote_bind_without_token_is_refused(dirs: tuple[Path, Path]) -> None:
     )
     assert proc.returncode == 2
     assert "without a token" in proc.stderr
+
+
+@pytest.mark.slow  # 7.7 s on the shared 2-core machine: a server start and three SDK clients
+def test_a_tokens_file_gives_each_client_its_principal(tmp_path: Path) -> None:
+    """The server process with ``--tokens-file``: the SDK client of each token is its principal."""
+    from _http_server import start_server
+
+    tokens = {"alice": "e2e-alice-" + "a1" * 16, "ci-bot": "e2e-ci-bot-" + "b2" * 16}
+    tokens_file = tmp_path / "tokens"
+    tokens_file.write_text("".join(f"{name}:{token}\n" for name, token in tokens.items()))
+    tokens_file.chmod(0o600)
+    proc, port, log = start_server(
+        tmp_path, {"SANDBOX_LOG_LEVEL": "INFO"}, "--tokens-file", str(tokens_file)
+    )
+
+    async def caller(token: str) -> dict[str, Any]:
+        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=60)
+        async with (
+            client,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=client) as (r, w),
+            ClientSession(r, w) as s,
+        ):
+            await s.initialize()
+            await s.call_tool("list_workspace_files", {})
+            metrics = await s.call_tool("get_sandbox_metrics", {})
+            return dict((metrics.structured_content or {})["caller"])
+
+    try:
+        seen = [anyio.run(caller, tokens[name]) for name in ("ci-bot", "alice", "ci-bot")]
+        refused = httpx2.post(
+            f"http://127.0.0.1:{port}/mcp",
+            json=INIT,
+            headers={**HEADERS, "authorization": f"Bearer {tokens['alice'][:-1]}"},
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert seen == [
+        {"principal": "ci-bot", "calls": 1, "errors": 0},
+        {"principal": "alice", "calls": 1, "errors": 0},
+        {"principal": "ci-bot", "calls": 3, "errors": 0},
+    ]
+    assert refused.status_code == 401
+    text = log.read_text()
+    assert "list_workspace_files principal=alice status=ok" in text
+    assert "list_workspace_files principal=ci-bot status=ok" in text
+    for token in tokens.values():
+        assert token not in text and token[-12:] not in text

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 from mcp_secure_sandbox._schemas import MetricsOutput
 from mcp_secure_sandbox.observability import process_metrics
+from mcp_secure_sandbox.principals import principal_of
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 
@@ -25,7 +26,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             title="Server and sandbox metrics", read_only_hint=True, open_world_hint=False
         ),
     )
-    async def get_sandbox_metrics() -> MetricsOutput:
+    async def get_sandbox_metrics(ctx: Context) -> MetricsOutput:
         """Report resource usage of the server and host, and statistics of every tool.
 
         Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid,
@@ -33,7 +34,8 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         average, CPUs), uptime_s, per tool the calls, errors and latency percentiles in ms, runs
         by status, the largest peak memory of a run, the runs in progress (executing or waiting)
         and the concurrency cap; snapshot_store says whether the workspace is being saved
-        (saving false and the error while an s3:// store is unreachable).
+        (saving false and the error while an s3:// store is unreachable); caller: your principal
+        and its calls and errors before this one.
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(
@@ -54,4 +56,5 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                     "saving": state.store_error is None and state.store.served_elsewhere is None,
                     "error": state.store_error or state.store.served_elsewhere,
                 },
+                "caller": state.metrics.principal_calls(principal_of(ctx)),
             }

@@ -23,6 +23,7 @@ from pysandbox._layers import (
     default_execution,
 )
 from pysandbox._limits import Limits
+from pysandbox._registry import SessionInfo, SessionRegistry
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
 from pysandbox._session import Session, SessionEnd
@@ -34,8 +35,11 @@ from pysandbox.exceptions import (
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    SessionBudgetExceeded,
     SessionEndedError,
     SessionsNeedWarmMode,
+    TooManySessions,
+    UnknownSession,
     WorkerLimitExceeded,
     WorkerProtocolError,
     WorkerStartError,
@@ -78,9 +82,14 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "Session",
+    "SessionBudgetExceeded",
     "SessionEnd",
     "SessionEndedError",
+    "SessionInfo",
+    "SessionRegistry",
     "SessionsNeedWarmMode",
+    "TooManySessions",
+    "UnknownSession",
     "WorkerConfinement",
     "WorkerLimitExceeded",
     "WorkerProtocolError",

@@ -24,6 +24,7 @@ __all__ = [
     "imports_clause",
     "instructions",
     "run_limits",
+    "session_limits",
     "setting_words",
     "size_words",
     "tools_list_max_bytes",
@@ -125,6 +126,28 @@ def run_limits(settings: Settings) -> str:
         f"memory; a stream past {size_words(settings.output_bytes)} stops the run "
         f"(output_limit); an answer keeps {size_words(settings.stream_excerpt_bytes)} of each "
         "of stdout and stderr (head and tail)"
+    )
+
+
+def session_limits(settings: Settings) -> str:
+    """The lifetimes and limits of sessions under ``settings``, in one sentence.
+
+    Args:
+        settings: The settings in force (the ``--max-sessions*``, ``--session-*`` and
+            ``--sessions-memory-budget`` settings).
+
+    Returns:
+        For example ``"Closed 900 s after its last call or 14400 s after creation
+        (expires_at); at most 8 sessions (4 per principal), while sessions and runs use under
+        256 MiB"``.
+    """
+    idle = setting_words(settings, "session_idle_timeout_s")
+    life = setting_words(settings, "session_max_lifetime_s")
+    return (
+        f"Closed {idle} after its last call or {life} after creation (expires_at); at most "
+        f"{settings.max_sessions} sessions ({settings.max_sessions_per_principal} per "
+        f"principal), while sessions and runs use under "
+        f"{size_words(settings.sessions_memory_budget_bytes)}"
     )
 
 

@@ -88,7 +88,8 @@ class RunOutput(TypedDict):
     ``images``, ``images_omitted``, ``files`` and ``files_omitted`` are the rich part: images
     returned as image content, images left out (over the count or the response budget, or
     not an image at all), the files created or changed (resource links), and how many more
-    changed files were not listed. ``result`` is the final expression's value (``{type, text}``, or ``None``);
+    changed files were not listed. ``result`` is the final expression's value
+    (``{type, text}``, or ``None``);
     ``session_id`` the session the code ran in (``None``: a one-shot run), ``session_ended``
     and ``session_end_reason`` whether and why that call ended it (``None`` for a one-shot).
     """

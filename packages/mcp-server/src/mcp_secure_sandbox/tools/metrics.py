@@ -49,7 +49,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "tools": counters["tools"],
                 "runs_by_status": counters["runs_by_status"],
                 "peak_child_memory_bytes": counters["peak_child_memory_bytes"],
-                "sessions": [session_view(info) for info in mine],  # type: ignore[misc]
+                "sessions": [session_view(info) for info in mine],
                 "active_runs": state.gate.active_runs,
                 "max_concurrent_runs": state.sandbox.max_concurrent_runs,
                 "snapshot_store": {

@@ -105,9 +105,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
 
         Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
         killed), exit_code or signal, the streams, timings, peak memory, violations when
-        rejected, a detail naming the limit hit and how to raise it, result (the final expression's {type, text} or null), and session_ended and
-        session_end_reason (timeout, memory_limit, exit, killed). A rejection, exception or
-        time-out is a normal result: fix the code and run again.
+        rejected, a detail naming the limit hit and how to raise it, result (the final
+        expression's {type, text} or null), and session_ended and session_end_reason
+        (timeout, memory_limit, exit, killed). A rejection, exception or time-out is a normal
+        result: fix the code and run again.
 
         PNG, JPEG or GIF files the run wrote{figures} come back as image content, a few per
         run, the rest in images_omitted; changed files are in files, linked as

@@ -28,7 +28,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def get_sandbox_metrics(ctx: Context) -> MetricsOutput:
-        """Report resource usage of the server and host, and statistics of every tool.
+        """Report the server's and host's resource usage and statistics of every tool.
 
         event_loop_lag_ms: how late the event loop wakes; latencies in ms; active_runs:
         executing or waiting; sessions: yours; snapshot_store.saving is false, with the

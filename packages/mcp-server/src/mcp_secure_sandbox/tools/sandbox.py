@@ -97,16 +97,15 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> Annotated[CallToolResult, RunOutput]:
         """Run a Python script in the sandbox and return its outcome.
 
-        It runs in a fresh interpreter, or in a session's (session_id), whose current
-        directory is the workspace: `open("data.csv")` reads a workspace file; written files
-        stay. {imports}. No network, processes or files outside the workspace. Print what you
-        want to see. {limits}; a cut stream holds a marker and sets stdout_truncated or
-        stderr_truncated.
+        It runs in a fresh interpreter (or a session's) in the workspace directory:
+        `open("data.csv")` reads a workspace file; written files stay. {imports}. No network,
+        processes or files outside the workspace. Print what you want to see. {limits}; a cut
+        stream holds a marker and sets its *_truncated flag.
 
         Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
         killed), exit_code or signal, the streams, timings, peak memory, violations when
         rejected, a detail naming the limit hit and how to raise it, result (the final
-        expression's {type, text} or null), and session_ended and session_end_reason
+        expression's {type, text} or null) and session_ended with session_end_reason
         (timeout, memory_limit, exit, killed). A rejection, exception or time-out is a normal
         result: fix the code and run again.
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from mcp_secure_sandbox import surface
@@ -33,6 +34,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     @tool(
         app,
         fill={"lifetimes": surface.session_limits(settings)},
+        annotations=ToolAnnotations(open_world_hint=False),
     )
     async def create_session(
         ctx: Context,
@@ -46,8 +48,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     ) -> dict[str, Any]:
         """Start a Python session; run_sandbox_code with its session_id keeps its variables.
 
-        sys.exit() ends it. {lifetimes}. Returns session_id, expires_at (ISO 8601 UTC),
-        idle_timeout_sec, max_lifetime_sec.
+        sys.exit() ends it. {lifetimes}. expires_at is ISO 8601 UTC.
         """
         async with state.instrument("create_session"):
             principal = principal_of(ctx)
@@ -67,11 +68,9 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "max_lifetime_sec": settings.session_max_lifetime_s,
             }
 
-    @tool(
-        app,
-    )
+    @tool(app, annotations=ToolAnnotations(read_only_hint=True))
     async def list_sessions(ctx: Context) -> dict[str, Any]:
-        """List your sessions: ids, descriptions, times (ISO 8601 UTC), calls, CPU, memory."""
+        """List your sessions: ids, times (ISO 8601 UTC), calls, CPU and memory."""
         async with state.instrument("list_sessions"):
             principal = principal_of(ctx)
             infos = await anyio.to_thread.run_sync(
@@ -79,9 +78,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             )
             return {"sessions": [session_view(info) for info in infos]}
 
-    @tool(
-        app,
-    )
+    @tool(app, annotations=ToolAnnotations(destructive_hint=True))
     async def close_session(session_id: SessionId, ctx: Context) -> dict[str, Any]:
         """Close one of your sessions (the files it wrote stay)."""
         async with state.instrument("close_session"):

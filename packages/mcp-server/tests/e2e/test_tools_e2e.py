@@ -479,7 +479,7 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
         "than 0, at most 60.0) or null, got array [1]",
         "Error executing tool run_sandbox_code: argument code: expected string, got integer 5",
         "Error executing tool run_sandbox_code: missing argument 'code' (run_sandbox_code "
-        "takes code, timeout_sec)",
+        "takes code, timeout_sec, session_id)",
     ]
 
 

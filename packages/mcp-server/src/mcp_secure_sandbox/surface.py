@@ -183,6 +183,7 @@ def instructions(settings: Settings) -> str:
         f"{imports_clause(settings)}. Code cannot reach the network, start processes or touch "
         f"files outside the workspace. {run_limits(settings)}. An exception, rejection or "
         "time-out in your code is a normal result with a status: read stdout, stderr and "
-        "violations, fix the code and run it again. Snapshot before a risky step; restore to "
-        "start over."
+        "violations, fix the code and run it again. To keep variables across calls (load data "
+        "once, then explore), create_session and pass its session_id. Snapshot before a risky "
+        "step; restore to start over."
     )

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from mcp_secure_sandbox.server import create_server
-from mcp_secure_sandbox.settings import prepare_directories, settings_from_args
+from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
 from mcp_secure_sandbox.state import ServerState
 
 T = TypeVar("T")
@@ -295,3 +296,24 @@ def test_spawn_mode_refuses_create_session(dirs: tuple[Path, Path]) -> None:
         assert _out(await _run(client, "6 * 7", None))["result"]["text"] == "42"
 
     _serve(dirs, ("--execution", "spawn"), body)
+
+
+def test_session_settings_flags_variables_and_their_rule() -> None:
+    env = {
+        "SANDBOX_MAX_SESSIONS": "6",
+        "SANDBOX_MAX_SESSIONS_PER_PRINCIPAL": "3",
+        "SANDBOX_SESSIONS_MEMORY_BUDGET": "300M",
+        "SANDBOX_SESSION_IDLE_TIMEOUT": "30",
+        "SANDBOX_SESSION_MAX_LIFETIME": "600",
+    }
+    settings = settings_from_args([], env)
+    assert (settings.max_sessions, settings.max_sessions_per_principal) == (6, 3)
+    assert settings.sessions_memory_budget_bytes == 300 << 20
+    assert (settings.session_idle_timeout_s, settings.session_max_lifetime_s) == (30.0, 600.0)
+    assert settings_from_args(["--max-sessions", "9"], env).max_sessions == 9
+    with pytest.raises(ConfigError) as over:
+        settings_from_args(["--max-sessions", "2", "--max-sessions-per-principal", "3"], {})
+    assert str(over.value) == "--max-sessions-per-principal 3 exceeds --max-sessions 2"
+    for flag in ("--max-sessions", "--session-idle-timeout", "--sessions-memory-budget"):
+        with pytest.raises(SystemExit):
+            settings_from_args([flag, "0"], {})

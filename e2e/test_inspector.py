@@ -46,7 +46,7 @@ def test_run_code_rejected_import_is_a_result_not_an_error(inspect: Inspect) -> 
 
 def test_every_tool_is_listed_with_an_output_schema(inspect: Inspect) -> None:
     tools = inspect("tools/list")["tools"]
-    assert len(tools) == 13
+    assert len(tools) == 16
     assert all("outputSchema" in t and t.get("annotations") for t in tools)
 
 

@@ -150,7 +150,7 @@ def test_tools_list_fits_a_model_context(dirs: tuple[Path, Path], profile: str) 
     print(f"tools/list with --profile {profile}: {size:,} bytes")
     assert version == "2026-07-28"
     assert size <= surface.tools_list_max_bytes(profile), size
-    assert len(data["tools"]) == 13
+    assert len(data["tools"]) == 16
     for tool in data["tools"]:
         assert tool["description"], tool["name"]
         for name, prop in tool["inputSchema"].get("properties", {}).items():

@@ -88,7 +88,10 @@ class RunOutput(TypedDict):
     ``images``, ``images_omitted``, ``files`` and ``files_omitted`` are the rich part: images
     returned as image content, images left out (over the count or the response budget, or
     not an image at all), the files created or changed (resource links), and how many more
-    changed files were not listed.
+    changed files were not listed. ``result`` is the final expression's value
+    (``{type, text}``, or ``None``);
+    ``session_id`` the session the code ran in (``None``: a one-shot run), ``session_ended``
+    and ``session_end_reason`` whether and why that call ended it (``None`` for a one-shot).
     """
 
     status: str
@@ -107,6 +110,10 @@ class RunOutput(TypedDict):
     images_omitted: list[OmittedImage]
     files: list[ChangedFile]
     files_omitted: int
+    result: dict[str, Any] | None
+    session_id: str | None
+    session_ended: bool | None
+    session_end_reason: str | None
 
 
 class JsonReportOutput(TypedDict):
@@ -172,6 +179,7 @@ class MetricsOutput(TypedDict):
     tools: dict[str, Any]
     runs_by_status: dict[str, int]
     peak_child_memory_bytes: int
+    sessions: list[Any]
     active_runs: int
     max_concurrent_runs: int
     snapshot_store: dict[str, Any]

@@ -18,6 +18,8 @@ from datavalidate import UnknownSchemaError
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.concurrency import Busy
 from mcp_secure_sandbox.http_transport import http_warnings
+from mcp_secure_sandbox.principals import principal_of
+from mcp_secure_sandbox.sessions import request_context, session_view
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools.snapshots import (
     CHUNK_TEMPLATE,
@@ -145,6 +147,20 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         return budget.resource_text(
             _dump({"traces": state.traces.entries()}), "sandbox://logs", _NARROW
         )
+
+    @app.resource(
+        "sandbox://sessions",
+        name="sessions",
+        description="Your live sessions: ids, descriptions, times, calls, CPU and memory.",
+        mime_type="application/json",
+    )
+    async def sessions() -> str:
+        principal = principal_of(request_context())
+        infos = await anyio.to_thread.run_sync(
+            state.sessions.list, principal, limiter=state.admission.limiter("light")
+        )
+        listing = {"sessions": [session_view(info) for info in infos]}
+        return budget.resource_text(_dump(listing), "sandbox://sessions", _NARROW)
 
     @app.resource(
         "sandbox://schemas",

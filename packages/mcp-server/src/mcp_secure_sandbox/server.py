@@ -19,6 +19,7 @@ from mcp_secure_sandbox import completions, prompts, resources, surface
 from mcp_secure_sandbox.__about__ import __version__
 from mcp_secure_sandbox.arguments import StrictArguments
 from mcp_secure_sandbox.principals import PrincipalContext
+from mcp_secure_sandbox.sessions import RequestContext, sweep_forever
 from mcp_secure_sandbox.settings import ConfigError, Settings, check_importable_overlap
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools import register_all
@@ -73,6 +74,7 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(state.loop_lag.run)
+                tg.start_soon(sweep_forever, state.sessions, state.admission.limiter("light"))
                 yield
                 tg.cancel_scope.cancel()
         finally:
@@ -93,4 +95,5 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
     completions.register(app, state)
     app.middleware.append(PrincipalContext())  # each call's log line names its principal
     app.middleware.append(StrictArguments(app))
+    app.middleware.append(RequestContext(app))
     return app, state

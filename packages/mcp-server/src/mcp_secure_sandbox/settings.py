@@ -676,6 +676,72 @@ class Settings:
             "of UTF-8 before JSON escaping); K, M suffixes",
         ).metadata,
     )
+    max_sessions: int = field(
+        default=8,
+        metadata=Setting(
+            flag="--max-sessions",
+            env="SANDBOX_MAX_SESSIONS",
+            parse=positive(int),
+            positive=True,
+            help="sessions (create_session) live at once, every principal's together; each is "
+            "one stopped interpreter process (1 pid) until it is closed or expires",
+            doc="sessions (`create_session`) live at once, all principals together; each is "
+            "one confined interpreter process (1 pid), stopped between calls, until "
+            "`close_session`, its idle time-out or its maximum lifetime. A create over it "
+            'gets "the server holds its maximum of N sessions (M of them yours): close_session '
+            'one; list_sessions shows them"',
+        ).metadata,
+    )
+    max_sessions_per_principal: int = field(
+        default=4,
+        metadata=Setting(
+            flag="--max-sessions-per-principal",
+            env="SANDBOX_MAX_SESSIONS_PER_PRINCIPAL",
+            parse=positive(int),
+            positive=True,
+            help="sessions one principal may hold at once (stdio has one principal)",
+        ).metadata,
+    )
+    sessions_memory_budget_bytes: int = field(
+        default=256 * _MIB,
+        metadata=Setting(
+            flag="--sessions-memory-budget",
+            env="SANDBOX_SESSIONS_MEMORY_BUDGET",
+            parse=size,
+            positive=True,
+            unit="bytes",
+            help="resident memory of the live sessions, the ready children and the runs "
+            "together, in bytes, checked at each create_session and each session call: at or "
+            "over it they are refused; K, M, G suffixes",
+            doc="resident memory (RSS) of the live sessions, the ready children and the runs "
+            "together, bytes, checked at each `create_session` and each call into a session; "
+            'at or over it they are refused ("the sessions memory budget (B) is in use: '
+            "close_session one\"). The README gives the arithmetic for compose's 1 GiB",
+        ).metadata,
+    )
+    session_idle_timeout_s: float = field(
+        default=900.0,
+        metadata=Setting(
+            flag="--session-idle-timeout",
+            env="SANDBOX_SESSION_IDLE_TIMEOUT",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds a session lives after its last call ended; then it is closed",
+        ).metadata,
+    )
+    session_max_lifetime_s: float = field(
+        default=4 * 3600.0,
+        metadata=Setting(
+            flag="--session-max-lifetime",
+            env="SANDBOX_SESSION_MAX_LIFETIME",
+            parse=positive(float),
+            positive=True,
+            unit="s",
+            help="seconds a session lives at most from its creation, however busy; then it is "
+            "closed as on its idle time-out",
+        ).metadata,
+    )
     workspace_fallback: bool = False
     snapshots_url: str | None = None
     tokens_file: str = field(
@@ -881,6 +947,15 @@ CHECKS: tuple[Check, ...] = (
             f"{_flag('max_body_bytes')}"
         ),
         doc="one body fits the bodies held at once",
+    ),
+    Check(
+        fields=("max_sessions_per_principal", "max_sessions"),
+        holds=lambda s: s.max_sessions_per_principal <= s.max_sessions,
+        message=lambda s: (
+            f"{_flag('max_sessions_per_principal')} {s.max_sessions_per_principal} exceeds "
+            f"{_flag('max_sessions')} {s.max_sessions}"
+        ),
+        doc="one principal's sessions fit the server's",
     ),
     Check(
         fields=("profile", "require_layers"),

@@ -30,6 +30,7 @@ from mcp_secure_sandbox.concurrency import (
 from mcp_secure_sandbox.observability import CallTimer, LoopLag, Metrics, TraceLog
 from mcp_secure_sandbox.principals import current_principal
 from mcp_secure_sandbox.profiles import install_hint
+from mcp_secure_sandbox.sessions import registry_for
 from mcp_secure_sandbox.settings import ConfigError, Settings
 from mcp_secure_sandbox.store_handle import StoreHandle
 from mcp_secure_sandbox.workers import WorkerPool
@@ -86,6 +87,8 @@ class ServerState:
         config = settings.sandbox_config(self.policy)
         self.limits = config.limits
         self.sandbox = Sandbox.from_config(settings.workspace, config)
+        #: The sessions (``create_session``): handles bound to principals, over the sandbox.
+        self.sessions = registry_for(self.sandbox, settings)
         #: An ``s3://`` store, which may be unreachable (then the server serves without it).
         self.store_handle: StoreHandle | None = None
         url = settings.snapshots_url
@@ -178,7 +181,8 @@ class ServerState:
         return warnings
 
     def close(self) -> None:
-        """Stop every run still in progress, kill the workers, release the sandbox's resources."""
+        """Close the sessions, stop the runs in progress, kill the workers, release the sandbox."""
+        self.sessions.close_all()
         self.workers.close()
         self.diff_workers.close()
         self.sandbox.close()

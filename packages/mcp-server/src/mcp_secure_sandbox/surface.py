@@ -24,6 +24,7 @@ __all__ = [
     "imports_clause",
     "instructions",
     "run_limits",
+    "session_limits",
     "setting_words",
     "size_words",
     "tools_list_max_bytes",
@@ -128,6 +129,28 @@ def run_limits(settings: Settings) -> str:
     )
 
 
+def session_limits(settings: Settings) -> str:
+    """The lifetimes and limits of sessions under ``settings``, in one sentence.
+
+    Args:
+        settings: The settings in force (the ``--max-sessions*``, ``--session-*`` and
+            ``--sessions-memory-budget`` settings).
+
+    Returns:
+        For example ``"Closed 900 s after its last call or 14400 s after creation
+        (expires_at); at most 8 sessions (4 per principal), while sessions and runs use under
+        256 MiB"``.
+    """
+    idle = setting_words(settings, "session_idle_timeout_s")
+    life = setting_words(settings, "session_max_lifetime_s")
+    return (
+        f"Closed {idle} after its last call or {life} after creation (expires_at); at most "
+        f"{settings.max_sessions} sessions ({settings.max_sessions_per_principal} per "
+        f"principal), while sessions and runs use under "
+        f"{size_words(settings.sessions_memory_budget_bytes)}"
+    )
+
+
 def body_limit(settings: Settings, alternative: str) -> str:
     """What the transport accepts of one large argument, and the way around it.
 
@@ -160,6 +183,7 @@ def instructions(settings: Settings) -> str:
         f"{imports_clause(settings)}. Code cannot reach the network, start processes or touch "
         f"files outside the workspace. {run_limits(settings)}. An exception, rejection or "
         "time-out in your code is a normal result with a status: read stdout, stderr and "
-        "violations, fix the code and run it again. Snapshot before a risky step; restore to "
-        "start over."
+        "violations, fix the code and run it again. To keep variables across calls (load data "
+        "once, then explore), create_session and pass its session_id. Snapshot before a risky "
+        "step; restore to start over."
     )

@@ -55,7 +55,7 @@ def test_strict_described_arguments(dirs: tuple[Path, Path]) -> None:
         text = await call_error(s, "run_sandbox_code", code="print(1)", timeout=5)
         assert text == (
             "Error executing tool run_sandbox_code: unknown argument 'timeout'; did you mean "
-            "'timeout_sec'? (run_sandbox_code takes code, timeout_sec)"
+            "'timeout_sec'? (run_sandbox_code takes code, timeout_sec, session_id)"
         )
         # An unknown tool is named with the closest one and the list, whatever the spelling.
         names = ", ".join(sorted(tools))

@@ -30,7 +30,7 @@ def test_the_venv_command_by_absolute_path_serves_without_path(dirs: tuple[Path,
             await s.initialize()
             return len((await s.list_tools()).tools)
 
-    assert anyio.run(main) == 13
+    assert anyio.run(main) == 16
 
 
 def test_the_documented_examples_use_absolute_commands() -> None:

@@ -112,3 +112,34 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert run < lines.index("<- run_sandbox_code answered") < lines.index("structured result:")
     assert proc.stdout.endswith("4 rows\neast: 12.50\nnorth: 37.50\nsouth: 28.00\n")
     assert (tmp_path / "ws" / "sales.csv").is_file()
+
+
+def test_a_session_over_stdio_keeps_state_and_leaves_no_process(dirs: tuple[Path, Path]) -> None:
+    """The real server: x = 42 then print(x + 1) in a session; none of its processes after."""
+    from _procs import sandbox_processes
+
+    workspace, snapshots = dirs
+
+    async def scenario() -> tuple[dict[str, object], dict[str, object], int]:
+        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            created = await s.call_tool("create_session", {"description": "stdio"})
+            assert created.structured_content is not None, created.content
+            sid = created.structured_content["session_id"]
+            await s.call_tool("run_sandbox_code", {"code": "x = 42", "session_id": sid})
+            second = await s.call_tool(
+                "run_sandbox_code", {"code": "print(x + 1)\nx", "session_id": sid}
+            )
+            assert second.structured_content is not None, second.content
+            await s.call_tool("create_session", {})  # left open: the shutdown closes it
+            during = len(sandbox_processes(workspace))
+            listed = await s.call_tool("list_sessions", {})
+            assert listed.structured_content is not None
+            return dict(second.structured_content), dict(listed.structured_content), during
+
+    out, listed, during = anyio.run(scenario)
+    assert out["stdout"] == "43\n" and out["result"] == {"type": "builtins.int", "text": "42"}
+    assert out["session_id"] is not None and out["session_ended"] is False
+    assert len(listed["sessions"]) == 2  # type: ignore[arg-type]
+    assert during >= 2  # the two sessions' processes, found by marker and working directory
+    assert sandbox_processes(workspace) == []

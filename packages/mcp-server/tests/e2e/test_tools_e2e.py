@@ -32,6 +32,9 @@ EXPECTED_TOOLS = {
     "list_workspace_files",
     "read_workspace_file",
     "write_workspace_file",
+    "create_session",
+    "list_sessions",
+    "close_session",
 }
 
 
@@ -48,7 +51,12 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
         assert tools["restore_state_snapshot"].annotations.destructive_hint is True  # type: ignore[union-attr]
         assert tools["validate_json_data"].annotations.read_only_hint is True  # type: ignore[union-attr]
         uris = {str(r.uri) for r in (await s.list_resources()).resources}
-        assert uris == {"sandbox://status", "sandbox://logs", "sandbox://schemas"}
+        assert uris == {
+            "sandbox://status",
+            "sandbox://logs",
+            "sandbox://schemas",
+            "sandbox://sessions",
+        }
         templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
         assert templates == {
             "sandbox://schemas/{name}",
@@ -471,7 +479,7 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
         "than 0, at most 60.0) or null, got array [1]",
         "Error executing tool run_sandbox_code: argument code: expected string, got integer 5",
         "Error executing tool run_sandbox_code: missing argument 'code' (run_sandbox_code "
-        "takes code, timeout_sec)",
+        "takes code, timeout_sec, session_id)",
     ]
 
 

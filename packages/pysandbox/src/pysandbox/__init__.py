@@ -23,8 +23,10 @@ from pysandbox._layers import (
     default_execution,
 )
 from pysandbox._limits import Limits
+from pysandbox._registry import SessionInfo, SessionRegistry
 from pysandbox._result import RunResult, RunStatus
 from pysandbox._sandbox_config import SandboxConfig
+from pysandbox._session import DESCRIPTION_MAX as SESSION_DESCRIPTION_MAX
 from pysandbox._session import Session, SessionEnd
 from pysandbox._worker_confinement import WorkerConfinement, confine_worker
 from pysandbox.exceptions import (
@@ -34,8 +36,11 @@ from pysandbox.exceptions import (
     SandboxClosedError,
     SandboxError,
     SandboxSetupError,
+    SessionBudgetExceeded,
     SessionEndedError,
     SessionsNeedWarmMode,
+    TooManySessions,
+    UnknownSession,
     WorkerLimitExceeded,
     WorkerProtocolError,
     WorkerStartError,
@@ -56,6 +61,7 @@ __all__ = [
     "READY_CHILDREN",
     "READY_MAX_IDLE_S",
     "READY_MIN_IDLE_S",
+    "SESSION_DESCRIPTION_MAX",
     "STOP_WAIT_S",
     "AsyncConfinedPool",
     "Bound",
@@ -78,9 +84,14 @@ __all__ = [
     "SandboxError",
     "SandboxSetupError",
     "Session",
+    "SessionBudgetExceeded",
     "SessionEnd",
     "SessionEndedError",
+    "SessionInfo",
+    "SessionRegistry",
     "SessionsNeedWarmMode",
+    "TooManySessions",
+    "UnknownSession",
     "WorkerConfinement",
     "WorkerLimitExceeded",
     "WorkerProtocolError",

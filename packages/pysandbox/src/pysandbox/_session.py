@@ -77,6 +77,7 @@ __all__ = [
     "proc_cpu_seconds",
     "stat_cpu_seconds",
     "stat_state",
+    "status_bytes",
     "threads_stopped",
 ]
 
@@ -225,7 +226,7 @@ def proc_cpu_seconds(pid: int) -> float | None:
     return stat_cpu_seconds(stat)
 
 
-def _status_bytes(pid: int, key: bytes) -> int | None:
+def status_bytes(pid: int, key: bytes) -> int | None:
     """A ``kB`` line of ``/proc/<pid>/status`` (``VmHWM``, ``VmRSS``) in bytes, or ``None``."""
     try:
         with open(f"/proc/{pid}/status", "rb") as fh:  # noqa: PTH123
@@ -396,7 +397,7 @@ class Session:
         """The child's resident set size now (``VmRSS``), bytes; 0 once it has ended."""
         if self._end is not None:
             return 0
-        return _status_bytes(self._pid, b"VmRSS") or 0
+        return status_bytes(self._pid, b"VmRSS") or 0
 
     def __enter__(self) -> Session:
         return self
@@ -634,7 +635,7 @@ class Session:
                     pass
             after = proc_cpu_seconds(pid)
             call.cpu_s = max(0.0, (after if after is not None else before) - before)
-            call.peak = _status_bytes(pid, b"VmHWM") or 0
+            call.peak = status_bytes(pid, b"VmHWM") or 0
             used, entries = workspace_usage(workspace, allowance[1])
             if call.trip is None and (used > allowance[0] or entries > allowance[1]):
                 call.trip = _Trip.DISK_LIMIT

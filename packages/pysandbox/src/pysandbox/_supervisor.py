@@ -154,6 +154,14 @@ class Supervisor:
         """Whether the child process has been created."""
         return self._handle is not None
 
+    @property
+    def pid(self) -> int | None:
+        """The run's child pid while it is unreaped, else ``None`` (not started, or reaped)."""
+        with self._lock:
+            if self._handle is None or self._reaped:
+                return None
+            return self._handle.pid
+
     # -- control from other threads -----------------------------------------------------------
     def kill(self, stop: Stop) -> None:
         """Stop the run now: kill the process group and sweep. Safe from any thread.

@@ -9,8 +9,11 @@ __all__ = [
     "SandboxClosedError",
     "SandboxError",
     "SandboxSetupError",
+    "SessionBudgetExceeded",
     "SessionEndedError",
     "SessionsNeedWarmMode",
+    "TooManySessions",
+    "UnknownSession",
     "WorkerLimitExceeded",
     "WorkerProtocolError",
     "WorkerStartError",
@@ -170,3 +173,82 @@ class SessionEndedError(SandboxError):
 
     def __str__(self) -> str:
         return f"this session has ended ({self.reason}): open a new one"
+
+
+def _shown(session_id: str) -> str:
+    """A handle as a message shows it: as given when it looks like one, else cut and quoted.
+
+    The id is the caller's (hostile) text: at most 64 characters of ``[A-Za-z0-9_-]`` are shown
+    as they are; anything else is shown by its ``repr``, cut to 40 characters.
+    """
+    if 0 < len(session_id) <= 64 and all(
+        c.isascii() and (c.isalnum() or c in "_-") for c in session_id
+    ):
+        return session_id
+    text = repr(session_id)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+class UnknownSession(SandboxError):
+    """No live session of the caller has this handle (:class:`pysandbox.SessionRegistry`).
+
+    Closed, expired, ended, never minted, or another principal's: all read the same.
+
+    Attributes:
+        session_id: The handle as given, shortened for display (:attr:`shown`).
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(session_id)
+
+    @property
+    def shown(self) -> str:
+        """The handle as messages show it (a hostile id cut and quoted)."""
+        return _shown(self.session_id)
+
+    def __str__(self) -> str:
+        return f"unknown session {self.shown} (it may have been closed or expired)"
+
+
+class TooManySessions(SandboxError):
+    """A create would pass the registry's session limits.
+
+    Attributes:
+        limit: Most live sessions in all.
+        total: Live sessions (and creates in progress) now.
+        yours: The asking principal's of them.
+        per_principal: Most live sessions of one principal.
+    """
+
+    def __init__(self, *, limit: int, total: int, yours: int, per_principal: int) -> None:
+        self.limit = limit
+        self.total = total
+        self.yours = yours
+        self.per_principal = per_principal
+        super().__init__(limit, total, yours, per_principal)
+
+    def __str__(self) -> str:
+        if self.yours >= self.per_principal:
+            return (
+                f"{self.yours} sessions of this principal are live, its maximum of "
+                f"{self.per_principal} ({self.total} of at most {self.limit} in all)"
+            )
+        return f"{self.total} sessions are live, the maximum of {self.limit} ({self.yours} yours)"
+
+
+class SessionBudgetExceeded(SandboxError):
+    """The memory the sessions budget counts is at or over the budget.
+
+    Attributes:
+        budget: The budget, bytes.
+        used: What was in use when it was checked, bytes (sessions, ready children, runs).
+    """
+
+    def __init__(self, budget: int, used: int) -> None:
+        self.budget = budget
+        self.used = used
+        super().__init__(budget, used)
+
+    def __str__(self) -> str:
+        return f"the sessions memory budget ({self.budget} bytes) is in use ({self.used} bytes)"

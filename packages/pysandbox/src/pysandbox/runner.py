@@ -537,6 +537,22 @@ class Sandbox:
         with self._active_lock:
             return len(self._active)
 
+    def children_rss_bytes(self) -> int:
+        """The resident set sizes of the ready children and the runs' children now, in bytes.
+
+        Read from ``/proc/<pid>/status`` (``VmRSS``); a process that ended meanwhile counts 0.
+        Sessions are not included (:attr:`pysandbox.Session.rss_bytes`). The ready children's
+        pages are mostly the zygote's, shared copy-on-write, so this overstates what they cost.
+        Blocking (a few ``/proc`` reads); thread-safe.
+
+        Returns:
+            The sum, bytes.
+        """
+        with self._active_lock:
+            runs = [sup.pid for sup in self._active]
+        pids = [pid for pid in runs if pid is not None] + self._ready_pids()
+        return sum(_session.status_bytes(pid, b"VmRSS") or 0 for pid in pids)
+
     def invalidate_workspace_manifest(self) -> None:
         """Forget the workspace measurement kept from the end of the last run.
 

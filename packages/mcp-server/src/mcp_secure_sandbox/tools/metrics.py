@@ -11,6 +11,7 @@ from mcp.types import ToolAnnotations
 from mcp_secure_sandbox._schemas import MetricsOutput
 from mcp_secure_sandbox.observability import process_metrics
 from mcp_secure_sandbox.principals import principal_of
+from mcp_secure_sandbox.sessions import session_view
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
 
@@ -27,19 +28,18 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def get_sandbox_metrics(ctx: Context) -> MetricsOutput:
-        """Report resource usage of the server and host, and statistics of every tool.
+        """Report the server's and host's resource usage and statistics of every tool.
 
-        Returns the server process (rss_bytes, cpu_percent, threads, open_files, pid,
-        event_loop_lag_ms: how late its event loop wakes, in ms), the host (memory, load
-        average, CPUs), uptime_s, per tool the calls, errors and latency percentiles in ms, runs
-        by status, the largest peak memory of a run, the runs in progress (executing or waiting)
-        and the concurrency cap; snapshot_store says whether the workspace is being saved
-        (saving false and the error while an s3:// store is unreachable); caller: your principal
-        and its calls and errors before this one.
+        event_loop_lag_ms: how late the event loop wakes; latencies in ms; active_runs:
+        executing or waiting; sessions: yours; caller: your calls and errors; snapshot_store.saving
+        is false, with the error, while an s3:// store is unreachable.
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(
                 process_metrics, limiter=state.admission.limiter("metrics")
+            )
+            mine = await anyio.to_thread.run_sync(
+                state.sessions.list, principal_of(ctx), limiter=state.admission.limiter("metrics")
             )
             counters = state.metrics.snapshot()
             return {
@@ -49,6 +49,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 "tools": counters["tools"],
                 "runs_by_status": counters["runs_by_status"],
                 "peak_child_memory_bytes": counters["peak_child_memory_bytes"],
+                "sessions": [session_view(info) for info in mine],
                 "active_runs": state.gate.active_runs,
                 "max_concurrent_runs": state.sandbox.max_concurrent_runs,
                 "snapshot_store": {

@@ -16,10 +16,20 @@ from pydantic import Field
 import astguard
 from mcp_secure_sandbox import rich, surface
 from mcp_secure_sandbox._schemas import RunOutput
+from mcp_secure_sandbox.principals import principal_of
 from mcp_secure_sandbox.profiles import profile_offer
+from mcp_secure_sandbox.sessions import error_text
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools._register import tool
-from pysandbox import PROFILES, IsolationUnavailable, RunResult, SandboxSetupError
+from pysandbox import (
+    PROFILES,
+    IsolationUnavailable,
+    RunResult,
+    SandboxSetupError,
+    SessionBudgetExceeded,
+    SessionEndedError,
+    UnknownSession,
+)
 
 __all__ = [
     "PROGRESS_AFTER_S",
@@ -50,9 +60,14 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     ]
 
+    session_param = Annotated[
+        str | None,
+        Field(description="A create_session id. Omitted: a fresh interpreter."),
+    ]
+
     @tool(
         app,
-        params={"timeout_sec": seconds},
+        params={"timeout_sec": seconds, "session_id": session_param},
         fill={
             "imports": surface.imports_clause(state.settings),
             "limits": surface.run_limits(state.settings),
@@ -78,24 +93,25 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ],
         ctx: Context,
         timeout_sec: float | None = None,
+        session_id: str | None = None,
     ) -> Annotated[CallToolResult, RunOutput]:
         """Run a Python script in the sandbox and return its outcome.
 
-        The script runs in a fresh interpreter whose current directory is the workspace:
-        `open("data.csv")` reads a workspace file, files written stay for later runs. {imports}.
-        No network, processes or files outside the workspace. Print what you want to see.
-        {limits}; a cut stream holds a marker with the bytes cut, and stdout_truncated or
-        stderr_truncated is true. Example: code="print(sum(range(10)))".
+        It runs in a fresh interpreter (or a session's) in the workspace directory:
+        `open("data.csv")` reads a workspace file; written files stay. {imports}. No network,
+        processes or files outside the workspace. Print what you want to see. {limits}; a cut
+        stream holds a marker and sets its *_truncated flag.
 
         Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
-        killed), exit_code or signal, stdout, stderr, duration_ms, cpu_time_ms,
-        peak_memory_bytes, violations when rejected, and a detail naming the limit that stopped
-        the run and how to raise it. A rejection, exception or time-out is a normal result: fix
-        the code and run again. Isolation layers in force: sandbox://status.
+        killed), exit_code or signal, the streams, timings, peak memory, violations when
+        rejected, a detail naming the limit hit and how to raise it, result (the final
+        expression's {type, text} or null) and session_ended with session_end_reason
+        (timeout, memory_limit, exit, killed). A rejection, exception or time-out is a normal
+        result: fix the code and run again.
 
         PNG, JPEG or GIF files the run wrote{figures} come back as image content, a few per
-        run; the others are listed in images_omitted. Changed files are listed in files and
-        linked as sandbox://workspace/{+path} resources.
+        run, the rest in images_omitted; changed files are in files, linked as
+        sandbox://workspace/{+path}.
         """
         async with state.instrument("run_sandbox_code") as outcome:
             timeout = state.timeout_for(timeout_sec)
@@ -113,7 +129,10 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
                 progress = _Progress(ctx, timeout)
                 try:
                     began = time.perf_counter()
-                    result = await state.sandbox.arun(code, timeout=timeout)
+                    if session_id is None:
+                        result = await state.sandbox.arun(code, timeout=timeout)
+                    else:
+                        result = await _in_session(state, ctx, session_id, code, timeout)
                     if state.timer is not None:
                         state.timer.library(
                             ctx.request_id, time.perf_counter() - began, result.duration_ms
@@ -127,7 +146,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
             outcome["status"] = result.status.value
             outcome["message"] = f"run {result.status.value} {result.detail}".strip()
             state.metrics.record_run(result.status.value, result.peak_memory_bytes)
-            output = _run_output(result)
+            output = _run_output(result, session_id)
             output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
             if any(v["rule_id"] in _IMPORT_RULES for v in output["violations"]):
                 output["violations"] = await anyio.to_thread.run_sync(
@@ -243,7 +262,38 @@ def refusal_text(exc: IsolationUnavailable | SandboxSetupError) -> str:
     return f"the sandbox could not start the run: {exc}"
 
 
-def _run_output(result: RunResult) -> dict[str, Any]:
+async def _in_session(
+    state: ServerState, ctx: Context, session_id: str, code: str, timeout: float
+) -> RunResult:
+    """Run ``code`` in the caller's session ``session_id`` (its turn and gate already held).
+
+    The lookup and the memory budget read ``/proc``: in a thread. A cancelled call kills the
+    session (pysandbox), which the registry then forgets.
+
+    Raises:
+        ToolError: The contract's texts (unknown session, the memory budget).
+    """
+    principal = principal_of(ctx)
+    try:
+        session = await anyio.to_thread.run_sync(
+            state.sessions.begin_call,
+            session_id,
+            principal,
+            limiter=state.admission.limiter("light"),
+        )
+    except (UnknownSession, SessionBudgetExceeded) as exc:
+        raise ToolError(error_text(exc, state.settings)) from None
+    result: RunResult | None = None
+    try:
+        result = await session.arun(code, timeout)
+    except SessionEndedError:
+        raise ToolError(error_text(UnknownSession(session_id), state.settings)) from None
+    finally:
+        state.sessions.end_call(session_id, principal, result)
+    return result
+
+
+def _run_output(result: RunResult, session_id: str | None = None) -> dict[str, Any]:
     """The server's view of a run: ``RunResult``'s fields, the status as its value.
 
     A violation is astguard's ``Violation`` (pysandbox's own source-size rule ``PS001``
@@ -263,6 +313,10 @@ def _run_output(result: RunResult) -> dict[str, Any]:
         "peak_memory_bytes": result.peak_memory_bytes,
         "violations": [v.to_dict() for v in result.violations],
         "detail": result.detail,
+        "result": dict(result.result) if result.result is not None else None,
+        "session_id": session_id,
+        "session_ended": result.session_ended,
+        "session_end_reason": result.session_end_reason,
     }
 
 

@@ -28,11 +28,11 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ),
     )
     async def get_sandbox_metrics(ctx: Context) -> MetricsOutput:
-        """Report the server's and host's resource usage and statistics of every tool.
+        """Report server and host resource usage and per-tool stats.
 
-        event_loop_lag_ms: how late the event loop wakes; latencies in ms; active_runs:
-        executing or waiting; sessions: yours; caller: your calls and errors; snapshot_store.saving
-        is false, with the error, while an s3:// store is unreachable.
+        event_loop_lag_ms: how late the event loop wakes; latencies in ms; active_runs: running
+        or queued; sessions, caller: yours; snapshot_store.saving is false (with error) while the
+        s3:// store is down.
         """
         async with state.instrument("get_sandbox_metrics"):
             figures = await anyio.to_thread.run_sync(

@@ -184,6 +184,7 @@ _READ_FILE = Admission(None, workspace="exclusive", what="validate_json_data (da
 @tool(
     params=_json_params,
     fill=lambda _: {"json_max": _MOST},
+    output=JsonReportOutput,
     annotations=ToolAnnotations(
         title="Validate JSON against a JSON Schema",
         read_only_hint=True,
@@ -200,7 +201,7 @@ async def validate_json_data(
     data: Any = None,
     data_json: str = "",
     data_path: str = "",
-) -> JsonReportOutput:
+) -> dict[str, Any]:
     """Validate a JSON value against a JSON Schema and report every error with its location.
 
     Give exactly one of `data` (any JSON value, null included; a string is validated as a
@@ -243,13 +244,7 @@ async def validate_json_data(
     errors: list[JsonError] = report["errors"]
     if source == "data" and is_json_text(job["instance"]):
         errors = [_suggest_data_json(e) for e in errors]
-    return {
-        "valid": report["valid"],
-        "draft": report["draft"],
-        "error_count": report["error_count"],
-        "truncated": report["truncated"],
-        "errors": errors,
-    }
+    return {**report, "errors": errors}
 
 
 @tool(

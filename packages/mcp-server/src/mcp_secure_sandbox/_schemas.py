@@ -1,27 +1,31 @@
 """The server's own shapes of structured output; the SDK derives each tool's output schema.
 
-A tool that returns a library's result as it is (wsnapshot's ``SnapshotInfo``, ``RestoreReport``
-and ``Diff``, datavalidate's ``CsvReport``) is annotated with that frozen dataclass, and the SDK
-derives the schema from its fields. The shapes here are what the server adds: envelopes (a list
-and its count, an inline export or a link), the run result (the server's view of pysandbox's
-``RunResult``), the JSON report (datavalidate's ``JsonReport`` computes ``truncated`` as a
-property, which a schema derived from its fields would lose), and the server's own figures.
-Library items inside them keep the library's type (``astguard.Violation``, ``JsonError``,
-``SnapshotInfo``, ``FileEntry``).
+A tool that returns a library's result as it is (wsnapshot's ``SnapshotInfo`` and ``Diff``,
+datavalidate's ``CsvReport``) is annotated with that frozen dataclass, and the SDK derives the
+schema from its fields. Where the server publishes a library result with fields of its own
+added (the run result: pysandbox's ``RunResult`` and the rich part; a restore's report with its
+counts; datavalidate's ``JsonReport`` with ``truncated``, a property a schema of its fields
+would lose), the shape is *derived* from the library's dataclass (:func:`library_fields`): the
+field names and types have one home, the library. The other shapes here are the server's
+own: envelopes (a list and its count, an inline export or a link) and figures. Library items
+inside them keep the library's type (``astguard.Violation``, ``JsonError``, ``SnapshotInfo``).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any, cast, get_args, get_origin, get_type_hints
 
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from astguard import Violation
-from datavalidate import JsonError
-from wsnapshot import SnapshotInfo
+from datavalidate import JsonReport
+from pysandbox import RunResult
+from wsnapshot import RestoreReport, SnapshotInfo
 
 __all__ = [
+    "RUN_FIELDS",
     "ChangedFile",
     "DeleteOutput",
     "ExportOutput",
@@ -37,6 +41,7 @@ __all__ = [
     "WorkspacePath",
     "WorkspaceReadOutput",
     "WorkspaceWriteOutput",
+    "library_fields",
 ]
 
 SnapshotId = Annotated[
@@ -82,48 +87,106 @@ class ChangedFile(TypedDict):
     """The file's ``sandbox://workspace/{+path}`` resource (read it in ranges)."""
 
 
-class RunOutput(TypedDict):
+def library_fields(
+    source: type,
+    names: Sequence[str] | None = None,
+    *,
+    types: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON shape of a library dataclass's fields: ``{name: type}``, in the order asked.
+
+    A ``tuple[X, ...]`` field is published as ``list[X]`` (a JSON array either way).
+
+    Args:
+        source: A dataclass (``RunResult``, ``RestoreReport``, ``JsonReport``).
+        names: The fields published, in order; a name may be a property's (its return type).
+            Every field, in declaration order, when ``None``.
+        types: Types that replace those of the named fields (an enum published as its
+            value: ``{"status": str}``).
+
+    Returns:
+        The names and types, for a ``TypedDict``.
+
+    Raises:
+        KeyError: A name is neither a field nor a property of ``source``.
+    """
+    hints = get_type_hints(source)
+    chosen = [f.name for f in dataclasses.fields(source)] if names is None else list(names)
+    out: dict[str, Any] = {}
+    for name in chosen:
+        if types and name in types:
+            out[name] = types[name]
+            continue
+        if name in hints:
+            kind = hints[name]
+        else:
+            prop = getattr(source, name, None)
+            if not isinstance(prop, property) or prop.fget is None:
+                raise KeyError(f"{source.__name__} has no field or property {name!r}")
+            kind = get_type_hints(prop.fget)["return"]
+        args = get_args(kind)
+        if get_origin(kind) is tuple and len(args) == 2 and args[1] is Ellipsis:
+            kind = list.__class_getitem__(args[0])  # list[X], X known at run time
+        out[name] = kind
+    return out
+
+
+def _typed_dict(name: str, fields: Mapping[str, Any], doc: str) -> Any:
+    """A ``TypedDict`` class named ``name`` with ``fields`` (every key required)."""
+    made = cast("Any", TypedDict)(name, dict(fields))
+    made.__doc__ = doc
+    made.__module__ = __name__
+    return made
+
+
+RUN_FIELDS = (
+    "status",
+    "exit_code",
+    "signal",
+    "stdout",
+    "stderr",
+    "stdout_truncated",
+    "stderr_truncated",
+    "duration_ms",
+    "cpu_time_ms",
+    "peak_memory_bytes",
+    "violations",
+    "detail",
+)
+"""The fields of pysandbox's ``RunResult`` a run result publishes (the isolation layers are in
+``sandbox://status``; changed files and figures become the rich part)."""
+
+RunOutput: Any = _typed_dict(
+    "RunOutput",
+    {
+        **library_fields(RunResult, RUN_FIELDS, types={"status": str}),
+        "images": list[ImageInfo],
+        "images_omitted": list[OmittedImage],
+        "files": list[ChangedFile],
+        "files_omitted": int,
+        **library_fields(RunResult, ("result",), types={"result": dict[str, Any] | None}),
+        "session_id": str | None,
+        **library_fields(RunResult, ("session_ended", "session_end_reason")),
+    },
     """The outcome of one sandbox run (pysandbox ``RunResult``).
 
     ``images``, ``images_omitted``, ``files`` and ``files_omitted`` are the rich part: images
     returned as image content, images left out (over the count or the response budget, or
     not an image at all), the files created or changed (resource links), and how many more
-    changed files were not listed. ``result`` is the final expression's value
-    (``{type, text}``, or ``None``);
-    ``session_id`` the session the code ran in (``None``: a one-shot run), ``session_ended``
-    and ``session_end_reason`` whether and why that call ended it (``None`` for a one-shot).
-    """
+    changed files were not listed. ``result`` is the final expression's value (``{type, text}``,
+    or ``None``); ``session_id`` the session the code ran in (``None``: a one-shot run),
+    ``session_ended`` and ``session_end_reason`` whether and why that call ended it (``None`` for
+    a one-shot).
+    """,
+)
+"""The structured result of ``run_sandbox_code``: :data:`RUN_FIELDS` and the rich part."""
 
-    status: str
-    exit_code: int | None
-    signal: int | None
-    stdout: str
-    stderr: str
-    stdout_truncated: bool
-    stderr_truncated: bool
-    duration_ms: float
-    cpu_time_ms: float
-    peak_memory_bytes: int
-    violations: list[Violation]
-    detail: str
-    images: list[ImageInfo]
-    images_omitted: list[OmittedImage]
-    files: list[ChangedFile]
-    files_omitted: int
-    result: dict[str, Any] | None
-    session_id: str | None
-    session_ended: bool | None
-    session_end_reason: str | None
-
-
-class JsonReportOutput(TypedDict):
-    """The outcome of a JSON Schema validation (datavalidate ``JsonReport``)."""
-
-    valid: bool
-    draft: str
-    error_count: int
-    truncated: bool
-    errors: list[JsonError]
+JsonReportOutput: Any = _typed_dict(
+    "JsonReportOutput",
+    library_fields(JsonReport, ("valid", "draft", "error_count", "truncated", "errors")),
+    "The outcome of a JSON Schema validation (datavalidate ``JsonReport``).",
+)
+"""The structured result of ``validate_json_data``: ``JsonReport``'s fields and ``truncated``."""
 
 
 class SnapshotListOutput(TypedDict):
@@ -154,20 +217,16 @@ class ExportOutput(TypedDict):
     chunk_uri_template: str | None
 
 
-class RestoreOutput(TypedDict):
-    """A restore's report; the path lists cut to fit one answer (``counts`` has every length)."""
-
-    snapshot_id: str
-    deleted: list[str]
-    rewritten: list[str]
-    recreated: list[str]
-    metadata_restored: list[str]
-    unchanged: int
-    dirs_created: list[str]
-    dirs_removed: list[str]
-    duration_ms: float
-    counts: dict[str, int]
-    paths_truncated: bool
+RestoreOutput: Any = _typed_dict(
+    "RestoreOutput",
+    {
+        **library_fields(RestoreReport),
+        "counts": dict[str, int],
+        "paths_truncated": bool,
+    },
+    "A restore's report; the path lists cut to fit one answer (``counts`` has every length).",
+)
+"""The structured result of ``restore_state_snapshot``: ``RestoreReport``'s fields and more."""
 
 
 class MetricsOutput(TypedDict):

@@ -21,6 +21,7 @@ from mcp_secure_sandbox.http_transport import http_warnings
 from mcp_secure_sandbox.principals import principal_of
 from mcp_secure_sandbox.sessions import request_context, session_view
 from mcp_secure_sandbox.state import ServerState
+from mcp_secure_sandbox.tools._tool import Admission
 from mcp_secure_sandbox.tools.snapshots import (
     CHUNK_TEMPLATE,
     LIST_HINT,
@@ -254,9 +255,7 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
     @asynccontextmanager
     async def _admitted(kind: str, uri: str) -> AsyncIterator[None]:
         try:
-            async with state.admission.admit(
-                kind, f"reading {uri}", state.settings.admission_wait_s, bound=state.wait_bound
-            ):
+            async with Admission(kind).enter(state, None, f"reading {uri}", {}):
                 yield
         except Busy as exc:
             raise ResourceError(str(exc)) from None

@@ -70,12 +70,13 @@ def create_server(settings: Settings) -> tuple[MCPServer[Any], ServerState]:
         raise
 
     @asynccontextmanager
-    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[ServerState]:
+        # The tools are module-level functions: they find the state in the lifespan context.
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(state.loop_lag.run)
                 tg.start_soon(sweep_forever, state.sessions, state.admission.limiter("light"))
-                yield
+                yield state
                 tg.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):

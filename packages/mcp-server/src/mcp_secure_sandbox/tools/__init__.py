@@ -1,4 +1,8 @@
-"""The MCP tools, one module per family; each module has ``register(app, state)``."""
+"""The MCP tools, one module per family; each module lists its tools in ``TOOLS``.
+
+A tool is a module-level function declared with :func:`mcp_secure_sandbox.tools._tool.tool`;
+``run_sandbox_code`` is still registered by :func:`mcp_secure_sandbox.tools.sandbox.register`.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,24 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_secure_sandbox.state import ServerState
 from mcp_secure_sandbox.tools import metrics, sandbox, sessions, snapshots, validation, workspace
+from mcp_secure_sandbox.tools._tool import register_tools
 
-__all__ = ["register_all"]
+__all__ = ["TOOLS", "register_all"]
+
+TOOLS = (
+    *sessions.TOOLS,
+    *validation.TOOLS,
+    *snapshots.TOOLS,
+    *workspace.TOOLS,
+    *metrics.TOOLS,
+)
+"""Every declared tool of the server, in the order they are listed (after run_sandbox_code)."""
 
 
 def register_all(app: MCPServer[Any], state: ServerState) -> None:
-    """Register every tool of the server on ``app``."""
-    for module in (sandbox, sessions, validation, snapshots, workspace, metrics):
-        module.register(app, state)
+    """Register every tool of the server on ``app``, described with ``state``'s settings.
+
+    ``app``'s lifespan must yield ``state`` (the declared tools read it from there).
+    """
+    sandbox.register(app, state)
+    register_tools(app, state.settings, TOOLS)

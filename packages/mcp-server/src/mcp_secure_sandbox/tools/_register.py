@@ -30,7 +30,7 @@ from pydantic import TypeAdapter
 
 from mcp_secure_sandbox import budget
 
-__all__ = ["compact_schema", "tool"]
+__all__ = ["compact_schema", "publish", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
@@ -92,8 +92,9 @@ def tool(
 ) -> Callable[[F], F]:
     """Like ``@app.tool(**options)``, with the cleaned docstring and the budgeted result.
 
-    The description is the docstring, cleaned, each paragraph on one line (a line break costs
-    a client's context as much as a word), with each ``{name}`` of ``fill`` replaced.
+    For a tool defined inside a function (``run_sandbox_code`` until it is declared with
+    :func:`mcp_secure_sandbox.tools._tool.tool`, and tests); the description is made as
+    :func:`publish` says.
 
     Args:
         app: The server to register on.
@@ -108,44 +109,77 @@ def tool(
     """
 
     def decorator(fn: F) -> F:
-        sig = inspect.signature(fn, eval_str=True)
-        if params:
-            sig = sig.replace(
-                parameters=[
-                    p.replace(annotation=params[p.name]) if p.name in params else p
-                    for p in sig.parameters.values()
-                ]
-            )
-        out_type = sig.return_annotation
-        if get_origin(out_type) is Annotated and get_args(out_type)[0] is CallToolResult:
-            out_type = get_args(out_type)[1]  # the tool builds its CallToolResult itself
-        adapter: TypeAdapter[Any] = TypeAdapter(out_type)
-
-        @functools.wraps(fn)
-        async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
-            result = await fn(*args, **kwargs)
-            if isinstance(result, CallToolResult):
-                return result
-            return budget.tool_result(adapter.dump_python(result, mode="json", by_alias=True))
-
-        wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
-            return_annotation=Annotated[CallToolResult, out_type]
-        )
-        paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
-        description = "\n\n".join(" ".join(p.split("\n")) for p in paragraphs)
-        for name, text in (fill or {}).items():
-            description = description.replace("{" + name + "}", text)
-        app.add_tool(wrapper, name=fn.__name__, description=description, **options)
-        # The SDK keeps the registered tool in its manager (no public accessor); both fields are
-        # read live ("reassigning them later takes effect on the next call").
-        registered = app._tool_manager.get_tool(fn.__name__)
-        if registered is not None:
-            registered.parameters = compact_schema(registered.parameters)
-            metadata = registered.fn_metadata
-            output = compact_schema(metadata.output_schema)
-            if isinstance(output, dict):
-                output.pop("description", None)  # the tool's description says what it returns
-            metadata.output_schema = output
+        publish(app, fn, params=params, fill=fill, **options)
         return fn
 
     return decorator
+
+
+def publish(
+    app: MCPServer[Any],
+    fn: Callable[..., Awaitable[Any]],
+    *,
+    name: str | None = None,
+    doc: str | None = None,
+    out_type: Any = None,
+    params: Mapping[str, Any] | None = None,
+    fill: Mapping[str, str] | None = None,
+    **options: Any,
+) -> None:
+    """Register the ``async`` function ``fn`` as a tool: cleaned description, budgeted result.
+
+    The description is the docstring, cleaned, each paragraph on one line (a line break costs
+    a client's context as much as a word), with each ``{name}`` of ``fill`` replaced. The
+    input and output schemas are compacted (:func:`compact_schema`).
+
+    Args:
+        app: The server to register on.
+        fn: The tool function; it returns its typed result or a ``CallToolResult``.
+        name: The tool's name; ``fn.__name__`` by default.
+        doc: The docstring; ``fn.__doc__`` by default.
+        out_type: The structured result's type; by default ``fn``'s return annotation
+            (``Annotated[CallToolResult, T]`` means ``T``).
+        params: Annotations that replace those of the named parameters.
+        fill: Text for the ``{name}`` placeholders of the docstring.
+        **options: Passed to :meth:`MCPServer.add_tool` (``annotations``, ``title``...).
+    """
+    name = name or fn.__name__
+    sig = inspect.signature(fn, eval_str=True)
+    if params:
+        sig = sig.replace(
+            parameters=[
+                p.replace(annotation=params[p.name]) if p.name in params else p
+                for p in sig.parameters.values()
+            ]
+        )
+    if out_type is None:
+        out_type = sig.return_annotation
+    if get_origin(out_type) is Annotated and get_args(out_type)[0] is CallToolResult:
+        out_type = get_args(out_type)[1]  # the tool builds its CallToolResult itself
+    adapter: TypeAdapter[Any] = TypeAdapter(out_type)
+
+    @functools.wraps(fn)
+    async def wrapper(*args: Any, **kwargs: Any) -> CallToolResult:
+        result = await fn(*args, **kwargs)
+        if isinstance(result, CallToolResult):
+            return result
+        return budget.tool_result(adapter.dump_python(result, mode="json", by_alias=True))
+
+    wrapper.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        return_annotation=Annotated[CallToolResult, out_type]
+    )
+    paragraphs = inspect.cleandoc(doc if doc is not None else fn.__doc__ or "").split("\n\n")
+    description = "\n\n".join(" ".join(p.split("\n")) for p in paragraphs)
+    for key, text in (fill or {}).items():
+        description = description.replace("{" + key + "}", text)
+    app.add_tool(wrapper, name=name, description=description, **options)
+    # The SDK keeps the registered tool in its manager (no public accessor); both fields are
+    # read live ("reassigning them later takes effect on the next call").
+    registered = app._tool_manager.get_tool(name)
+    if registered is not None:
+        registered.parameters = compact_schema(registered.parameters)
+        metadata = registered.fn_metadata
+        output = compact_schema(metadata.output_schema)
+        if isinstance(output, dict):
+            output.pop("description", None)  # the tool's description says what it returns
+        metadata.output_schema = output

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Annotated, Any, TypeVar
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, TypeAdapter
@@ -27,19 +27,22 @@ from mcp_secure_sandbox._schemas import JsonReportOutput
 from mcp_secure_sandbox._worker import MAX_CSV_FILE_BYTES, reason
 from mcp_secure_sandbox.concurrency import Progress
 from mcp_secure_sandbox.jsontext import MAX_INPUT_BYTES, JsonTextError, loads_strict
+from mcp_secure_sandbox.settings import Settings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools._register import tool
+from mcp_secure_sandbox.tools._tool import Admission, note, state_of, tool
 from mcp_secure_sandbox.workers import WorkerError, WorkerLimit, WorkerProtocolError
 from wsnapshot import WorkspaceError
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "TOOLS",
     "fit_csv_report",
     "in_worker",
     "is_json_text",
     "parse_json_strict",
-    "register",
     "schema_argument",
+    "validate_csv_data",
+    "validate_json_data",
 ]
 
 T = TypeVar("T")
@@ -127,35 +130,41 @@ def _one_source(ctx: Context, *names: str, nullable: tuple[str, ...] = ()) -> st
     return given[0]
 
 
-def register(app: MCPServer[Any], state: ServerState) -> None:
-    """Register the validation tools on ``app``."""
-    most = surface.size_words(MAX_INPUT_BYTES)
-    json_file = "use data_path"
-    json_params = {
+_MOST = surface.size_words(MAX_INPUT_BYTES)
+_JSON_FILE = "use data_path"
+
+
+def _json_params(settings: Settings) -> dict[str, Any]:
+    """The JSON sources' annotations: what the live body limit allows."""
+    return {
         "data": Annotated[
             Any,
             Field(
                 description="The JSON value to validate; a string is a string. "
-                + surface.body_limit(state.settings, json_file)
+                + surface.body_limit(settings, _JSON_FILE)
             ),
         ],
         "data_json": Annotated[
             str,
             Field(
-                description=f"The document as JSON text, at most {most}. "
-                + surface.body_limit(state.settings, json_file)
+                description=f"The document as JSON text, at most {_MOST}. "
+                + surface.body_limit(settings, _JSON_FILE)
             ),
         ],
         "data_path": Annotated[
-            str, Field(description=f"A JSON file in the workspace, at most {most}.")
+            str, Field(description=f"A JSON file in the workspace, at most {_MOST}.")
         ],
     }
-    csv_params = {
+
+
+def _csv_params(settings: Settings) -> dict[str, Any]:
+    """The CSV sources' annotations: what the live body limit allows."""
+    return {
         "csv_content": Annotated[
             str,
             Field(
                 description="The CSV text. "
-                + surface.body_limit(state.settings, "write the file in a run, use csv_path")
+                + surface.body_limit(settings, "write the file in a run, use csv_path")
             ),
         ],
         "csv_path": Annotated[
@@ -167,194 +176,184 @@ def register(app: MCPServer[Any], state: ServerState) -> None:
         ],
     }
 
-    @tool(
-        app,
-        params=json_params,
-        fill={"json_max": most},
-        annotations=ToolAnnotations(
-            title="Validate JSON against a JSON Schema",
-            read_only_hint=True,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
+
+#: Reading a workspace file holds the workspace alone (no run changes it meanwhile).
+_READ_FILE = Admission(None, workspace="exclusive", what="validate_json_data (data_path)")
+
+
+@tool(
+    params=_json_params,
+    fill=lambda _: {"json_max": _MOST},
+    output=JsonReportOutput,
+    annotations=ToolAnnotations(
+        title="Validate JSON against a JSON Schema",
+        read_only_hint=True,
+        idempotent_hint=True,
+        open_world_hint=False,
+    ),
+)
+async def validate_json_data(
+    schema_name_or_dict: Annotated[
+        str | dict[str, Any] | bool,
+        Field(description="A registered schema name (config, user, dataset) or a schema."),
+    ],
+    ctx: Context,
+    data: Any = None,
+    data_json: str = "",
+    data_path: str = "",
+) -> dict[str, Any]:
+    """Validate a JSON value against a JSON Schema and report every error with its location.
+
+    Give exactly one of `data` (any JSON value, null included; a string is validated as a
+    string), `data_json` (JSON text, parsed strictly: duplicate keys and NaN/Infinity are
+    errors, big numbers stay exact) or `data_path` (a workspace JSON file, at most
+    {json_max}). The schema is a registered name (`config`, `user`, `dataset`; see
+    sandbox://schemas) or a schema object, not a string of JSON; its draft comes from
+    `$schema` (4, 6, 7, 2019-09, 2020-12; default 2020-12). Formats are asserted; a remote
+    `$ref` is never fetched.
+
+    Example: schema_name_or_dict={"type": "object", "required": ["id"]}, data={"name": "x"}
+    gives valid=false, an error at instance_location "" for keyword "required".
+
+    Returns valid, draft, error_count, truncated and errors (instance_location and
+    schema_location as JSON Pointers, keyword, message, the value shortened).
+    """
+    state = state_of(ctx)
+    source = _one_source(ctx, "data", "data_json", "data_path", nullable=("data",))
+    schema = schema_argument(state, _given_arguments(ctx).get("schema_name_or_dict"))
+    job: dict[str, Any] = {"op": "validate_json", "schema": schema}
+    if source == "data_json":
+        job.update(instance_text=data_json, argument="data_json")
+    elif source == "data_path":
+        async with _READ_FILE.enter(state, ctx, "validate_json_data", {}):
+            raw = await _read_workspace(state, data_path, MAX_INPUT_BYTES, "data_path")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ToolError(
+                f"data_path {data_path}: not UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
+        job.update(instance_text=text, argument=f"data_path {data_path}")
+    else:
+        # As sent: the SDK's argument model would have parsed a JSON-looking string.
+        job["instance"] = _given_arguments(ctx)["data"]
+    report = await in_worker(
+        state, job, "schema_name_or_dict: ", json_report, state.queue_progress(ctx)
     )
-    async def validate_json_data(
-        schema_name_or_dict: Annotated[
-            str | dict[str, Any] | bool,
-            Field(description="A registered schema name (config, user, dataset) or a schema."),
-        ],
-        ctx: Context,
-        data: Any = None,
-        data_json: str = "",
-        data_path: str = "",
-    ) -> JsonReportOutput:
-        """Validate a JSON value against a JSON Schema and report every error with its location.
+    note(status="valid" if report["valid"] else "invalid")
+    errors: list[JsonError] = report["errors"]
+    if source == "data" and is_json_text(job["instance"]):
+        errors = [_suggest_data_json(e) for e in errors]
+    return {**report, "errors": errors}
 
-        Give exactly one of `data` (any JSON value, null included; a string is validated as a
-        string), `data_json` (JSON text, parsed strictly: duplicate keys and NaN/Infinity are
-        errors, big numbers stay exact) or `data_path` (a workspace JSON file, at most
-        {json_max}). The schema is a registered name (`config`, `user`, `dataset`; see
-        sandbox://schemas) or a schema object, not a string of JSON; its draft comes from
-        `$schema` (4, 6, 7, 2019-09, 2020-12; default 2020-12). Formats are asserted; a remote
-        `$ref` is never fetched.
 
-        Example: schema_name_or_dict={"type": "object", "required": ["id"]}, data={"name": "x"}
-        gives valid=false, an error at instance_location "" for keyword "required".
+@tool(
+    params=_csv_params,
+    annotations=ToolAnnotations(
+        title="Validate CSV headers, types and constraints",
+        read_only_hint=True,
+        idempotent_hint=True,
+        open_world_hint=False,
+    ),
+)
+async def validate_csv_data(
+    ctx: Context,
+    *,
+    csv_content: str = "",
+    required_headers: Annotated[
+        list[str] | None, Field(description="Column names the header must contain.")
+    ] = None,
+    type_constraints: Annotated[
+        dict[str, Any] | None,
+        Field(description='Per column: a type, or {"type": ..., constraint: value}.'),
+    ] = None,
+    table_schema: Annotated[
+        dict[str, Any] | None, Field(description="A Frictionless Table Schema.")
+    ] = None,
+    delimiter: Annotated[str, Field(description='One character, or "sniff"; default ",".')] = "",
+    csv_path: str = "",
+    encoding: Annotated[
+        str,
+        Field(
+            description='The text encoding of csv_path, such as "latin-1" or "cp1252"; '
+            'default "utf-8".',
+            max_length=MAX_ENCODING_CHARS,
+        ),
+    ] = "",
+    max_errors: Annotated[
+        int,
+        Field(
+            description="Errors listed; error_count and error_summary count all.",
+            ge=0,
+            le=MAX_ERRORS_LIMIT,
+        ),
+    ] = DEFAULT_MAX_ERRORS,
+) -> Annotated[CallToolResult, CsvReport]:
+    r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
-        Returns valid, draft, error_count, truncated and errors (instance_location and
-        schema_location as JSON Pointers, keyword, message, the value shortened).
-        """
-        async with state.instrument("validate_json_data") as outcome:
-            source = _one_source(ctx, "data", "data_json", "data_path", nullable=("data",))
-            schema = schema_argument(state, _given_arguments(ctx).get("schema_name_or_dict"))
-            job: dict[str, Any] = {"op": "validate_json", "schema": schema}
-            if source == "data_json":
-                job.update(instance_text=data_json, argument="data_json")
-            elif source == "data_path":
-                async with state.admission.admit(
-                    None,
-                    "validate_json_data (data_path)",
-                    state.settings.admission_wait_s,
-                    workspace="exclusive",
-                    progress=state.queue_progress(ctx),
-                    bound=state.wait_bound,
-                ):
-                    raw = await _read_workspace(state, data_path, MAX_INPUT_BYTES, "data_path")
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise ToolError(
-                        f"data_path {data_path}: not UTF-8 ({exc.reason} at byte {exc.start})"
-                    ) from None
-                job.update(instance_text=text, argument=f"data_path {data_path}")
-            else:
-                # As sent: the SDK's argument model would have parsed a JSON-looking string.
-                job["instance"] = _given_arguments(ctx)["data"]
-            report = await in_worker(
-                state, job, "schema_name_or_dict: ", json_report, state.queue_progress(ctx)
+    Give exactly one source: `csv_content` (the CSV text) or `csv_path` (a CSV file in the
+    workspace, validated streaming, for files too large to pass as text). Columns are
+    described by `type_constraints` in the short form {"age": "integer"} or the long form
+    {"age": {"type": "integer", "minimum": 0, "required": true}}, or by a Frictionless
+    `table_schema` ({"fields": [...], "missingValues": [...], "primaryKey": ...}). Types:
+    string, integer, number, boolean, date, time, datetime, year. Constraints: required,
+    unique, minimum, maximum, minLength, maxLength, pattern, enum. `delimiter` is a single
+    character, or "sniff" to detect , ; tab or |. `encoding` is the text encoding of
+    `csv_path` (default UTF-8; a text codec Python knows, such as "latin-1" or "cp1252");
+    `csv_content` is text already.
+
+    Example: csv_content="id,age\\n1,x\\n", type_constraints={"age": "integer"} gives a
+    type-error at row 2, column age.
+
+    Returns valid, row_count, columns, error_count, error_summary ({column: {code: count}}
+    of all errors), truncated, the delimiter used, warnings (no rules given, a header that
+    looks ;-separated, bytes invalid in the encoding) and the first `max_errors` errors (row
+    counted with the header as row 1, column, value, a stable code such as type-error, a
+    message).
+    """
+    state = state_of(ctx)
+    source = _one_source(ctx, "csv_content", "csv_path")
+    dialect: str | dict[str, Any] | None = None
+    if delimiter:
+        if delimiter == "sniff":
+            dialect = "sniff"
+        elif len(delimiter) == 1 and delimiter not in '\r\n"':
+            dialect = {"delimiter": delimiter}
+        else:
+            raise ToolError(f"delimiter must be one character or 'sniff', got {delimiter!r}")
+    kwargs: dict[str, Any] = {
+        "required_headers": tuple(required_headers or ()),
+        "constraints": type_constraints,
+        "table_schema": table_schema,
+        "dialect": dialect,
+        "max_errors": max_errors,
+    }
+    if encoding:
+        if source == "csv_content":
+            raise ToolError(
+                "encoding applies to csv_path only: csv_content is text already "
+                "(drop encoding, or write the bytes to a file and give csv_path)"
             )
-            outcome["status"] = "valid" if report["valid"] else "invalid"
-            errors: list[JsonError] = report["errors"]
-            if source == "data" and is_json_text(job["instance"]):
-                errors = [_suggest_data_json(e) for e in errors]
-            return {
-                "valid": report["valid"],
-                "draft": report["draft"],
-                "error_count": report["error_count"],
-                "truncated": report["truncated"],
-                "errors": errors,
-            }
+        try:
+            kwargs["encoding"] = text_encoding(encoding)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+    job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
+    if source == "csv_content":
+        job["text"] = csv_content
+        report: CsvReport = await in_worker(state, job, "", csv_report, state.queue_progress(ctx))
+    else:
+        job["path"] = csv_path
+        # The file is read by the worker: no run may change it meanwhile.
+        report = await in_worker(
+            state, job, "", csv_report, state.queue_progress(ctx), workspace=True
+        )
+    note(status="valid" if report.valid else "invalid")
+    return fit_csv_report(report)
 
-    @tool(
-        app,
-        params=csv_params,
-        annotations=ToolAnnotations(
-            title="Validate CSV headers, types and constraints",
-            read_only_hint=True,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
-    async def validate_csv_data(
-        ctx: Context,
-        *,
-        csv_content: str = "",
-        required_headers: Annotated[
-            list[str] | None, Field(description="Column names the header must contain.")
-        ] = None,
-        type_constraints: Annotated[
-            dict[str, Any] | None,
-            Field(description='Per column: a type, or {"type": ..., constraint: value}.'),
-        ] = None,
-        table_schema: Annotated[
-            dict[str, Any] | None, Field(description="A Frictionless Table Schema.")
-        ] = None,
-        delimiter: Annotated[
-            str, Field(description='One character, or "sniff"; default ",".')
-        ] = "",
-        csv_path: str = "",
-        encoding: Annotated[
-            str,
-            Field(
-                description='The text encoding of csv_path, such as "latin-1" or "cp1252"; '
-                'default "utf-8".',
-                max_length=MAX_ENCODING_CHARS,
-            ),
-        ] = "",
-        max_errors: Annotated[
-            int,
-            Field(
-                description="Errors listed; error_count and error_summary count all.",
-                ge=0,
-                le=MAX_ERRORS_LIMIT,
-            ),
-        ] = DEFAULT_MAX_ERRORS,
-    ) -> Annotated[CallToolResult, CsvReport]:
-        r"""Validate CSV data: required headers, column types and Table Schema constraints.
 
-        Give exactly one source: `csv_content` (the CSV text) or `csv_path` (a CSV file in the
-        workspace, validated streaming, for files too large to pass as text). Columns are
-        described by `type_constraints` in the short form {"age": "integer"} or the long form
-        {"age": {"type": "integer", "minimum": 0, "required": true}}, or by a Frictionless
-        `table_schema` ({"fields": [...], "missingValues": [...], "primaryKey": ...}). Types:
-        string, integer, number, boolean, date, time, datetime, year. Constraints: required,
-        unique, minimum, maximum, minLength, maxLength, pattern, enum. `delimiter` is a single
-        character, or "sniff" to detect , ; tab or |. `encoding` is the text encoding of
-        `csv_path` (default UTF-8; a text codec Python knows, such as "latin-1" or "cp1252");
-        `csv_content` is text already.
-
-        Example: csv_content="id,age\\n1,x\\n", type_constraints={"age": "integer"} gives a
-        type-error at row 2, column age.
-
-        Returns valid, row_count, columns, error_count, error_summary ({column: {code: count}}
-        of all errors), truncated, the delimiter used, warnings (no rules given, a header that
-        looks ;-separated, bytes invalid in the encoding) and the first `max_errors` errors (row
-        counted with the header as row 1, column, value, a stable code such as type-error, a
-        message).
-        """
-        async with state.instrument("validate_csv_data") as outcome:
-            source = _one_source(ctx, "csv_content", "csv_path")
-            dialect: str | dict[str, Any] | None = None
-            if delimiter:
-                if delimiter == "sniff":
-                    dialect = "sniff"
-                elif len(delimiter) == 1 and delimiter not in '\r\n"':
-                    dialect = {"delimiter": delimiter}
-                else:
-                    raise ToolError(
-                        f"delimiter must be one character or 'sniff', got {delimiter!r}"
-                    )
-            kwargs: dict[str, Any] = {
-                "required_headers": tuple(required_headers or ()),
-                "constraints": type_constraints,
-                "table_schema": table_schema,
-                "dialect": dialect,
-                "max_errors": max_errors,
-            }
-            if encoding:
-                if source == "csv_content":
-                    raise ToolError(
-                        "encoding applies to csv_path only: csv_content is text already "
-                        "(drop encoding, or write the bytes to a file and give csv_path)"
-                    )
-                try:
-                    kwargs["encoding"] = text_encoding(encoding)
-                except ValueError as exc:
-                    raise ToolError(str(exc)) from None
-            job: dict[str, Any] = {"op": "validate_csv", "kwargs": kwargs}
-            if source == "csv_content":
-                job["text"] = csv_content
-                report: CsvReport = await in_worker(
-                    state, job, "", csv_report, state.queue_progress(ctx)
-                )
-            else:
-                job["path"] = csv_path
-                # The file is read by the worker: no run may change it meanwhile.
-                report = await in_worker(
-                    state, job, "", csv_report, state.queue_progress(ctx), workspace=True
-                )
-            outcome["status"] = "valid" if report.valid else "invalid"
-            return fit_csv_report(report)
+TOOLS = (validate_json_data, validate_csv_data)
+"""The tools of this module, in the order they are listed."""
 
 
 def fit_csv_report(

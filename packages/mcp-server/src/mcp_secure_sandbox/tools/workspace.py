@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
@@ -25,17 +25,21 @@ from mcp_secure_sandbox._schemas import (
 )
 from mcp_secure_sandbox._worker import reason
 from mcp_secure_sandbox.budget import MAX_WRITE_BYTES
+from mcp_secure_sandbox.settings import Settings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools._register import tool
+from mcp_secure_sandbox.tools._tool import Admission, admitted, state_of, tool
 from wsnapshot import FileEntry, WorkspaceError
 
 __all__ = [
     "MAX_LIST_ENTRIES",
     "MAX_RANGE_FILE_BYTES",
     "MAX_WRITE_BYTES",
+    "TOOLS",
     "Chunk",
+    "list_workspace_files",
     "read_range",
-    "register",
+    "read_workspace_file",
+    "write_workspace_file",
 ]
 
 MAX_RANGE_FILE_BYTES = 1 << 40
@@ -171,156 +175,155 @@ async def read_range(state: ServerState, path: str, offset: int, length: int) ->
     return await anyio.to_thread.run_sync(read, limiter=state.admission.limiter("light"))
 
 
-def register(app: MCPServer[Any], state: ServerState) -> None:
-    """Register the workspace file tools on ``app``."""
-    ws = state.workspace
+@tool(
+    fill=lambda _: {"entries": f"{MAX_LIST_ENTRIES:,}"},
+    annotations=ToolAnnotations(
+        title="List workspace files", read_only_hint=True, open_world_hint=False
+    ),
+)
+async def list_workspace_files(
+    ctx: Context,
+    offset: Annotated[
+        int, Field(ge=0, description="Skip this many entries (from next_offset).")
+    ] = 0,
+) -> Annotated[CallToolResult, WorkspaceListOutput]:
+    """List the workspace recursively: path, kind (file, dir, symlink, other), size, mode, time.
 
-    @tool(
-        app,
-        fill={"entries": f"{MAX_LIST_ENTRIES:,}"},
-        annotations=ToolAnnotations(
-            title="List workspace files", read_only_hint=True, open_world_hint=False
+    `mode` is the permission bits in octal ("0644"), `mtime` an ISO 8601 UTC time. Symlinks
+    are listed, never followed. At most {entries} entries; when they do not fit one
+    answer, `next_offset` is the `offset` for the next page (null on the last page).
+    """
+    state = state_of(ctx)
+    try:
+        entries = await anyio.to_thread.run_sync(
+            lambda: state.workspace.list_files(max_entries=MAX_LIST_ENTRIES),
+            limiter=state.admission.limiter("light"),
+        )
+    except WorkspaceError as exc:
+        raise ToolError(str(exc)) from None
+    files = [e for e in entries if e.kind == "file"]
+    page = [_entry(e) for e in entries[offset:]]
+    while True:
+        end = offset + len(page)
+        listing: WorkspaceListOutput = {
+            "files": page,
+            "file_count": len(files),
+            "total_bytes": sum(e.size for e in files),
+            "entry_count": len(entries),
+            "offset": offset,
+            "next_offset": end if end < len(entries) else None,
+        }
+        try:
+            return budget.tool_result(listing)
+        except ToolError:
+            if len(page) <= 1:
+                raise
+            page = page[: len(page) // 2]
+
+
+@tool(
+    fill=lambda _: {"chunk": surface.size_words(budget.READ_CHUNK_BYTES)},
+    annotations=ToolAnnotations(
+        title="Read a workspace file", read_only_hint=True, open_world_hint=False
+    ),
+)
+async def read_workspace_file(
+    path: WorkspacePath,
+    ctx: Context,
+    offset: Annotated[int, Field(ge=0, description="First byte to read; default 0.")] = 0,
+    length: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=budget.READ_CHUNK_BYTES,
+            description=f"Bytes to read; default and at most {budget.READ_CHUNK_BYTES}.",
         ),
-    )
-    async def list_workspace_files(
-        offset: Annotated[
-            int, Field(ge=0, description="Skip this many entries (from next_offset).")
-        ] = 0,
-    ) -> Annotated[CallToolResult, WorkspaceListOutput]:
-        """List the workspace recursively: path, kind (file, dir, symlink, other), size, mode, time.
+    ] = None,
+) -> Annotated[CallToolResult, WorkspaceReadOutput]:
+    """Read a byte range of one regular file of the workspace ({chunk} per call at most).
 
-        `mode` is the permission bits in octal ("0644"), `mtime` an ISO 8601 UTC time. Symlinks
-        are listed, never followed. At most {entries} entries; when they do not fit one
-        answer, `next_offset` is the `offset` for the next page (null on the last page).
-        """
-        async with state.instrument("list_workspace_files"):
-            try:
-                entries = await anyio.to_thread.run_sync(
-                    lambda: ws.list_files(max_entries=MAX_LIST_ENTRIES),
-                    limiter=state.admission.limiter("light"),
-                )
-            except WorkspaceError as exc:
-                raise ToolError(str(exc)) from None
-            files = [e for e in entries if e.kind == "file"]
-            page = [_entry(e) for e in entries[offset:]]
-            while True:
-                end = offset + len(page)
-                listing: WorkspaceListOutput = {
-                    "files": page,
-                    "file_count": len(files),
-                    "total_bytes": sum(e.size for e in files),
-                    "entry_count": len(entries),
-                    "offset": offset,
-                    "next_offset": end if end < len(entries) else None,
-                }
-                try:
-                    return budget.tool_result(listing)
-                except ToolError:
-                    if len(page) <= 1:
-                        raise
-                    page = page[: len(page) // 2]
+    Symlinks are refused. Returns the file's size, the range read (offset, length),
+    next_offset (null at the end of the file) and the content: UTF-8 text when it decodes
+    (encoding "utf-8"; a character split by the range end is left for the next range),
+    else Base64 (encoding "base64"). Any file size can be read in ranges, also as the
+    resource sandbox://workspace/{+path}{?offset,length}.
+    """
+    state = state_of(ctx)
+    want = length or budget.READ_CHUNK_BYTES
+    while True:
+        chunk = await read_range(state, path, offset, want)
+        try:
+            return budget.tool_result(chunk.output())
+        except ToolError:
+            if want <= 1024:
+                raise
+            want //= 2  # escaped text did not fit the budget: a shorter range
 
-    @tool(
-        app,
-        fill={"chunk": surface.size_words(budget.READ_CHUNK_BYTES)},
-        annotations=ToolAnnotations(
-            title="Read a workspace file", read_only_hint=True, open_world_hint=False
-        ),
-    )
-    async def read_workspace_file(
-        path: WorkspacePath,
-        offset: Annotated[int, Field(ge=0, description="First byte to read; default 0.")] = 0,
-        length: Annotated[
-            int | None,
+
+_WRITE_MAX = surface.size_words(MAX_WRITE_BYTES)
+
+
+def _content_param(settings: Settings) -> dict[str, Any]:
+    """``content``'s annotation: what the live body limit allows."""
+    return {
+        "content": Annotated[
+            str,
             Field(
-                ge=1,
-                le=budget.READ_CHUNK_BYTES,
-                description=f"Bytes to read; default and at most {budget.READ_CHUNK_BYTES}.",
+                description=f"The text, or Base64; at most {_WRITE_MAX} decoded. "
+                + surface.body_limit(settings, "write it from run_sandbox_code")
             ),
-        ] = None,
-    ) -> Annotated[CallToolResult, WorkspaceReadOutput]:
-        """Read a byte range of one regular file of the workspace ({chunk} per call at most).
+        ]
+    }
 
-        Symlinks are refused. Returns the file's size, the range read (offset, length),
-        next_offset (null at the end of the file) and the content: UTF-8 text when it decodes
-        (encoding "utf-8"; a character split by the range end is left for the next range),
-        else Base64 (encoding "base64"). Any file size can be read in ranges, also as the
-        resource sandbox://workspace/{+path}{?offset,length}.
-        """
-        async with state.instrument("read_workspace_file"):
-            want = length or budget.READ_CHUNK_BYTES
-            while True:
-                chunk = await read_range(state, path, offset, want)
-                try:
-                    return budget.tool_result(chunk.output())
-                except ToolError:
-                    if want <= 1024:
-                        raise
-                    want //= 2  # escaped text did not fit the budget: a shorter range
 
-    write_max = surface.size_words(MAX_WRITE_BYTES)
+@tool(
+    admit=Admission(None, workspace="exclusive", consistent=True),
+    admit_around=False,  # the content is decoded and measured before the call waits
+    params=_content_param,
+    fill=lambda _: {"write_max": _WRITE_MAX},
+    annotations=ToolAnnotations(
+        title="Write a workspace file",
+        read_only_hint=False,
+        destructive_hint=False,
+        open_world_hint=False,
+    ),
+)
+async def write_workspace_file(
+    path: WorkspacePath,
+    content: str,
+    ctx: Context,
+    encoding: Annotated[
+        Literal["utf-8", "base64"], Field(description="How content is encoded.")
+    ] = "utf-8",
+) -> WorkspaceWriteOutput:
+    """Write one file of the workspace atomically (at most {write_max}), creating folders.
 
-    @tool(
-        app,
-        params={
-            "content": Annotated[
-                str,
-                Field(
-                    description=f"The text, or Base64; at most {write_max} decoded. "
-                    + surface.body_limit(state.settings, "write it from run_sandbox_code")
-                ),
-            ]
-        },
-        fill={"write_max": write_max},
-        annotations=ToolAnnotations(
-            title="Write a workspace file",
-            read_only_hint=False,
-            destructive_hint=False,
-            open_world_hint=False,
-        ),
-    )
-    async def write_workspace_file(
-        path: WorkspacePath,
-        content: str,
-        ctx: Context,
-        encoding: Annotated[
-            Literal["utf-8", "base64"], Field(description="How content is encoded.")
-        ] = "utf-8",
-    ) -> WorkspaceWriteOutput:
-        """Write one file of the workspace atomically (at most {write_max}), creating folders.
+    `content` is text, or Base64 when `encoding` is "base64". An existing file is replaced;
+    a symlink, folder or special file at that path is refused.
+    """
+    state = state_of(ctx)
+    if encoding == "base64":
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise ToolError("content is not valid Base64") from None
+    else:
+        data = content.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_WRITE_BYTES:
+        raise ToolError(f"content is {len(data)} bytes, more than the {MAX_WRITE_BYTES} allowed")
+    async with admitted():
+        try:
+            written = await anyio.to_thread.run_sync(
+                lambda: _write_within_quota(state, path, data),
+                limiter=state.admission.limiter("light"),
+            )
+        except (WorkspaceError, OSError) as exc:
+            raise _explain(path, exc) from None
+        finally:
+            # The next run measures the workspace again (pysandbox's manifest).
+            state.sandbox.invalidate_workspace_manifest()
+    return {"path": path, "bytes_written": written}
 
-        `content` is text, or Base64 when `encoding` is "base64". An existing file is replaced;
-        a symlink, folder or special file at that path is refused.
-        """
-        async with state.instrument("write_workspace_file"):
-            if encoding == "base64":
-                try:
-                    data = base64.b64decode(content, validate=True)
-                except (binascii.Error, ValueError):
-                    raise ToolError("content is not valid Base64") from None
-            else:
-                data = content.encode("utf-8", "surrogatepass")
-            if len(data) > MAX_WRITE_BYTES:
-                raise ToolError(
-                    f"content is {len(data)} bytes, more than the {MAX_WRITE_BYTES} allowed"
-                )
-            async with state.admission.admit(
-                None,
-                "write_workspace_file",
-                state.settings.admission_wait_s,
-                workspace="exclusive",
-                progress=state.queue_progress(ctx),
-                bound=state.wait_bound,
-            ):
-                state.refuse_if_inconsistent("write_workspace_file")
-                try:
-                    written = await anyio.to_thread.run_sync(
-                        lambda: _write_within_quota(state, path, data),
-                        limiter=state.admission.limiter("light"),
-                    )
-                except (WorkspaceError, OSError) as exc:
-                    raise _explain(path, exc) from None
-                finally:
-                    # The next run measures the workspace again (pysandbox's manifest).
-                    state.sandbox.invalidate_workspace_manifest()
-            return {"path": path, "bytes_written": written}
+
+TOOLS = (list_workspace_files, read_workspace_file, write_workspace_file)
+"""The tools of this module, in the order they are listed."""

@@ -281,7 +281,7 @@ def execution(request: pytest.FixtureRequest) -> str:
 
 @pytest.mark.parametrize("persistent", [False, True])
 def test_descriptors_that_stay_unreadable_count_as_over(
-    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, persistent: bool
+    sandbox: Sandbox, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, persistent: bool
 ) -> None:
     # A child's /proc entries are briefly root's while its memory or credentials change;
     # unreadable poll after poll (a child that made itself non-dumpable), they fail closed.
@@ -291,10 +291,23 @@ def test_descriptors_that_stay_unreadable_count_as_over(
 
     def unreadable(pid: int, root: str, device: int, bound: int) -> int:
         polls.append(pid)
+        if len(polls) == 4:  # the run goes on until the watch has polled past the blip
+            (tmp_path / "ws" / "polled").write_text("4")  # the fixture's workspace
         return UNMEASURABLE_BYTES if persistent or len(polls) == 1 else 0
 
     monkeypatch.setattr(_supervisor, "unlinked_bytes", unreadable)
-    result = sandbox.run("import time\ntime.sleep(1)\nprint('done')")
+    # No clock: the run waits for the fourth poll (a loaded machine polls less often).
+    waits = (
+        "import time\n"
+        "for _ in range(600):\n"
+        "    try:\n"
+        "        open('polled').close()\n"
+        "        break\n"
+        "    except FileNotFoundError:\n"
+        "        time.sleep(0.05)\n"
+        "print('done')"
+    )
+    result = sandbox.run(waits, timeout=sandbox.limits.timeout_s)
     if persistent:
         assert result.status is RunStatus.DISK_LIMIT, result
         assert len(polls) == 3

@@ -1,6 +1,7 @@
 """The one client bootstrap of the tests and the benchmarks: the SDK's ``mcp.Client``, connected
-in process to :func:`~mcp_secure_sandbox.server.create_server` (:func:`in_process`) or to a real
-server process over stdio (:func:`over_stdio`), both from the server's own flags.
+in process to :func:`~mcp_secure_sandbox.server.create_server` (:func:`in_process`), to a real
+server process over stdio (:func:`over_stdio`), both from the server's own flags, or to a server
+over streamable HTTP with a bearer token (:func:`over_http`).
 
 ``bench/``, ``harness/`` and ``load/`` import this module by path (:func:`stdio_params` and
 :func:`server_argv`); ``examples/demo.py`` stays self-contained, as a user reads it.
@@ -10,12 +11,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import anyio
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 T = TypeVar("T")
 
@@ -107,6 +111,26 @@ def over_stdio(
             return await scenario(s)
 
     return anyio.run(main)
+
+
+@asynccontextmanager
+async def over_http(
+    url: str, token: str | None = None, *, timeout: float = 60, mode: Mode = "auto"
+) -> AsyncIterator[Client]:
+    """``mcp.Client`` connected to ``url`` (``http://HOST:PORT/mcp``) over streamable HTTP.
+
+    Args:
+        url: The server's MCP endpoint.
+        token: The bearer token sent with every request (none when ``None``).
+        timeout: The HTTP client's timeout, in seconds.
+        mode: ``mcp.Client``'s connect mode.
+    """
+    headers = {} if token is None else {"authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        yield client
 
 
 async def call(session: Client, tool: str, **arguments: Any) -> dict[str, Any]:

@@ -7,25 +7,12 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client
 
+from _client import stdio_params
 from _paths import PACKAGE_DIR
 
 EXAMPLES = PACKAGE_DIR / "examples"
-
-
-def _params(workspace: Path, snapshots: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(workspace),
-            "--snapshots",
-            str(snapshots),
-        ],
-    )
 
 
 def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None:
@@ -39,8 +26,7 @@ def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None
     )
 
     async def scenario() -> dict[str, object]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
+        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
             names = {t.name for t in (await s.list_tools()).tools}
             assert "run_sandbox_code" in names
             result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
@@ -59,8 +45,7 @@ def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> 
     workspace, snapshots = dirs
 
     async def scenario() -> tuple[bool, str]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
+        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
             result = await s.call_tool(
                 "run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000}
             )
@@ -77,8 +62,7 @@ def test_script_error_is_a_normal_result(dirs: tuple[Path, Path]) -> None:
     workspace, snapshots = dirs
 
     async def scenario() -> dict[str, object]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
+        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
             result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
             assert not result.is_error
             assert result.structured_content is not None

@@ -154,7 +154,7 @@ def test_resource_reads_obey_the_budget(dirs: tuple[Path, Path]) -> None:
             "open('big.txt', 'w').write(''.join(r.choice('abcdef') for _ in range(700_000)))",
         )
         info = await call(s, "create_state_snapshot")
-        # Over the budget: served in chunks, each read within it (test_bounded_e2e has more).
+        # Over the budget: served in chunks, each read within it (the F06/F07 regression has more).
         export = await call(s, "export_state_snapshot", snapshot_id=info["id"])
         assert export["record"] is None
         assert export["chunk_count"] == -(-export["size_bytes"] // budget.EXPORT_CHUNK_BYTES) > 1

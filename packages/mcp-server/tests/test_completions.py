@@ -23,8 +23,7 @@ def test_complete_caps_at_one_hundred() -> None:
 
 def test_completions_for_templates_and_prompts(dirs: tuple[Path, Path]) -> None:
     async def scenario(s: Client) -> None:
-        caps = s.server_capabilities
-        assert caps is not None and caps.completions is not None
+        assert s.server_capabilities.completions is not None
         first = await call(s, "create_state_snapshot", description="one")
         second = await call(s, "create_state_snapshot", description="two")
         ref = ResourceTemplateReference(uri="sandbox://snapshots/{snapshot_id}")

@@ -6,10 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 from mcp import Client
 
-from _client import stdio_params
+from _client import over_stdio
 from _paths import PACKAGE_DIR
 
 EXAMPLES = PACKAGE_DIR / "examples"
@@ -25,16 +24,15 @@ def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None
         "print('sum', sum(values), 'count', len(values))\n"
     )
 
-    async def scenario() -> dict[str, object]:
-        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
-            names = {t.name for t in (await s.list_tools()).tools}
-            assert "run_sandbox_code" in names
-            result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
-            assert not result.is_error, result.content
-            assert result.structured_content is not None
-            return dict(result.structured_content)
+    async def scenario(s: Client) -> dict[str, object]:
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert "run_sandbox_code" in names
+        result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
+        assert not result.is_error, result.content
+        assert result.structured_content is not None
+        return dict(result.structured_content)
 
-    out = anyio.run(scenario)
+    out = over_stdio(workspace, snapshots, scenario, mode="legacy")
     assert out["status"] == "ok"
     assert out["stdout"] == "sum 12 count 3\n"
     assert out["exit_code"] == 0
@@ -44,15 +42,12 @@ def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None
 def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> None:
     workspace, snapshots = dirs
 
-    async def scenario() -> tuple[bool, str]:
-        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
-            result = await s.call_tool(
-                "run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000}
-            )
-            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-            return bool(result.is_error), str(text)
+    async def scenario(s: Client) -> tuple[bool, str]:
+        result = await s.call_tool("run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000})
+        text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+        return bool(result.is_error), str(text)
 
-    is_error, text = anyio.run(scenario)
+    is_error, text = over_stdio(workspace, snapshots, scenario, mode="legacy")
     assert is_error
     assert "timeout_sec" in text
     assert "at most 60" in text
@@ -61,14 +56,13 @@ def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> 
 def test_script_error_is_a_normal_result(dirs: tuple[Path, Path]) -> None:
     workspace, snapshots = dirs
 
-    async def scenario() -> dict[str, object]:
-        async with Client(stdio_params(workspace, snapshots), mode="legacy") as s:
-            result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
-            assert not result.is_error
-            assert result.structured_content is not None
-            return dict(result.structured_content)
+    async def scenario(s: Client) -> dict[str, object]:
+        result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
+        assert not result.is_error
+        assert result.structured_content is not None
+        return dict(result.structured_content)
 
-    out = anyio.run(scenario)
+    out = over_stdio(workspace, snapshots, scenario)  # the SDK's default mode
     assert out["status"] == "error"
     assert "ZeroDivisionError" in str(out["stderr"])
 

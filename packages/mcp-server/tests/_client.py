@@ -3,8 +3,9 @@ in process to :func:`~mcp_secure_sandbox.server.create_server` (:func:`in_proces
 server process over stdio (:func:`over_stdio`), both from the server's own flags, or to a server
 over streamable HTTP with a bearer token (:func:`over_http`).
 
-``bench/``, ``harness/`` and ``load/`` import this module by path (:func:`stdio_params` and
-:func:`server_argv`); ``examples/demo.py`` stays self-contained, as a user reads it.
+``bench/``, ``harness/`` and ``load/`` put ``tests/`` on ``sys.path`` and import this module
+(:func:`stdio_params`, :func:`connect_stdio`, :func:`over_http`); ``examples/demo.py`` stays
+self-contained, as a user reads it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TextIO, TypeVar
 
 import anyio
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 T = TypeVar("T")
@@ -95,6 +96,26 @@ def in_process(
     return anyio.run(main)
 
 
+def connect_stdio(
+    params: StdioServerParameters,
+    *,
+    errlog: TextIO | None = None,
+    mode: Mode = "auto",
+    **client: Any,
+) -> Client:
+    """``mcp.Client`` over the stdio of the process ``params`` start, to enter with ``async with``.
+
+    Args:
+        params: The command (:func:`stdio_params` for the server's own).
+        errlog: Where the process's stderr goes (the SDK's default, this process's stderr, when
+            ``None``).
+        mode: ``mcp.Client``'s connect mode.
+        client: More keyword arguments for ``mcp.Client`` (``message_handler``...).
+    """
+    transport = stdio_client(params) if errlog is None else stdio_client(params, errlog=errlog)
+    return Client(transport, mode=mode, **client)
+
+
 def over_stdio(
     workspace: Path,
     snapshots: Path,
@@ -107,7 +128,8 @@ def over_stdio(
     (for what only a process shows: the stdio framing, signals, the console script)."""
 
     async def main() -> T:
-        async with Client(stdio_params(workspace, snapshots, *flags, env=env), mode=mode) as s:
+        params = stdio_params(workspace, snapshots, *flags, env=env)
+        async with connect_stdio(params, mode=mode) as s:
             return await scenario(s)
 
     return anyio.run(main)
@@ -115,20 +137,26 @@ def over_stdio(
 
 @asynccontextmanager
 async def over_http(
-    url: str, token: str | None = None, *, timeout: float = 60, mode: Mode = "auto"
+    url: str,
+    token: str | None = None,
+    *,
+    timeout: float | httpx2.Timeout = 60,
+    mode: Mode = "auto",
+    **http: Any,
 ) -> AsyncIterator[Client]:
     """``mcp.Client`` connected to ``url`` (``http://HOST:PORT/mcp``) over streamable HTTP.
 
     Args:
         url: The server's MCP endpoint.
         token: The bearer token sent with every request (none when ``None``).
-        timeout: The HTTP client's timeout, in seconds.
+        timeout: The HTTP client's timeout, in seconds (or an ``httpx2.Timeout``).
         mode: ``mcp.Client``'s connect mode.
+        http: More keyword arguments for ``httpx2.AsyncClient`` (``limits``...).
     """
     headers = {} if token is None else {"authorization": f"Bearer {token}"}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        httpx2.AsyncClient(headers=headers, timeout=timeout, **http) as transport,
+        Client(streamable_http_client(url, http_client=transport), mode=mode) as client,
     ):
         yield client
 

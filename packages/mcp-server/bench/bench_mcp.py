@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from mcp_secure_sandbox.observability import TIMING_ENV
 from pysandbox import Sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _client import connect_stdio, stdio_params  # the tests' client bootstrap (tests/_client.py)
 
 OVERHEAD_TARGET_MS = 1.0
 E2E_VS_BARE = 0.30
@@ -115,25 +117,11 @@ async def over_mcp(args: argparse.Namespace, tmp: Path, log: Path) -> dict[str, 
     workspace = tmp / "workspace"
     workspace.mkdir()
     fill_workspace(workspace, args.files)
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(workspace),
-            "--snapshots",
-            str(tmp / "snapshots"),
-        ],
-        env={**os.environ, TIMING_ENV: "1"},
-    )
+    params = stdio_params(workspace, tmp / "snapshots", env={**os.environ, TIMING_ENV: "1"})
     figures: dict[str, Any] = {}
     with log.open("w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
+        # The initialize handshake, as this benchmark's baseline was measured with.
+        async with connect_stdio(params, errlog=errlog, mode="legacy") as session:
             call = {"code": "print(1)"}
             for _ in range(WARMUP):
                 bare_ms(workspace)

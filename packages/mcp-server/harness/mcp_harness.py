@@ -24,10 +24,13 @@ from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters
 
 import astguard
 from pysandbox import RunResult, RunStatus
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from _client import connect_stdio  # the tests' client bootstrap (tests/_client.py)
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 HARNESS = ROOT / "packages" / "pysandbox" / "harness" / "harness.py"
@@ -93,14 +96,10 @@ class McpSandbox:
         self._stack = ExitStack()
         self._portal: BlockingPortal = self._stack.enter_context(start_blocking_portal())
         params = StdioServerParameters(command=sys.executable, args=_server_args(workspace))
-        streams = self._stack.enter_context(
-            self._portal.wrap_async_context_manager(stdio_client(params))
-        )
-        session_cm: AbstractContextManager[ClientSession] = self._portal.wrap_async_context_manager(
-            ClientSession(*streams, message_handler=self._on_message)
-        )
+        # The initialize handshake, as the corpora's clients (and this harness before) speak it.
+        client = connect_stdio(params, mode="legacy", message_handler=self._on_message)
+        session_cm: AbstractContextManager[Client] = self._portal.wrap_async_context_manager(client)
         self.session = self._stack.enter_context(session_cm)
-        self._portal.call(self.session.initialize)
         McpSandbox.open_servers[str(workspace)] = self
         # The first run of a server pays its one-time set-up; keep it out of the case's timing.
         self._call("run_sandbox_code", code="pass")

@@ -44,11 +44,18 @@ from typing import Any
 import anyio
 import httpx2
 import psutil
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client
 
 from mcp_secure_sandbox.concurrency import RUN_WAIT_GRACE_S
 from mcp_secure_sandbox.settings import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from _client import (  # the tests' client bootstrap (tests/_client.py)
+    connect_stdio,
+    over_http,
+    server_argv,
+    stdio_params,
+)
 
 HERE = Path(__file__).resolve()
 REDTEAM = HERE.parents[3] / "redteam" / "findings-2026-12-01"
@@ -113,7 +120,7 @@ def _wait_bound(kind: str) -> float:
 
 
 async def timed(  # noqa: PLR0917 - a script's helper
-    s: ClientSession, stats: Stats, kind: str, deadline: float, tool: str, args: dict[str, Any]
+    s: Client, stats: Stats, kind: str, deadline: float, tool: str, args: dict[str, Any]
 ) -> Any:
     """Make one tool call and record how it went; return its structured result or None."""
     started = time.monotonic()
@@ -127,7 +134,7 @@ async def timed(  # noqa: PLR0917 - a script's helper
 
 
 async def caller(  # noqa: PLR0917 - a script's helper
-    s: ClientSession,
+    s: Client,
     stats: Stats,
     index: int,
     stop: float,
@@ -186,7 +193,7 @@ async def caller(  # noqa: PLR0917 - a script's helper
         await anyio.sleep(0.05)
 
 
-async def poller(s: ClientSession, stats: Stats, stop: float, server_pid: list[int]) -> None:
+async def poller(s: Client, stats: Stats, stop: float, server_pid: list[int]) -> None:
     """Read get_sandbox_metrics every 100 ms; note the server's pid."""
     while time.monotonic() < stop:
         started = time.monotonic()
@@ -216,13 +223,8 @@ async def poll_main(url: str, token: str, seconds: float) -> int:
     """The poller process: poll for ``seconds``, then print what it saw as one JSON line."""
     stats = Stats()
     server_pid: list[int] = []
-    headers = {"authorization": f"Bearer {token}"}
-    async with (
-        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
-        streamable_http_client(f"{url}/mcp", http_client=http) as (r, w),
-        ClientSession(r, w) as session,
-    ):
-        await session.initialize()
+    timeout = httpx2.Timeout(30, read=300)
+    async with over_http(f"{url}/mcp", token, timeout=timeout, mode="legacy") as session:
         await poller(session, stats, time.monotonic() + seconds, server_pid)
     seen = {
         "metrics_ms": stats.metrics_ms,
@@ -297,39 +299,31 @@ def _free_port() -> int:
 SERVER_FLAGS: list[str] = []
 
 
+def _server_flags() -> list[str]:
+    return ["--log-level", "WARNING", *SERVER_FLAGS]
+
+
 def _server_args(ws: Path, snaps: Path) -> list[str]:
-    return [
-        "-m",
-        "mcp_secure_sandbox",
-        "--workspace",
-        str(ws),
-        "--snapshots",
-        str(snaps),
-        "--log-level",
-        "WARNING",
-        *SERVER_FLAGS,
-    ]
+    return ["-m", "mcp_secure_sandbox", *server_argv(ws, snaps, *_server_flags())]
 
 
 @asynccontextmanager
-async def stdio_sessions(
-    base: Path, ws: Path, snaps: Path
-) -> AsyncIterator[tuple[ClientSession, ClientSession]]:
+async def stdio_sessions(base: Path, ws: Path, snaps: Path) -> AsyncIterator[tuple[Client, Client]]:
     """One server over stdio; the callers and the poller share its only session."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=_server_args(ws, snaps),
+    params = stdio_params(
+        ws,
+        snaps,
+        *_server_flags(),
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(base)},
     )
-    async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
-        await s.initialize()
+    async with connect_stdio(params, mode="legacy") as s:
         yield s, s
 
 
 @asynccontextmanager
 async def http_sessions(
     base: Path, ws: Path, snaps: Path
-) -> AsyncIterator[tuple[ClientSession, PollTarget]]:
+) -> AsyncIterator[tuple[Client, PollTarget]]:
     """One server over streamable HTTP with a token.
 
     Yields the callers' session and the poller's target (the poller is a process of its own).
@@ -356,15 +350,11 @@ async def http_sessions(
                 if proc.poll() is not None or time.monotonic() > deadline:
                     raise SystemExit("the HTTP server did not come up")
                 await anyio.sleep(0.2)
-        headers = {"authorization": f"Bearer {token}"}
         timeout = httpx2.Timeout(30, read=300)
         limits = httpx2.Limits(max_connections=200, max_keepalive_connections=200)
-        async with (
-            httpx2.AsyncClient(headers=headers, timeout=timeout, limits=limits) as calls_http,
-            streamable_http_client(f"{url}/mcp", http_client=calls_http) as (r1, w1),
-            ClientSession(r1, w1) as calls,
-        ):
-            await calls.initialize()
+        async with over_http(
+            f"{url}/mcp", token, timeout=timeout, mode="legacy", limits=limits
+        ) as calls:
             yield calls, PollTarget(url, token, proc.pid)
     finally:
         proc.terminate()

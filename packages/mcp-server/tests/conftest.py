@@ -4,6 +4,8 @@ from pathlib import Path
 
 import pytest
 
+from _client import MODES, Mode
+
 
 @pytest.fixture
 def dirs(tmp_path: Path) -> tuple[Path, Path]:
@@ -12,6 +14,13 @@ def dirs(tmp_path: Path) -> tuple[Path, Path]:
     snapshots = tmp_path / "snapshots"
     workspace.mkdir()
     return workspace, snapshots
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> Mode:
+    """``mcp.Client``'s connect mode: the SDK's default (``auto``) and ``legacy``, one test each."""
+    mode: Mode = request.param
+    return mode
 
 
 #: Tests under ``tests/e2e/`` start real processes: the folder is their ``e2e`` mark.

@@ -10,14 +10,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
+from _client import in_process
 from mcp_secure_sandbox import budget, surface
-from mcp_secure_sandbox.server import create_server
-from mcp_secure_sandbox.settings import ConfigError, prepare_directories, settings_from_args
+from mcp_secure_sandbox.settings import ConfigError, settings_from_args
 
 T = TypeVar("T")
 
@@ -42,19 +41,7 @@ def _in_process(
     dirs: tuple[Path, Path], flags: Sequence[str], body: Callable[[Client], Awaitable[T]]
 ) -> T:
     """Run ``body`` with ``mcp.Client`` connected in process to a server started with ``flags``."""
-    workspace, snapshots = dirs
-    settings = prepare_directories(
-        settings_from_args(
-            ["--workspace", str(workspace), "--snapshots", str(snapshots), *flags], {}
-        )
-    )
-
-    async def main() -> T:
-        app, _state = create_server(settings)
-        async with Client(app) as client:
-            return await body(client)
-
-    return anyio.run(main)
+    return in_process(*dirs, body, *flags)
 
 
 async def _surface(client: Client) -> tuple[str, dict[str, Any]]:
@@ -119,34 +106,18 @@ def test_the_default_body_limit_is_read_from_the_settings(dirs: tuple[Path, Path
     assert f"A request over HTTP is at most {default}," in described["description"]
 
 
-def _params(workspace: Path, snapshots: Path, *flags: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(workspace),
-            "--snapshots",
-            str(snapshots),
-            *flags,
-        ],
-    )
-
-
 @pytest.mark.parametrize("profile", ["none", "datascience"])
 def test_tools_list_fits_a_model_context(dirs: tuple[Path, Path], profile: str) -> None:
     if profile != "none":
         pytest.importorskip("pandas")
 
-    async def main() -> tuple[str, int, dict[str, Any]]:
-        async with Client(_params(*dirs, "--profile", profile)) as client:  # the default mode
-            listing = await client.list_tools()
-            data = listing.model_dump(mode="json", by_alias=True, exclude_none=True)
-            size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
-            return client.protocol_version, size, data
+    async def body(client: Client) -> tuple[str, int, dict[str, Any]]:
+        listing = await client.list_tools()
+        data = listing.model_dump(mode="json", by_alias=True, exclude_none=True)
+        size = len(json.dumps(data, separators=(",", ":")).encode("utf-8"))
+        return client.protocol_version, size, data
 
-    version, size, data = anyio.run(main)
+    version, size, data = _in_process(dirs, ("--profile", profile), body)  # the default mode
     print(f"tools/list with --profile {profile}: {size:,} bytes")
     assert version == "2026-07-28"
     assert size <= surface.tools_list_max_bytes(profile), size

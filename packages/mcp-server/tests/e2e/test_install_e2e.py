@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, StdioServerParameters
 
 from _paths import REPO_ROOT
 
@@ -25,12 +25,11 @@ def test_the_venv_command_by_absolute_path_serves_without_path(dirs: tuple[Path,
         env={"PATH": "/nonexistent", "HOME": str(workspace.parent)},
     )
 
-    async def main() -> int:
-        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
-            return len((await s.list_tools()).tools)
+    async def main() -> tuple[str, int]:
+        async with Client(params) as s:  # the SDK's default mode: server/discover over stdio
+            return s.protocol_version, len((await s.list_tools()).tools)
 
-    assert anyio.run(main) == 16
+    assert anyio.run(main) == ("2026-07-28", 16)
 
 
 def test_the_documented_examples_use_absolute_commands() -> None:

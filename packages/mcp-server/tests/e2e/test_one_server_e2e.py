@@ -165,7 +165,7 @@ def test_the_lock_is_per_directory_not_per_path(tmp_path: Path) -> None:
 
 def test_a_killed_servers_runs_hold_no_lock(dirs: tuple[Path, Path]) -> None:
     """A run in progress (its zygote, its child) when the server is SIGKILLed holds no lock."""
-    from test_behaviour import _raw_server, _start_sleeper
+    from test_shutdown_e2e import _raw_server, _start_sleeper
 
     ws, snaps = dirs
     with _raw_server(ws, snaps) as first:

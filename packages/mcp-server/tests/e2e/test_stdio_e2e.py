@@ -6,26 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client
 
+from _client import over_stdio
 from _paths import PACKAGE_DIR
 
 EXAMPLES = PACKAGE_DIR / "examples"
-
-
-def _params(workspace: Path, snapshots: Path) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(workspace),
-            "--snapshots",
-            str(snapshots),
-        ],
-    )
 
 
 def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None:
@@ -38,17 +24,15 @@ def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None
         "print('sum', sum(values), 'count', len(values))\n"
     )
 
-    async def scenario() -> dict[str, object]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
-            names = {t.name for t in (await s.list_tools()).tools}
-            assert "run_sandbox_code" in names
-            result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
-            assert not result.is_error, result.content
-            assert result.structured_content is not None
-            return dict(result.structured_content)
+    async def scenario(s: Client) -> dict[str, object]:
+        names = {t.name for t in (await s.list_tools()).tools}
+        assert "run_sandbox_code" in names
+        result = await s.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 20})
+        assert not result.is_error, result.content
+        assert result.structured_content is not None
+        return dict(result.structured_content)
 
-    out = anyio.run(scenario)
+    out = over_stdio(workspace, snapshots, scenario, mode="legacy")
     assert out["status"] == "ok"
     assert out["stdout"] == "sum 12 count 3\n"
     assert out["exit_code"] == 0
@@ -58,16 +42,12 @@ def test_run_script_that_reads_a_workspace_file(dirs: tuple[Path, Path]) -> None
 def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> None:
     workspace, snapshots = dirs
 
-    async def scenario() -> tuple[bool, str]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
-            result = await s.call_tool(
-                "run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000}
-            )
-            text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
-            return bool(result.is_error), str(text)
+    async def scenario(s: Client) -> tuple[bool, str]:
+        result = await s.call_tool("run_sandbox_code", {"code": "print(1)", "timeout_sec": 10_000})
+        text = result.content[0].text if result.content else ""  # type: ignore[union-attr]
+        return bool(result.is_error), str(text)
 
-    is_error, text = anyio.run(scenario)
+    is_error, text = over_stdio(workspace, snapshots, scenario, mode="legacy")
     assert is_error
     assert "timeout_sec" in text
     assert "at most 60" in text
@@ -76,15 +56,13 @@ def test_timeout_above_maximum_is_an_argument_error(dirs: tuple[Path, Path]) -> 
 def test_script_error_is_a_normal_result(dirs: tuple[Path, Path]) -> None:
     workspace, snapshots = dirs
 
-    async def scenario() -> dict[str, object]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
-            result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
-            assert not result.is_error
-            assert result.structured_content is not None
-            return dict(result.structured_content)
+    async def scenario(s: Client) -> dict[str, object]:
+        result = await s.call_tool("run_sandbox_code", {"code": "1/0"})
+        assert not result.is_error
+        assert result.structured_content is not None
+        return dict(result.structured_content)
 
-    out = anyio.run(scenario)
+    out = over_stdio(workspace, snapshots, scenario)  # the SDK's default mode
     assert out["status"] == "error"
     assert "ZeroDivisionError" in str(out["stderr"])
 
@@ -120,24 +98,22 @@ def test_a_session_over_stdio_keeps_state_and_leaves_no_process(dirs: tuple[Path
 
     workspace, snapshots = dirs
 
-    async def scenario() -> tuple[dict[str, object], dict[str, object], int]:
-        async with stdio_client(_params(workspace, snapshots)) as (r, w), ClientSession(r, w) as s:
-            await s.initialize()
-            created = await s.call_tool("create_session", {"description": "stdio"})
-            assert created.structured_content is not None, created.content
-            sid = created.structured_content["session_id"]
-            await s.call_tool("run_sandbox_code", {"code": "x = 42", "session_id": sid})
-            second = await s.call_tool(
-                "run_sandbox_code", {"code": "print(x + 1)\nx", "session_id": sid}
-            )
-            assert second.structured_content is not None, second.content
-            await s.call_tool("create_session", {})  # left open: the shutdown closes it
-            during = len(sandbox_processes(workspace))
-            listed = await s.call_tool("list_sessions", {})
-            assert listed.structured_content is not None
-            return dict(second.structured_content), dict(listed.structured_content), during
+    async def scenario(s: Client) -> tuple[dict[str, object], dict[str, object], int]:
+        created = await s.call_tool("create_session", {"description": "stdio"})
+        assert created.structured_content is not None, created.content
+        sid = created.structured_content["session_id"]
+        await s.call_tool("run_sandbox_code", {"code": "x = 42", "session_id": sid})
+        second = await s.call_tool(
+            "run_sandbox_code", {"code": "print(x + 1)\nx", "session_id": sid}
+        )
+        assert second.structured_content is not None, second.content
+        await s.call_tool("create_session", {})  # left open: the shutdown closes it
+        during = len(sandbox_processes(workspace))
+        listed = await s.call_tool("list_sessions", {})
+        assert listed.structured_content is not None
+        return dict(second.structured_content), dict(listed.structured_content), during
 
-    out, listed, during = anyio.run(scenario)
+    out, listed, during = over_stdio(workspace, snapshots, scenario)  # the SDK's default mode
     assert out["stdout"] == "43\n" and out["result"] == {"type": "builtins.int", "text": "42"}
     assert out["session_id"] is not None and out["session_ended"] is False
     assert len(listed["sessions"]) == 2  # type: ignore[arg-type]

@@ -14,15 +14,15 @@ from typing import Any
 import anyio
 import psutil
 import pytest
-from mcp import ClientSession
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from _client import call, call_error, with_session
+from _client import call, call_error, in_process
 from _paths import REDTEAM_DIR
 from mcp_secure_sandbox import budget
 
-# This regression starts real processes, so it is e2e too (tests/README.md).
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # most cases > 5 s (measured)
+# In process: the server's confined workers are its children, as a run's sandbox is (not e2e).
+pytestmark = pytest.mark.slow  # most cases > 5 s (measured)
 
 REDTEAM = REDTEAM_DIR / "findings-2026-12-01"
 TOO_EXPENSIVE = "stopped after 3 s / 256 MiB: the schema or data is too expensive"
@@ -46,7 +46,7 @@ BOMBS: dict[str, dict[str, Any]] = {
 }
 
 
-async def _error(s: ClientSession, tool: str, **arguments: Any) -> str:
+async def _error(s: Client, tool: str, **arguments: Any) -> str:
     """The tool error's own text (the SDK puts "Error executing tool NAME: " before it)."""
     return re.sub(r"^Error executing tool \w+: ", "", await call_error(s, tool, **arguments))
 
@@ -55,7 +55,7 @@ async def _error(s: ClientSession, tool: str, **arguments: Any) -> str:
 def test_expensive_validation_is_stopped_and_the_server_goes_on(
     dirs: tuple[Path, Path], name: str
 ) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         errors: list[str] = []
 
         async def bomb() -> None:
@@ -84,7 +84,7 @@ def test_expensive_validation_is_stopped_and_the_server_goes_on(
             assert worker.cwd() == "/"
             assert [f.fd for f in worker.open_files()] == []
 
-    with_session(*dirs, scenario, "--worker-deadline", "3", "--worker-pool-size", "2")
+    in_process(*dirs, scenario, "--worker-deadline", "3", "--worker-pool-size", "2")
 
 
 def _workers(server_pid: int) -> list[psutil.Process]:
@@ -98,7 +98,7 @@ def _workers(server_pid: int) -> list[psutil.Process]:
 def test_a_call_that_cannot_start_in_time_is_told_busy(dirs: tuple[Path, Path]) -> None:
     bomb = BOMBS["F06-allOf"]
 
-    async def scenario(s: ClientSession) -> list[str]:
+    async def scenario(s: Client) -> list[str]:
         answers: list[str] = []
 
         async def one() -> None:
@@ -111,7 +111,7 @@ def test_a_call_that_cannot_start_in_time_is_told_busy(dirs: tuple[Path, Path]) 
             tg.start_soon(one)
         return sorted(answers)
 
-    answers = with_session(
+    answers = in_process(
         *dirs,
         scenario,
         "--worker-deadline",
@@ -127,7 +127,7 @@ def test_a_call_that_cannot_start_in_time_is_told_busy(dirs: tuple[Path, Path]) 
 
 
 def test_validation_errors_still_name_the_argument(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> list[str]:
+    async def scenario(s: Client) -> list[str]:
         return [
             await _error(s, "validate_json_data", schema_name_or_dict={"type": "x"}, data_json="1"),
             await _error(
@@ -136,7 +136,7 @@ def test_validation_errors_still_name_the_argument(dirs: tuple[Path, Path]) -> N
             await _error(s, "validate_csv_data", csv_path="../etc/passwd"),
         ]
 
-    bad_schema, bad_json, bad_path = with_session(*dirs, scenario)
+    bad_schema, bad_json, bad_path = in_process(*dirs, scenario)
     assert bad_schema.startswith("schema_name_or_dict: ")
     assert bad_json.startswith("data_json is not valid JSON: ")
     assert bad_path.startswith("csv_path ../etc/passwd: ")
@@ -163,7 +163,7 @@ def _rss(session_metrics: dict[str, Any]) -> int:
 def test_a_large_export_is_served_in_chunks_in_bounded_memory(
     dirs: tuple[Path, Path], files: int, mib: int
 ) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         run = await call(
             s, "run_sandbox_code", code=BIG.format(seed=files, files=files, mib=mib), timeout_sec=60
         )
@@ -189,7 +189,7 @@ def test_a_large_export_is_served_in_chunks_in_bounded_memory(
         after = _rss(await call(s, "get_sandbox_metrics"))
         assert after - before < 40 * (1 << 20), (before, after)  # F07: +2.9 GB for 0.99 GB
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 def test_chunks_reassemble_into_the_record_and_files_check(dirs: tuple[Path, Path]) -> None:
@@ -199,7 +199,7 @@ def test_chunks_reassemble_into_the_record_and_files_check(dirs: tuple[Path, Pat
         "open('t\u00e9xt.txt', 'w').write('caf\u00e9 \"q\" \\\\ ' * 20_000)\n"
     )
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         await call(s, "run_sandbox_code", code=code)
         info = await call(s, "create_state_snapshot")
         export = await call(s, "export_state_snapshot", snapshot_id=info["id"])
@@ -223,13 +223,13 @@ def test_chunks_reassemble_into_the_record_and_files_check(dirs: tuple[Path, Pat
         with pytest.raises(MCPError, match="read it in chunks"):
             await s.read_resource(f"sandbox://exports/{info['id']}")
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 def test_an_export_over_the_mcp_limit_is_refused_with_the_host_command(
     dirs: tuple[Path, Path],
 ) -> None:
-    async def scenario(s: ClientSession) -> tuple[str, str]:
+    async def scenario(s: Client) -> tuple[str, str]:
         await call(s, "run_sandbox_code", code="open('m', 'wb').write(bytes(3_000_000))")
         info = await call(s, "create_state_snapshot")
         refusal = await _error(s, "export_state_snapshot", snapshot_id=info["id"])
@@ -237,7 +237,7 @@ def test_an_export_over_the_mcp_limit_is_refused_with_the_host_command(
             await s.read_resource(f"sandbox://exports/{info['id']}/0")
         return refusal, caught.value.error.message
 
-    tool, resource = with_session(*dirs, scenario, "--export-max", "2M")
+    tool, resource = in_process(*dirs, scenario, "--export-max", "2M")
     for text in (tool, resource):
         assert "more than this server serves over MCP (2,097,152 bytes, --export-max)" in text
         assert "wsnapshot --workspace W --store S export ID -o FILE" in text

@@ -22,14 +22,14 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, ClientSession
+from mcp import Client
 
-from _client import call, call_error, with_session
+from _client import call, call_error, in_process
 from mcp_secure_sandbox.server import create_server
 from mcp_secure_sandbox.settings import Settings, prepare_directories
 from wsnapshot import SnapshotStore, _fsio
 
-# This regression starts real processes, so it is e2e too (tests/README.md).
+# The server runs in process; a forked child serves as nobody, so it is e2e too (tests/README.md).
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # most cases > 5 s (measured)
 
 NOBODY = 65534
@@ -190,7 +190,7 @@ def test_f08b_a_1000_deep_tree_from_a_run_is_restored_and_the_server_restarts(
         "    p = p / 'a'\nprint('depth', i + 1)"
     )
 
-    async def scenario(s: ClientSession) -> str:
+    async def scenario(s: Client) -> str:
         clean = await call(s, "create_state_snapshot", description="clean")
         run = await call(s, "run_sandbox_code", code=code, timeout_sec=60)
         assert run["stdout"] == "depth 1000\n", run
@@ -201,14 +201,14 @@ def test_f08b_a_1000_deep_tree_from_a_run_is_restored_and_the_server_restarts(
         assert 0 < len(report["dirs_removed"]) < 3500
         return str(clean["id"])
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
     assert list(ws.iterdir()) == []
 
-    async def again(s: ClientSession) -> None:
+    async def again(s: Client) -> None:
         assert (await call(s, "list_workspace_files"))["files"] == []
         assert (await call(s, "run_sandbox_code", code="print(1)"))["stdout"] == "1\n"
 
-    with_session(*dirs, again)
+    in_process(*dirs, again)
 
 
 def _make_deep(parent: Path, name: str, depth: int) -> None:
@@ -315,7 +315,7 @@ def test_a_server_killed_or_failed_during_a_restore_starts_again_and_serves(
         ws, store_dir, sid = _prepared(tmp_path / f"k{k}-{crash}")
         _restore_with(ws, store_dir, sid, _FaultyOps(k, crash=crash))
 
-        async def scenario(s: ClientSession, sid: str = sid, ws: Path = ws) -> str:
+        async def scenario(s: Client, sid: str = sid, ws: Path = ws) -> str:
             # Every tool but runs and snapshots serves, whatever state the restore left.
             await call(s, "get_sandbox_metrics")
             await call(s, "list_workspace_files")
@@ -342,7 +342,7 @@ def test_a_server_killed_or_failed_during_a_restore_starts_again_and_serves(
             assert not (ws / "extra").exists()
             return status
 
-        outcomes.append(with_session(ws, store_dir, scenario))
+        outcomes.append(in_process(ws, store_dir, scenario))
     # The late EIO left the workspace marked (an early one failed before anything changed);
     # the server served it all the same.
     assert outcomes[-1] == "inconsistent", outcomes

@@ -22,9 +22,8 @@ from pathlib import Path
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
+from _client import over_http
 from _http_server import start_server
 
 # This regression starts real processes, so it is e2e too (tests/README.md).
@@ -174,16 +173,7 @@ def test_an_event_stream_longer_than_the_deadline_is_not_cut(server: int) -> Non
     seconds = 3 * DEADLINE_S
 
     async def scenario() -> dict[str, object]:
-        client = httpx2.AsyncClient(headers={"authorization": f"Bearer {TOKEN}"}, timeout=60)
-        async with (
-            client,
-            streamable_http_client(f"http://127.0.0.1:{server}/mcp", http_client=client) as (
-                r,
-                w,
-            ),
-            ClientSession(r, w) as session,
-        ):
-            await session.initialize()
+        async with over_http(f"http://127.0.0.1:{server}/mcp", TOKEN, mode="legacy") as session:
             code = f"import time\ntime.sleep({seconds})\nprint('slept')"
             result = await session.call_tool("run_sandbox_code", {"code": code, "timeout_sec": 30})
             return dict(result.structured_content or {})
@@ -276,11 +266,7 @@ def test_no_token_with_the_flag_is_served_with_a_warning(tmp_path: Path) -> None
     try:
 
         async def scenario() -> str:
-            async with (
-                streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (r, w),
-                ClientSession(r, w) as session,
-            ):
-                await session.initialize()
+            async with over_http(f"http://127.0.0.1:{port}/mcp", mode="legacy") as session:
                 content = (await session.read_resource("sandbox://status")).contents[0]
                 return str(getattr(content, "text", ""))
 

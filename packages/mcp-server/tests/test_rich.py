@@ -1,4 +1,4 @@
-"""Rich run results over stdio: images as image content, changed files as resource links.
+"""Rich run results in process: images as image content, changed files as resource links.
 
 The standard-library tests write image bytes directly, so the feature is tested without the
 data-science stack; the matplotlib tests run the server with ``--profile datascience`` and are
@@ -15,10 +15,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from mcp import ClientSession
+from mcp import Client
 from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
 
-from _client import with_session
+from _client import in_process
 from mcp_secure_sandbox import budget, rich
 from mcp_secure_sandbox.settings import Settings
 from pysandbox import RunResult, RunStatus
@@ -40,7 +40,7 @@ def tiny_png() -> bytes:
     return PNG + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0\x80"))
 
 
-async def run(s: ClientSession, code: str, **arguments: Any) -> CallToolResult:
+async def run(s: Client, code: str, **arguments: Any) -> CallToolResult:
     result = await s.call_tool("run_sandbox_code", {"code": code, **arguments})
     assert not result.is_error, result.content
     assert result.structured_content is not None
@@ -72,7 +72,7 @@ def test_image_files_by_magic_and_links_to_changed_files(dirs: tuple[Path, Path]
         "print('written')\n"
     )
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         result = await run(s, code)
         out = result.structured_content
         assert out is not None
@@ -107,7 +107,7 @@ def test_image_files_by_magic_and_links_to_changed_files(dirs: tuple[Path, Path]
         assert again.structured_content["files"] == []
         assert len(again.content) == 1
 
-    with_session(workspace, dirs[1], scenario)
+    in_process(workspace, dirs[1], scenario)
 
 
 def test_count_and_budget_caps(dirs: tuple[Path, Path]) -> None:
@@ -122,7 +122,7 @@ def test_count_and_budget_caps(dirs: tuple[Path, Path]) -> None:
         "print('x' * 200_000)\n"
     )
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         result = await run(s, code)
         out = result.structured_content
         assert out is not None
@@ -142,14 +142,14 @@ def test_count_and_budget_caps(dirs: tuple[Path, Path]) -> None:
         size = size_of(result)
         assert budget.RESPONSE_BUDGET_BYTES // 2 < size <= budget.RESPONSE_BUDGET_BYTES
 
-    with_session(workspace, dirs[1], scenario, "--max-images", "3")
+    in_process(workspace, dirs[1], scenario, "--max-images", "3")
 
 
 def test_links_are_capped(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
     code = f"for i in range({rich.MAX_LINKS + 5}):\n    open(f'f{{i:03}}.txt', 'w').write('x')\n"
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         result = await run(s, code)
         out = result.structured_content
         assert out is not None
@@ -161,7 +161,7 @@ def test_links_are_capped(dirs: tuple[Path, Path]) -> None:
         }
         assert out["files_omitted"] == 5
 
-    with_session(workspace, dirs[1], scenario)
+    in_process(workspace, dirs[1], scenario)
 
 
 # -- the data-science profile ------------------------------------------------------------------
@@ -184,7 +184,7 @@ PLOT = (
 def test_plots_come_back_as_png_images(dirs: tuple[Path, Path]) -> None:
     workspace, _ = dirs
 
-    async def scenario(s: ClientSession) -> dict[str, int]:
+    async def scenario(s: Client) -> dict[str, int]:
         sizes = {}
         saved = await run(s, PLOT + "fig.savefig('plot.png')\nplt.close(fig)\n", timeout_sec=60)
         out = saved.structured_content
@@ -229,7 +229,7 @@ def test_plots_come_back_as_png_images(dirs: tuple[Path, Path]) -> None:
         assert "pysandbox: figure 1 was not shown" in out["stderr"]
         return sizes
 
-    sizes = with_session(workspace, dirs[1], scenario, "--profile", "datascience")
+    sizes = in_process(workspace, dirs[1], scenario, "--profile", "datascience")
     assert all(1000 < size < 64 * 1024 for size in sizes.values()), sizes
 
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import psutil
 import pytest
-from mcp import ClientSession
+from mcp import Client
 
-from _client import call, call_error, with_session
+from _client import call, call_error, in_process
 from wsnapshot import SnapshotStore
 
 pytestmark = pytest.mark.slow  # every case > 5 s under -n 2 (measured)
@@ -67,7 +67,7 @@ def _diff_workers(server_pid: int) -> list[psutil.Process]:
     ]
 
 
-async def _error(s: ClientSession, tool: str, **arguments: Any) -> str:
+async def _error(s: Client, tool: str, **arguments: Any) -> str:
     return re.sub(r"^Error executing tool \w+: ", "", await call_error(s, tool, **arguments))
 
 
@@ -90,7 +90,7 @@ def test_an_expensive_diff_is_stopped_and_the_server_goes_on(
     (workspace / "f.txt").write_text("one")
     before = _tree(snapshots)
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         for other in (b, ""):  # two manifests, and one manifest against the workspace
             message = await _error(s, "diff_state_snapshots", snapshot_id=a, other_id=other)
             metrics = await call(s, "get_sandbox_metrics")  # the server answers
@@ -117,7 +117,7 @@ def test_an_expensive_diff_is_stopped_and_the_server_goes_on(
         for sid in (small["id"], later["id"]):
             await call(s, "delete_state_snapshot", snapshot_id=sid)
 
-    with_session(workspace, snapshots, scenario, *options)
+    in_process(workspace, snapshots, scenario, *options)
     after = _tree(snapshots)
     # The killed diffs wrote nothing: the manifests are as they were, nothing is staged.
     assert {k: v for k, v in after.items() if k.startswith("snapshots/")} == {
@@ -133,10 +133,10 @@ def test_a_diff_too_large_for_one_answer_is_refused_with_its_counts(
     SnapshotStore(workspace, snapshots)
     a, b = _manifest(snapshots, "x"), _manifest(snapshots, "y")
 
-    async def scenario(s: ClientSession) -> str:
+    async def scenario(s: Client) -> str:
         return await _error(s, "diff_state_snapshots", snapshot_id=a, other_id=b)
 
-    message = with_session(workspace, snapshots, scenario)
+    message = in_process(workspace, snapshots, scenario)
     assert re.fullmatch(
         r"the diff lists 0 added, 0 removed, 49,500 modified, 0 metadata changed paths "
         r"\([0-9,]+ bytes\), more than one answer holds \(524,288 bytes\); run `wsnapshot "
@@ -146,14 +146,14 @@ def test_a_diff_too_large_for_one_answer_is_refused_with_its_counts(
 
 
 def test_diff_errors_still_name_the_argument(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> list[str]:
+    async def scenario(s: Client) -> list[str]:
         missing = str(uuid.uuid4())
         return [
             await _error(s, "diff_state_snapshots", snapshot_id=missing),
             await _error(s, "diff_state_snapshots", snapshot_id=missing, other_id="nope"),
         ]
 
-    first, second = with_session(*dirs, scenario)
+    first, second = in_process(*dirs, scenario)
     assert first.startswith("snapshot_id: ") and "list_state_snapshots gives the ids" in first
     assert second.startswith("snapshot_id/other_id: ")
     assert dirs[1].is_dir()
@@ -174,7 +174,7 @@ def test_a_diff_with_a_deep_workspace_tree_answers(
     workspace, snapshots = dirs
     (workspace / "before.txt").write_text("x")
 
-    async def scenario(s: ClientSession) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def scenario(s: Client) -> tuple[dict[str, Any], dict[str, Any]]:
         sid = (await call(s, "create_state_snapshot"))["id"]
         deep = workspace.joinpath(*(["d"] * depth))
         deep.mkdir(parents=True)
@@ -184,7 +184,7 @@ def test_a_diff_with_a_deep_workspace_tree_answers(
         again = await call(s, "diff_state_snapshots", snapshot_id=sid)
         return first, again
 
-    first, again = with_session(workspace, snapshots, scenario)
+    first, again = in_process(workspace, snapshots, scenario)
     assert first == again
     added = first["added"]
     assert "d" in added and "before.txt" not in added

@@ -1,13 +1,13 @@
-"""Strict, described arguments over stdio: unknown names, one-line type errors, strings stay."""
+"""Strict, described arguments in process: unknown names, one-line type errors, strings stay."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from mcp import ClientSession
+from mcp import Client
 
-from _client import call, call_error, with_session
+from _client import call, call_error, in_process
 from mcp_secure_sandbox.arguments import check_arguments, describe_schema
 
 
@@ -43,7 +43,7 @@ def test_check_arguments_names_the_problem_in_one_line() -> None:
 
 
 def test_strict_described_arguments(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         for tool in tools.values():
             for name, prop in tool.input_schema.get("properties", {}).items():
@@ -106,4 +106,4 @@ def test_strict_described_arguments(dirs: tuple[Path, Path]) -> None:
         assert "argument required_headers: expected array of string or null" in text
         assert "not JSON text" in text
 
-    with_session(*dirs, scenario, "--max-timeout", "30")
+    in_process(*dirs, scenario, "--max-timeout", "30")

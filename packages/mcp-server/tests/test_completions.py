@@ -1,13 +1,13 @@
-"""Completions over stdio: snapshot ids and schema names, at most 100 with hasMore."""
+"""Completions in process: snapshot ids and schema names, at most 100 with hasMore."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from mcp import ClientSession
+from mcp import Client
 from mcp.types import PromptReference, ResourceTemplateReference
 
-from _client import call, with_session
+from _client import call, in_process
 from mcp_secure_sandbox.completions import complete
 
 
@@ -22,9 +22,8 @@ def test_complete_caps_at_one_hundred() -> None:
 
 
 def test_completions_for_templates_and_prompts(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
-        caps = s.server_capabilities
-        assert caps is not None and caps.completions is not None
+    async def scenario(s: Client) -> None:
+        assert s.server_capabilities.completions is not None
         first = await call(s, "create_state_snapshot", description="one")
         second = await call(s, "create_state_snapshot", description="two")
         ref = ResourceTemplateReference(uri="sandbox://snapshots/{snapshot_id}")
@@ -53,4 +52,4 @@ def test_completions_for_templates_and_prompts(dirs: tuple[Path, Path]) -> None:
         )
         assert result.completion.values == []
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)

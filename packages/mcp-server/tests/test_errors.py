@@ -1,24 +1,26 @@
-"""Honest errors over stdio: each names what was wrong and what to do."""
+"""Honest errors, in process: each names what was wrong and what to do."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-import anyio
 import pytest
-from mcp import ClientSession, stdio_client
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from _client import call, call_error, server_params
+from _client import call, call_error, in_process
 
 MISSING_ID = "00000000-0000-4000-8000-000000000000"
 utf8_error = "the bytes are not valid utf-8 (the value shows them as \\xNN)"
 
 
-def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
+def test_errors_name_the_cause_and_the_remedy(
+    dirs: tuple[Path, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)  # the server's log, as its stderr would show it
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         await call(s, "write_workspace_file", path="bad.json", content='{"a": 1,}')
         text = await call_error(
             s, "validate_json_data", schema_name_or_dict=True, data_path="bad.json"
@@ -141,14 +143,7 @@ def test_errors_name_the_cause_and_the_remedy(dirs: tuple[Path, Path], tmp_path:
         with pytest.raises(MCPError, match="no schema is registered as 'nope'"):
             await s.get_prompt("diagnose_validation_error", {"data_json": "{}", "schema": "nope"})
 
-    async def main() -> None:
-        params = server_params(*dirs, "--default-timeout", "1", "--max-timeout", "3")
-        with log.open("w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (r, w), ClientSession(r, w) as s:
-                await s.initialize()
-                await scenario(s)
-
-    anyio.run(main)
-    text = log.read_text()
+    in_process(*dirs, scenario, "--default-timeout", "1", "--max-timeout", "3")
+    text = caplog.text
     assert "Traceback" not in text
     assert "prompt 'diagnose_validation_error'" in text

@@ -1,20 +1,18 @@
-"""Every tool, resource and prompt of the real server, over stdio, with good and bad arguments."""
+"""Every tool, resource and prompt of the server, in process through ``mcp.Client``, with good and
+bad arguments; every tool in both connect modes (the ``mode`` fixture)."""
 
 from __future__ import annotations
 
 import base64
 import inspect
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import ClientSession
+from mcp import Client
 
-from _client import call, call_error, read_json, with_session
+from _client import Mode, call, call_error, in_process, read_json
 from mcp_secure_sandbox.profiles import profile_offer
 from pysandbox import PROFILES
 
@@ -39,7 +37,7 @@ EXPECTED_TOOLS = {
 
 
 def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         assert set(tools) == EXPECTED_TOOLS
         for tool in tools.values():
@@ -72,14 +70,14 @@ def test_lists_every_tool_resource_template_and_prompt(dirs: tuple[Path, Path]) 
             "schema",
         ]
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 @pytest.mark.slow
-def test_snapshot_lifecycle(dirs: tuple[Path, Path]) -> None:
+def test_snapshot_lifecycle(dirs: tuple[Path, Path], mode: Mode) -> None:
     workspace, _ = dirs
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         await call(s, "run_sandbox_code", code="open('a.txt', 'w').write('first')")
         info = await call(s, "create_state_snapshot", description="after first")
         assert info["file_count"] == 1
@@ -127,12 +125,12 @@ def test_snapshot_lifecycle(dirs: tuple[Path, Path]) -> None:
             s, "diff_state_snapshots", snapshot_id="not-a-uuid"
         )
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario, mode=mode)
     assert (workspace / "a.txt").read_text() == "first"
 
 
 @pytest.mark.slow
-def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
+def test_json_validation_sources_and_errors(dirs: tuple[Path, Path], mode: Mode) -> None:
     workspace, _ = dirs
     (workspace / "doc.json").write_text('{"id": 1}', encoding="utf-8")
     schema = {
@@ -141,7 +139,7 @@ def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
         "properties": {"id": {"type": "integer", "maximum": 10}},
     }
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         ok = await call(s, "validate_json_data", data={"id": 3}, schema_name_or_dict=schema)
         assert ok["valid"] is True
         assert ok["draft"].endswith("2020-12")
@@ -183,15 +181,15 @@ def test_json_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
         named = await call(s, "validate_json_data", data={}, schema_name_or_dict="config")
         assert named["valid"] is False
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario, mode=mode)
 
 
 @pytest.mark.slow
-def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
+def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path], mode: Mode) -> None:
     workspace, _ = dirs
     (workspace / "people.csv").write_text("name;age\nann;31\nbob;x\n", encoding="utf-8")
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         ok = await call(
             s,
             "validate_csv_data",
@@ -236,17 +234,17 @@ def test_csv_validation_sources_and_errors(dirs: tuple[Path, Path]) -> None:
         )
         assert "csv_path" in await call_error(s, "validate_csv_data", csv_path="/etc/passwd")
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario, mode=mode)
 
 
 @pytest.mark.slow
-def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
+def test_workspace_file_tools(dirs: tuple[Path, Path], mode: Mode) -> None:
     workspace, _ = dirs
     outside = workspace.parent / "outside.txt"
     outside.write_text("secret", encoding="utf-8")
     (workspace / "link").symlink_to(outside)
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         written = await call(s, "write_workspace_file", path="data/in.txt", content="héllo")
         assert written == {"path": "data/in.txt", "bytes_written": 6}
         read = await call(s, "read_workspace_file", path="data/in.txt")
@@ -294,13 +292,13 @@ def test_workspace_file_tools(dirs: tuple[Path, Path]) -> None:
             "(list_workspace_files shows the files in it)"
         )
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario, mode=mode)
     assert outside.read_text() == "secret"
     assert not (workspace.parent / "escape.txt").exists()
 
 
-def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path], mode: Mode) -> None:
+    async def scenario(s: Client) -> None:
         await call(s, "run_sandbox_code", code="print(1)")
         await call(s, "run_sandbox_code", code="1/0")
         await call_error(s, "read_workspace_file", path="missing.txt")
@@ -342,11 +340,11 @@ def test_metrics_status_logs_and_schemas(dirs: tuple[Path, Path]) -> None:
         user = await read_json(s, "sandbox://schemas/user")
         assert user["title"]
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario, mode=mode)
 
 
 def test_prompts_use_the_live_policy(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         prompt = await s.get_prompt("generate_secure_script", {"task": "sum a column"})
         text = prompt.messages[0].content.text  # type: ignore[union-attr]
         assert "sum a column" in text
@@ -369,56 +367,20 @@ def test_prompts_use_the_live_policy(dirs: tuple[Path, Path]) -> None:
         )
         assert "not valid JSON" in broken.messages[0].content.text  # type: ignore[union-attr]
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 def test_extra_modules_reach_the_prompt(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> str:
+    async def scenario(s: Client) -> str:
         prompt = await s.get_prompt("generate_secure_script", {"task": "t"})
         return prompt.messages[0].content.text  # type: ignore[union-attr]
 
-    text = with_session(*dirs, scenario, "--extra-modules", "ipaddress")
+    text = in_process(*dirs, scenario, "--extra-modules", "ipaddress")
     assert "ipaddress" in text
 
 
-def test_first_stdout_byte_is_an_mcp_message(dirs: tuple[Path, Path]) -> None:
-    workspace, snapshots = dirs
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mcp_secure_sandbox",
-            "--workspace",
-            str(workspace),
-            "--snapshots",
-            str(snapshots),
-        ],
-        input=json.dumps(init) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "SANDBOX_LOG_LEVEL": "DEBUG"},
-    )
-    assert proc.stdout.startswith('{"'), proc.stdout[:200]
-    first = json.loads(proc.stdout.splitlines()[0])
-    assert first["id"] == 1
-    assert first["result"]["serverInfo"]["name"] == "secure-sandbox"
-    assert "serving on stdio" in proc.stderr
-
-
 def test_writes_respect_the_workspace_quota_and_file_limit(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         await call(s, "write_workspace_file", path="a.txt", content="x" * 600)
         quota = await call_error(s, "write_workspace_file", path="b.txt", content="y" * 600)
         assert "quota" in quota
@@ -428,7 +390,7 @@ def test_writes_respect_the_workspace_quota_and_file_limit(dirs: tuple[Path, Pat
         files = await call_error(s, "write_workspace_file", path="d.txt", content="2")
         assert "limit of 2" in files
 
-    with_session(*dirs, scenario, "--workspace-quota", "1000", "--workspace-max-files", "2")
+    in_process(*dirs, scenario, "--workspace-quota", "1000", "--workspace-max-files", "2")
     assert not (dirs[0] / "b.txt").exists()
     assert not (dirs[0] / "d.txt").exists()
 
@@ -436,7 +398,7 @@ def test_writes_respect_the_workspace_quota_and_file_limit(dirs: tuple[Path, Pat
 def test_bad_ids_in_resource_uris_are_invalid_params(dirs: tuple[Path, Path]) -> None:
     from mcp.shared.exceptions import MCPError
 
-    async def scenario(s: ClientSession) -> list[int]:
+    async def scenario(s: Client) -> list[int]:
         codes = []
         for uri in (
             "sandbox://snapshots/not-a-uuid",
@@ -448,22 +410,22 @@ def test_bad_ids_in_resource_uris_are_invalid_params(dirs: tuple[Path, Path]) ->
             codes.append(info.value.code)
         return codes
 
-    assert with_session(*dirs, scenario) == [-32602, -32602, -32602]
+    assert in_process(*dirs, scenario) == [-32602, -32602, -32602]
 
 
 def test_huge_integers_are_refused_with_a_reason(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> str:
+    async def scenario(s: Client) -> str:
         return await call_error(
             s, "validate_json_data", data_json="1" * 100_000, schema_name_or_dict=True
         )
 
-    text = with_session(*dirs, scenario)
+    text = in_process(*dirs, scenario)
     assert "digits" in text
     assert "set_int_max_str_digits" not in text
 
 
 def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> list[str]:
+    async def scenario(s: Client) -> list[str]:
         return [
             await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=True),
             await call_error(s, "run_sandbox_code", code="print(1)", timeout_sec=[1]),
@@ -471,7 +433,7 @@ def test_run_arguments_of_the_wrong_type_are_refused(dirs: tuple[Path, Path]) ->
             await call_error(s, "run_sandbox_code"),
         ]
 
-    errors = with_session(*dirs, scenario)
+    errors = in_process(*dirs, scenario)
     assert errors == [
         "Error executing tool run_sandbox_code: argument timeout_sec: expected number (more "
         "than 0, at most 60.0) or null, got boolean true",
@@ -488,7 +450,7 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
     """The library results returned as they are keep every key of their ``to_dict()``, fields
     with a default included; the schema the client sees has the same properties."""
 
-    async def scenario(s: ClientSession) -> dict[str, Any]:
+    async def scenario(s: Client) -> dict[str, Any]:
         tools = {t.name: t for t in (await s.list_tools()).tools}
         schemas = {name: tool.output_schema or {} for name, tool in tools.items()}
         await call(s, "write_workspace_file", path="a.txt", content="a")
@@ -504,7 +466,7 @@ def test_structured_output_keeps_every_field(dirs: tuple[Path, Path]) -> None:
             "files": await call(s, "list_workspace_files"),
         }
 
-    out = with_session(*dirs, scenario)
+    out = in_process(*dirs, scenario)
     snapshot_keys = {
         "id", "created_at", "description", "file_count", "dir_count", "symlink_count",
         "total_bytes", "new_bytes", "skipped",

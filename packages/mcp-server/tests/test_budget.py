@@ -1,4 +1,4 @@
-"""The response budget over stdio: capped streams, the compact mirror, bounded resource reads."""
+"""The response budget in process: capped streams, the compact mirror, bounded resource reads."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mcp import ClientSession
+from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 from typing_extensions import TypedDict
 
-from _client import call, read_json, with_session
+from _client import call, in_process, read_json
 from mcp_secure_sandbox import budget
 from mcp_secure_sandbox.settings import Settings
 from mcp_secure_sandbox.tools._register import tool
@@ -107,7 +107,7 @@ def test_output_schema_validation_still_runs_on_built_results() -> None:
 def test_five_megabytes_of_output_answer_within_the_budget(dirs: tuple[Path, Path]) -> None:
     code = "print('H' * 100 + 'x' * 5_000_000 + 'TAIL')\nraise ValueError('e' * 200_000 + 'END')"
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         result = await s.call_tool("run_sandbox_code", {"code": code})
         assert not result.is_error
         size = _size(result)
@@ -141,11 +141,11 @@ def test_five_megabytes_of_output_answer_within_the_budget(dirs: tuple[Path, Pat
         status = await read_json(s, "sandbox://status")
         assert status["isolation"]["layers"]
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 def test_resource_reads_obey_the_budget(dirs: tuple[Path, Path]) -> None:
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         # A 700 KB workspace file (random, so it does not compress into a small export).
         await call(
             s,
@@ -154,7 +154,7 @@ def test_resource_reads_obey_the_budget(dirs: tuple[Path, Path]) -> None:
             "open('big.txt', 'w').write(''.join(r.choice('abcdef') for _ in range(700_000)))",
         )
         info = await call(s, "create_state_snapshot")
-        # Over the budget: served in chunks, each read within it (test_bounded_e2e has more).
+        # Over the budget: served in chunks, each read within it (the F06/F07 regression has more).
         export = await call(s, "export_state_snapshot", snapshot_id=info["id"])
         assert export["record"] is None
         assert export["chunk_count"] == -(-export["size_bytes"] // budget.EXPORT_CHUNK_BYTES) > 1
@@ -168,4 +168,4 @@ def test_resource_reads_obey_the_budget(dirs: tuple[Path, Path]) -> None:
         record = await read_json(s, f"sandbox://exports/{info['id']}")
         assert "m" * 200_000 in json.dumps(record)
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)

@@ -1,4 +1,4 @@
-"""Ranged reads and readable listings over stdio (tool and resource, one implementation)."""
+"""Ranged reads and readable listings in process (tool and resource, one implementation)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from mcp import ClientSession
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp.types import BlobResourceContents, ResourceTemplateReference, TextResourceContents
 
-from _client import call, call_error, with_session
+from _client import call, call_error, in_process
 from mcp_secure_sandbox import budget
 
 CHUNK = budget.READ_CHUNK_BYTES
@@ -25,7 +25,7 @@ def test_ranged_reads_and_listing(dirs: tuple[Path, Path]) -> None:
     (workspace / "bin.dat").write_bytes(bytes(range(255, -1, -1)) * 10)
     (workspace / "bin.dat").chmod(0o640)
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         templates = {t.uri_template for t in (await s.list_resource_templates()).resource_templates}
         assert "sandbox://workspace/{+path}{?offset,length}" in templates
         first = await call(s, "read_workspace_file", path="big.txt")
@@ -75,7 +75,7 @@ def test_ranged_reads_and_listing(dirs: tuple[Path, Path]) -> None:
         assert set(entries["bin.dat"]) == {"path", "kind", "size", "mode", "mtime"}
         assert listing["next_offset"] is None and listing["entry_count"] == 2
 
-    with_session(*dirs, scenario)
+    in_process(*dirs, scenario)
 
 
 def test_a_long_listing_pages_within_the_budget(dirs: tuple[Path, Path]) -> None:
@@ -83,7 +83,7 @@ def test_a_long_listing_pages_within_the_budget(dirs: tuple[Path, Path]) -> None
     for i in range(3000):
         (workspace / f"{'n' * 150}{i:05}.txt").write_text("x")
 
-    async def scenario(s: ClientSession) -> None:
+    async def scenario(s: Client) -> None:
         seen: list[str] = []
         offset: int | None = 0
         pages = 0
@@ -95,4 +95,4 @@ def test_a_long_listing_pages_within_the_budget(dirs: tuple[Path, Path]) -> None
         assert pages > 1
         assert len(seen) == len(set(seen)) == 3000
 
-    with_session(*dirs, scenario, "--workspace-max-files", "5000")
+    in_process(*dirs, scenario, "--workspace-max-files", "5000")

@@ -59,7 +59,7 @@ def _serve(
     return anyio.run(main)
 
 
-def test_every_tool_but_the_run_is_a_declared_module_level_function(
+def test_every_tool_is_a_declared_module_level_function(
     dirs: tuple[Path, Path],
 ) -> None:
     async def listed(client: Client, _: ServerState) -> list[str]:
@@ -67,8 +67,8 @@ def test_every_tool_but_the_run_is_a_declared_module_level_function(
 
     names = _serve(dirs, (), listed)
     declared = {fn.__name__ for fn in TOOLS}
-    assert set(names) - declared == {"run_sandbox_code"}  # converted after the sessions work
-    assert len(declared) == len(TOOLS) == 15
+    assert set(names) == declared
+    assert len(declared) == len(TOOLS) == 16
     for fn in TOOLS:
         module = inspect.getmodule(fn)
         assert module is not None and getattr(module, fn.__name__) is fn

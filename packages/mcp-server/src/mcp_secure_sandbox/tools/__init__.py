@@ -1,7 +1,6 @@
 """The MCP tools, one module per family; each module lists its tools in ``TOOLS``.
 
-A tool is a module-level function declared with :func:`mcp_secure_sandbox.tools._tool.tool`;
-``run_sandbox_code`` is still registered by :func:`mcp_secure_sandbox.tools.sandbox.register`.
+A tool is a module-level function declared with :func:`mcp_secure_sandbox.tools._tool.tool`.
 """
 
 from __future__ import annotations
@@ -17,13 +16,14 @@ from mcp_secure_sandbox.tools._tool import register_tools
 __all__ = ["TOOLS", "register_all"]
 
 TOOLS = (
+    *sandbox.TOOLS,
     *sessions.TOOLS,
     *validation.TOOLS,
     *snapshots.TOOLS,
     *workspace.TOOLS,
     *metrics.TOOLS,
 )
-"""Every declared tool of the server, in the order they are listed (after run_sandbox_code)."""
+"""Every tool of the server, in the order they are listed."""
 
 
 def register_all(app: MCPServer[Any], state: ServerState) -> None:
@@ -31,5 +31,4 @@ def register_all(app: MCPServer[Any], state: ServerState) -> None:
 
     ``app``'s lifespan must yield ``state`` (the declared tools read it from there).
     """
-    sandbox.register(app, state)
     register_tools(app, state.settings, TOOLS)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import anyio
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 import astguard
@@ -19,8 +20,9 @@ from mcp_secure_sandbox._schemas import RunOutput
 from mcp_secure_sandbox.principals import principal_of
 from mcp_secure_sandbox.profiles import profile_offer
 from mcp_secure_sandbox.sessions import error_text
+from mcp_secure_sandbox.settings import Settings
 from mcp_secure_sandbox.state import ServerState
-from mcp_secure_sandbox.tools._register import tool
+from mcp_secure_sandbox.tools._tool import Admission, note, state_of, tool
 from pysandbox import (
     PROFILES,
     IsolationUnavailable,
@@ -34,9 +36,10 @@ from pysandbox import (
 __all__ = [
     "PROGRESS_AFTER_S",
     "PROGRESS_EVERY_S",
+    "TOOLS",
     "offer_profiles",
     "refusal_text",
-    "register",
+    "run_sandbox_code",
 ]
 
 log = logging.getLogger("mcp_secure_sandbox")
@@ -45,123 +48,132 @@ PROGRESS_AFTER_S = 2.0
 PROGRESS_EVERY_S = 2.0
 
 
-def register(app: MCPServer[Any], state: ServerState) -> None:
-    """Register ``run_sandbox_code`` on ``app``."""
-    seconds = Annotated[
-        float | None,
-        Field(
-            strict=True,
-            gt=0,
-            le=state.settings.max_timeout_s,
-            description=(
-                f"Wall-clock limit in seconds; default {state.settings.default_timeout_s:g}, "
-                f"at most {state.settings.max_timeout_s:g}."
-            ),
-        ),
-    ]
-
-    session_param = Annotated[
-        str | None,
-        Field(description="A create_session id. Omitted: a fresh interpreter."),
-    ]
-
-    @tool(
-        app,
-        params={"timeout_sec": seconds, "session_id": session_param},
-        fill={
-            "imports": surface.imports_clause(state.settings),
-            "limits": surface.run_limits(state.settings),
-            "figures": surface.figures_clause(state.settings),
-        },
-        annotations=ToolAnnotations(
-            title="Run Python in the sandbox",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=False,
-        ),
-    )
-    async def run_sandbox_code(
-        code: Annotated[
-            str,
+def _params(settings: Settings) -> dict[str, Any]:
+    """``timeout_sec`` bounded by the live maximum, and ``session_id``'s description."""
+    return {
+        "timeout_sec": Annotated[
+            float | None,
             Field(
+                strict=True,
+                gt=0,
+                le=settings.max_timeout_s,
                 description=(
-                    f"The Python source, at most {astguard.DEFAULT_MAX_SOURCE_BYTES:,} bytes "
-                    "of UTF-8."
-                )
+                    f"Wall-clock limit in seconds; default {settings.default_timeout_s:g}, "
+                    f"at most {settings.max_timeout_s:g}."
+                ),
             ),
         ],
-        ctx: Context,
-        timeout_sec: float | None = None,
-        session_id: str | None = None,
-    ) -> Annotated[CallToolResult, RunOutput]:
-        """Run a Python script in the sandbox and return its outcome.
+        "session_id": Annotated[
+            str | None,
+            Field(description="A create_session id. Omitted: a fresh interpreter."),
+        ],
+    }
 
-        It runs in a fresh interpreter (or a session's) in the workspace directory:
-        `open("data.csv")` reads a workspace file; written files stay. {imports}. No network,
-        processes or files outside the workspace. Print what you want to see. {limits}; a cut
-        stream holds a marker and sets its *_truncated flag.
 
-        Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
-        killed), exit_code or signal, the streams, timings, peak memory, violations when
-        rejected, a detail naming the limit hit and how to raise it, result (the final
-        expression's {type, text} or null) and session_ended with session_end_reason
-        (timeout, memory_limit, exit, killed). A rejection, exception or time-out is a normal
-        result: fix the code and run again.
+def _wait(state: ServerState, arguments: Mapping[str, Any]) -> float:
+    """A run waits its time-out plus a grace (a bad ``timeout_sec`` is refused before)."""
+    return state.run_wait_s(state.timeout_for(arguments["timeout_sec"]))
 
-        PNG, JPEG or GIF files the run wrote{figures} come back as image content, a few per
-        run, the rest in images_omitted; changed files are in files, linked as
-        sandbox://workspace/{+path}.
-        """
-        async with state.instrument("run_sandbox_code") as outcome:
-            timeout = state.timeout_for(timeout_sec)
-            refused: IsolationUnavailable | SandboxSetupError | None = None
-            async with state.admission.admit(
-                "run",
-                "run_sandbox_code",
-                state.run_wait_s(timeout),
-                workspace="shared",
-                progress=state.queue_progress(ctx),
-                bound=state.run_bound,
-            ):
-                # Checked holding the gate: a restore in progress is not a failed one.
-                state.refuse_if_inconsistent("run_sandbox_code")
-                progress = _Progress(ctx, timeout)
-                try:
-                    began = time.perf_counter()
-                    if session_id is None:
-                        result = await state.sandbox.arun(code, timeout=timeout)
-                    else:
-                        result = await _in_session(state, ctx, session_id, code, timeout)
-                    if state.timer is not None:
-                        state.timer.library(
-                            ctx.request_id, time.perf_counter() - began, result.duration_ms
-                        )
-                except (IsolationUnavailable, SandboxSetupError) as exc:
-                    refused = exc
-                finally:
-                    progress.stop()
-            if refused is not None:
-                raise ToolError(refusal_text(refused))
-            outcome["status"] = result.status.value
-            outcome["message"] = f"run {result.status.value} {result.detail}".strip()
-            state.metrics.record_run(result.status.value, result.peak_memory_bytes)
-            output = _run_output(result, session_id)
-            output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
-            if any(v["rule_id"] in _IMPORT_RULES for v in output["violations"]):
-                output["violations"] = await anyio.to_thread.run_sync(
-                    offer_profiles,
-                    code,
-                    state.policy,
-                    state.settings.profile,
-                    output["violations"],
-                    limiter=state.admission.limiter("light"),
-                )
-            if not rich.reads_files(result):
-                return rich.build(state, output, result)
-            return await anyio.to_thread.run_sync(
-                rich.build, state, output, result, limiter=state.admission.limiter("light")
+
+async def _shape(state: ServerState, result: RunResult, arguments: Mapping[str, Any]) -> Any:
+    """The run's answer, once its slot is released: the detail, profile offers, rich content."""
+    timeout_sec = arguments["timeout_sec"]
+    timeout = state.timeout_for(timeout_sec)
+    state.metrics.record_run(result.status.value, result.peak_memory_bytes)
+    output = _run_output(result, arguments["session_id"])
+    output["detail"] = _explain_limit(state, result, timeout_sec is None, timeout)
+    if any(v["rule_id"] in _IMPORT_RULES for v in output["violations"]):
+        output["violations"] = await anyio.to_thread.run_sync(
+            offer_profiles,
+            arguments["code"],
+            state.policy,
+            state.settings.profile,
+            output["violations"],
+            limiter=state.admission.limiter("light"),
+        )
+    if not rich.reads_files(result):
+        return rich.build(state, output, result)
+    return await anyio.to_thread.run_sync(
+        rich.build, state, output, result, limiter=state.admission.limiter("light")
+    )
+
+
+@tool(
+    admit=Admission(
+        "run",
+        workspace="shared",
+        wait=_wait,
+        bound=lambda state: state.run_bound,
+        consistent=True,
+    ),
+    after=_shape,
+    output=RunOutput,
+    params=_params,
+    fill=lambda settings: {
+        "imports": surface.imports_clause(settings),
+        "limits": surface.run_limits(settings),
+        "figures": surface.figures_clause(settings),
+    },
+    annotations=ToolAnnotations(
+        title="Run Python in the sandbox",
+        read_only_hint=False,
+        destructive_hint=False,
+        idempotent_hint=False,
+        open_world_hint=False,
+    ),
+)
+async def run_sandbox_code(
+    code: Annotated[
+        str,
+        Field(
+            description=(
+                f"The Python source, at most {astguard.DEFAULT_MAX_SOURCE_BYTES:,} bytes of UTF-8."
             )
+        ),
+    ],
+    ctx: Context,
+    timeout_sec: float | None = None,
+    session_id: str | None = None,
+) -> RunResult:
+    """Run a Python script in the sandbox and return its outcome.
+
+    It runs in a fresh interpreter (or a session's) in the workspace directory:
+    `open("data.csv")` reads a workspace file; written files stay. {imports}. No network,
+    processes or files outside the workspace. Print what you want to see. {limits}; a cut
+    stream holds a marker and sets its *_truncated flag.
+
+    Returns status (ok, error, rejected, timeout, memory_limit, output_limit, disk_limit,
+    killed), exit_code or signal, the streams, timings, peak memory, violations when
+    rejected, a detail naming the limit hit and how to raise it, result (the final
+    expression's {type, text} or null) and session_ended with session_end_reason
+    (timeout, memory_limit, exit, killed). A rejection, exception or time-out is a normal
+    result: fix the code and run again.
+
+    PNG, JPEG or GIF files the run wrote{figures} come back as image content, a few per
+    run, the rest in images_omitted; changed files are in files, linked as
+    sandbox://workspace/{+path}.
+    """
+    state = state_of(ctx)
+    timeout = state.timeout_for(timeout_sec)
+    progress = _Progress(ctx, timeout)
+    try:
+        began = time.perf_counter()
+        if session_id is None:
+            result = await state.sandbox.arun(code, timeout=timeout)
+        else:
+            result = await _in_session(state, ctx, session_id, code, timeout)
+        if state.timer is not None:
+            state.timer.library(ctx.request_id, time.perf_counter() - began, result.duration_ms)
+    except (IsolationUnavailable, SandboxSetupError) as exc:
+        raise ToolError(refusal_text(exc)) from None
+    finally:
+        progress.stop()
+    note(status=result.status.value, message=f"run {result.status.value} {result.detail}".strip())
+    return result
+
+
+TOOLS = (run_sandbox_code,)
+"""The tools of this module, in the order they are listed."""
 
 
 def _explain_limit(state: ServerState, result: RunResult, default: bool, timeout: float) -> str:

@@ -413,3 +413,81 @@ def test_five_megabytes_over_http_answer_and_the_session_goes_on(
     assert out["stdout"].startswith("hxxx") and out["stdout"].endswith("xTAIL\n")
     assert "bytes cut by the server" in out["stdout"]
     assert after == "still here\n"
+
+
+@pytest.mark.slow  # a server start and three SDK clients over HTTP
+def test_principals_see_and_reach_only_their_own_sessions(tmp_path: Path) -> None:
+    """Two principals over streamable HTTP: B's session id is, to A, exactly an unknown one,
+    for a run, a close and a close of an id that never existed; A's lists, metrics and
+    ``sandbox://sessions`` never show B's; B's session is untouched and keeps its state."""
+    from _http_server import start_server
+
+    tokens = {"alice": "e2e-alice-" + "c3" * 16, "bob": "e2e-bob-" + "d4" * 16}
+    tokens_file = tmp_path / "tokens"
+    tokens_file.write_text("".join(f"{name}:{token}\n" for name, token in tokens.items()))
+    tokens_file.chmod(0o600)
+    proc, port, _log = start_server(tmp_path, {}, "--tokens-file", str(tokens_file))
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def text(result: Any) -> str:
+        """The tool error's text after the SDK's "Error executing tool NAME: " prefix."""
+        assert result.is_error, result.structured_content
+        return " ".join(getattr(c, "text", "") for c in result.content).split(": ", 1)[1]
+
+    async def as_bob_create() -> str:
+        async with over_http(url, tokens["bob"]) as s:
+            created = await s.call_tool("create_session", {"description": "bob's"})
+            sid = str((created.structured_content or {})["session_id"])
+            ran = await s.call_tool("run_sandbox_code", {"code": "secret = 7", "session_id": sid})
+            assert (ran.structured_content or {})["status"] == "ok"
+            return sid
+
+    async def as_alice(bobs: str) -> dict[str, Any]:
+        async with over_http(url, tokens["alice"]) as s:
+            mine = await s.call_tool("create_session", {"description": "alice's"})
+            own = str((mine.structured_content or {})["session_id"])
+            run = await s.call_tool(
+                "run_sandbox_code", {"code": "print(secret)", "session_id": bobs}
+            )
+            close = await s.call_tool("close_session", {"session_id": bobs})
+            never = "sess_" + "0" * 32
+            unknown = await s.call_tool("close_session", {"session_id": never})
+            listed = await s.call_tool("list_sessions", {})
+            metrics = await s.call_tool("get_sandbox_metrics", {})
+            resource = await s.read_resource("sandbox://sessions")
+            return {
+                "own": own,
+                "never": never,
+                "run": text(run),
+                "close": text(close),
+                "unknown": text(unknown),
+                "listed": (listed.structured_content or {})["sessions"],
+                "metrics": (metrics.structured_content or {})["sessions"],
+                "resource": json.loads(resource.contents[0].text),  # type: ignore[union-attr]
+            }
+
+    async def as_bob_again(sid: str) -> tuple[dict[str, Any], list[Any]]:
+        async with over_http(url, tokens["bob"]) as s:
+            ran = await s.call_tool("run_sandbox_code", {"code": "secret", "session_id": sid})
+            listed = await s.call_tool("list_sessions", {})
+            return dict(ran.structured_content or {}), (listed.structured_content or {})["sessions"]
+
+    try:
+        bobs = anyio.run(as_bob_create)
+        seen = anyio.run(as_alice, bobs)
+        ran, bob_listed = anyio.run(as_bob_again, bobs)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    for key in ("run", "close"):
+        assert seen[key] == seen["unknown"].replace(seen["never"], bobs), key
+        assert seen[key].endswith(
+            "(it may have been closed or expired): create_session starts a new one"
+        )
+    for key in ("listed", "metrics"):
+        assert [entry["session_id"] for entry in seen[key]] == [seen["own"]], key
+    resource = seen["resource"]
+    entries = resource["sessions"] if isinstance(resource, dict) else resource
+    assert [entry["session_id"] for entry in entries] == [seen["own"]]
+    assert ran["result"] == {"type": "builtins.int", "text": "7"}  # B's state is intact
+    assert [entry["session_id"] for entry in bob_listed] == [bobs]

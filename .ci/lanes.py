@@ -20,8 +20,11 @@ Exit status: 0 when every session succeeded, 1 otherwise, 2 on a usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,21 +66,29 @@ def run_job(nox: list[str], job: Job, scratch: pathlib.Path, timeout_s: float) -
     """Run one session; return its whole output. Sets the job's result, time and entries."""
     report = scratch / f"{abs(hash(job.name))}.json"
     began = time.monotonic()
+    # A session of its own: past the time-out the whole group goes (pytest, its workers, the
+    # sandboxes and servers they started), not nox alone.
+    proc = subprocess.Popen(
+        [*nox, "-s", job.name, "--report", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     try:
-        proc = subprocess.run(
-            [*nox, "-s", job.name, "--report", str(report)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            timeout=timeout_s,
-            check=False,
-        )
-        output = proc.stdout
+        output, _ = proc.communicate(timeout=timeout_s)
         code = proc.returncode
-    except subprocess.TimeoutExpired as exc:
-        raw = exc.stdout or b""
-        output = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+    except subprocess.TimeoutExpired:
+        for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 30)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=grace)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        output, _ = proc.communicate()
         output += f"\nlanes: {job.name} killed after {timeout_s / 60:g} minutes\n"
         code = -1
     job.duration_s = time.monotonic() - began
@@ -151,10 +162,15 @@ def main(argv: list[str]) -> int:
 
     def lane(number: int, scratch: pathlib.Path) -> None:
         while (job := take()) is not None:
-            output = run_job(nox, job, scratch, args.timeout_min * 60)
+            try:
+                output = run_job(nox, job, scratch, args.timeout_min * 60)
+            except Exception as exc:  # the job fails, the lane goes on
+                job.result, output = "failed", f"lanes: {job.name} could not run: {exc!r}\n"
+            finally:
+                with lock:  # released whatever happened: a lane waiting for the tag goes on
+                    held.difference_update(job.tags & EXCLUSIVE_TAGS)
+                    lock.notify_all()
             with lock:
-                held.difference_update(job.tags & EXCLUSIVE_TAGS)
-                lock.notify_all()
                 print(f"\n==== lane {number}: {job.name}: {job.result} in {job.duration_s:.0f} s")
                 print(output, end="" if output.endswith("\n") else "\n", flush=True)
 
@@ -171,7 +187,10 @@ def main(argv: list[str]) -> int:
             t.join()
     wall = time.monotonic() - began
     entries = [e for j in jobs for e in j.entries]
-    args.report.write_text(json.dumps({"result": 0, "sessions": entries}, indent=2) + "\n")
+    passed = all(j.result == "success" for j in jobs)
+    # nox's own report format: "result" is 1 when every session succeeded.
+    report = {"result": int(passed), "sessions": entries}
+    args.report.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\n== sessions by time ({args.lanes} lanes, {wall / 60:.1f} min wall)")
     print(f"{'session':40} {'result':8} {'seconds':>8}")
     for job in sorted(jobs, key=lambda j: -j.duration_s):
@@ -179,7 +198,7 @@ def main(argv: list[str]) -> int:
     total = sum(j.duration_s for j in jobs)
     print(f"{'sum of sessions':40} {'':8} {total:8.0f}")
     print(f"{'wall':40} {'':8} {wall:8.0f}")
-    return 0 if all(j.result == "success" for j in jobs) else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -317,3 +317,39 @@ def test_session_settings_flags_variables_and_their_rule() -> None:
     for flag in ("--max-sessions", "--session-idle-timeout", "--sessions-memory-budget"):
         with pytest.raises(SystemExit):
             settings_from_args([flag, "0"], {})
+
+
+def test_a_failing_sweep_is_logged_and_the_sweeps_go_on(caplog: pytest.LogCaptureFixture) -> None:
+    """An exception from a sweep (killing or reaping a session failed) must not end the
+    server's lifespan task group: it is logged and the next sweep runs (review 2026-12-07)."""
+    from mcp_secure_sandbox.sessions import sweep_forever
+
+    class Registry:
+        idle_timeout_s = 0.5  # a sweep every 50 ms
+
+        def __init__(self) -> None:
+            self.calls = 0
+            self.third = anyio.Event()
+
+        def sweep(self) -> int:
+            self.calls += 1
+            if self.calls == 1:
+                raise OSError("reap failed")
+            if self.calls == 3:
+                anyio.from_thread.run_sync(self.third.set)
+            return 1
+
+    registry = Registry()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sweep_forever, registry, anyio.CapacityLimiter(1))  # type: ignore[arg-type]
+            await registry.third.wait()
+            tg.cancel_scope.cancel()
+
+    with caplog.at_level("INFO", logger="mcp_secure_sandbox"):
+        anyio.run(main)
+    assert registry.calls >= 3
+    messages = [r.getMessage() for r in caplog.records]
+    assert "sessions: a sweep failed; the next one retries" in messages
+    assert "sessions: 1 expired session(s) closed" in messages

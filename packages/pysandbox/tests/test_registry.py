@@ -286,3 +286,45 @@ def test_arun_runs_in_the_session() -> None:
 def test_bad_limits_are_refused(kw: dict[str, Any], error: type[Exception]) -> None:
     with pytest.raises(error):
         make(**kw)
+
+
+def test_a_sweep_as_a_long_call_ends_does_not_take_the_session(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call's end is its last use in the same step that makes it sweepable again: a sweep
+    in the window before the call is counted finds it freshly used (review 2026-12-07)."""
+    reg, clock, opened = make(idle_timeout_s=10.0, max_lifetime_s=10_000.0)
+    sid = reg.create("a").session_id
+    account = reg._account
+
+    def swept_first(entry: Any, result: RunResult) -> RunResult:
+        assert reg.sweep() == 0  # another thread's sweep, right as the call ended
+        return account(entry, result)
+
+    monkeypatch.setattr(reg, "_account", swept_first)
+    session = reg.begin_call(sid, "a")
+    clock.now += 1000  # the call outlasted the idle time-out
+    reg.end_call(sid, "a", session.run("long"))
+    assert opened[0].closed == 0 and [i.session_id for i in reg.list("a")] == [sid]
+    result = reg.run(sid, "a", "next")  # the next call finds it
+    assert result.status is RunStatus.OK
+
+
+def test_a_session_swept_between_lookup_and_call_is_unknown_and_runs_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reg, clock, opened = make(idle_timeout_s=10.0)
+    sid = reg.create("a").session_id
+    take = reg._take
+
+    def then_swept(session_id: object, principal: str) -> Any:
+        entry = take(session_id, principal)
+        clock.now += 10  # expired now, and another thread's sweep takes it
+        assert reg.sweep() == 1
+        return entry
+
+    monkeypatch.setattr(reg, "_take", then_swept)
+    for call in (lambda: reg.run(sid, "a", "x = 1"), lambda: reg.begin_call(sid, "a")):
+        with pytest.raises(UnknownSession):
+            call()
+    assert opened[0].codes == []

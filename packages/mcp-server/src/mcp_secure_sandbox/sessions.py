@@ -33,7 +33,6 @@ from pysandbox import (
 )
 
 __all__ = [
-    "SESSION_ID_MAX",
     "SWEEP_EVERY_S",
     "RequestContext",
     "error_text",
@@ -46,8 +45,6 @@ __all__ = [
 
 log = logging.getLogger("mcp_secure_sandbox")
 
-#: Most characters of a ``session_id`` argument (a handle is 27; the schema refuses longer).
-SESSION_ID_MAX = 64
 #: Most seconds between two sweeps of expired sessions (less for a shorter idle time-out).
 SWEEP_EVERY_S = 5.0
 
@@ -145,7 +142,12 @@ async def sweep_forever(registry: SessionRegistry, limiter: anyio.CapacityLimite
     period = max(0.05, min(SWEEP_EVERY_S, registry.idle_timeout_s / 10))
     while True:
         await anyio.sleep(period)
-        closed = await anyio.to_thread.run_sync(registry.sweep, limiter=limiter)
+        try:
+            closed = await anyio.to_thread.run_sync(registry.sweep, limiter=limiter)
+        except Exception:  # a failed sweep must not stop the server
+            # The lifespan's task group would end the server with it; the next sweep retries.
+            log.exception("sessions: a sweep failed; the next one retries")
+            continue
         if closed:
             log.info("sessions: %d expired session(s) closed", closed)
 

@@ -418,6 +418,9 @@ class SessionRegistry:
     def _begin(self, session_id: str, principal: str) -> _Entry:
         entry = self._take(session_id, principal)
         with self._lock:
+            # The sweep may have taken it between the lookup and here (it leaves busy ones).
+            if self._entries.get(_digest(entry.handle)) is not entry:
+                raise UnknownSession(entry.handle)
             entry.busy += 1
         try:
             self._check_budget()
@@ -427,8 +430,11 @@ class SessionRegistry:
         return entry
 
     def _end(self, entry: _Entry) -> None:
+        # The call's end is its last use, set in the same step that makes it sweepable again:
+        # a session idle for nearly its time-out before the call is not swept right after it.
         with self._lock:
             entry.busy = max(0, entry.busy - 1)
+            entry.last_used_at = self._clock()
 
     def _account(self, entry: _Entry, result: RunResult) -> RunResult:
         with self._lock:

@@ -279,9 +279,15 @@ def make_fixture(scratch: pathlib.Path, case_id: str, files: dict[str, str]) -> 
     return Fixture(root, workspace, token, victim_state(keep))
 
 
+#: The shared temporary directory a case's ``*PWNED*`` entries are looked for in (new ones
+#: only). The harness's own tests point it elsewhere for their deliberately unsandboxed
+#: controls, so the control's entry is seen by no other judge running beside it.
+TMP_DIR = pathlib.Path("/tmp")  # noqa: S108
+
+
 def tmp_entries() -> set[str]:
-    """Names in /tmp."""
-    return {p.name for p in pathlib.Path("/tmp").iterdir()}  # noqa: S108
+    """Names in :data:`TMP_DIR`."""
+    return {p.name for p in TMP_DIR.iterdir()}
 
 
 def pwned_outside(fx: Fixture, tmp_before: set[str]) -> list[str]:
@@ -289,7 +295,7 @@ def pwned_outside(fx: Fixture, tmp_before: set[str]) -> list[str]:
     found = [str(p) for p in fx.root.glob("*PWNED*")]
     found += [str(p) for p in fx.root.glob("*/*PWNED*") if fx.workspace not in p.parents]
     new_in_tmp = tmp_entries() - tmp_before
-    found += [f"/tmp/{n}" for n in new_in_tmp if "PWNED" in n]  # noqa: S108
+    found += [str(TMP_DIR / n) for n in new_in_tmp if "PWNED" in n]
     return sorted(set(found) - {str(p) for p in fx.workspace.rglob("*PWNED*")})
 
 
@@ -735,7 +741,7 @@ def run_escape_effects(
     # the snapshots hold the case's own fixture (taken after it was made), not its workspace
     changes = snapshot_changes(outside_before, outside_snapshot(scratch))
     pwned_tmp = sorted(n for n in tmp_entries() - tmp_before if "PWNED" in n)
-    changes += [f"created /tmp/{n}" for n in pwned_tmp]
+    changes += [f"created {TMP_DIR / n}" for n in pwned_tmp]
     if changes:
         report.problems.append(f"files outside the workspace: {sorted(set(changes))[:8]}")
     report.passed = not report.problems

@@ -9,7 +9,6 @@ so that each detector is shown to fire.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pathlib
@@ -86,7 +85,7 @@ CONTROLS = {
         "files outside the workspace",
     ),
     "tmp-pwned": (
-        "import os\nos.mkdir('/tmp/PWNED-control-' + os.environ['HARNESS_PID'])",
+        "import os\nos.mkdir(os.path.join(os.environ['CONTROL_TMP'], 'PWNED-control'))",
         "files outside the workspace",
     ),
     "canary-to-file": (
@@ -99,7 +98,8 @@ CONTROLS = {
         "canary or secret in the result",
     ),
     "connect": (
-        "import socket\nsocket.create_connection(('127.0.0.1', 8765), 5).close()",
+        "import os, socket\n"
+        "socket.create_connection(('127.0.0.1', int(os.environ['LISTENER_PORT'])), 5).close()",
         "a connection reached the listener",
     ),
     "signal-sentinel": (
@@ -124,15 +124,26 @@ CONTROLS = {
 
 
 @pytest.mark.parametrize("name", sorted(CONTROLS))
-def test_the_effect_judge_sees_each_effect(tmp_path: pathlib.Path, name: str) -> None:
+def test_the_effect_judge_sees_each_effect(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The controls run unsandboxed and really do what they do: their shared effects go where
+    # only this judge looks (a temporary directory and a listener of their own), never where
+    # the corpus tests on other pytest-xdist workers look (/tmp, 127.0.0.1:8765).
     code, problem = CONTROLS[name]
     (tmp_path / "earlier").mkdir()
     (tmp_path / "earlier" / "ws").mkdir()
-    listener = harness.Listener()
-    if not listener.active:
-        listener = harness.Listener(0)
+    control_tmp = tmp_path / "tmp"
+    control_tmp.mkdir()
+    monkeypatch.setattr(harness, "TMP_DIR", control_tmp)
+    listener = harness.Listener(0)
     sentinel = harness.Sentinel()
-    extra = {"SENTINEL_PID": str(sentinel.proc.pid), "HARNESS_PID": str(os.getpid())}
+    extra = {
+        "SENTINEL_PID": str(sentinel.proc.pid),
+        "HARNESS_PID": str(os.getpid()),
+        "CONTROL_TMP": str(control_tmp),
+        "LISTENER_PORT": str(listener.port),
+    }
     try:
         with harness.canary_environment() as secret_env, harness.counting_own_signals() as own:
             report = harness.run_escape_effects(
@@ -147,8 +158,6 @@ def test_the_effect_judge_sees_each_effect(tmp_path: pathlib.Path, name: str) ->
     finally:
         listener.close()
         sentinel.close()
-        with contextlib.suppress(OSError):
-            pathlib.Path(f"/tmp/PWNED-control-{os.getpid()}").rmdir()
     assert not report.passed
     assert any(problem in p for p in report.problems), report.problems
 

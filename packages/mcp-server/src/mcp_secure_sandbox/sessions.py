@@ -87,10 +87,7 @@ def error_text(exc: SandboxError, settings: Settings) -> str:
         in use: close_session one"``, or the spawn-mode refusal naming ``--execution``.
     """
     if isinstance(exc, UnknownSession):
-        return (
-            f"unknown session {exc.shown} (it may have been closed or expired): "
-            "create_session starts a new one"
-        )
+        return f"{exc}: create_session starts a new one"  # the library's text, then the remedy
     if isinstance(exc, TooManySessions):
         limit = exc.limit if exc.total >= exc.limit else exc.per_principal
         return (

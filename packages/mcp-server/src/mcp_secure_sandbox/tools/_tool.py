@@ -27,24 +27,8 @@ the argument validation, and returns the ``CallToolResult``.
 
 :func:`register_tools` registers a list of them on a server with its live settings.
 
-How ``run_sandbox_code`` fits (the tool pysandbox sessions change; converted after them)::
-
-    @tool(
-        admit=Admission(
-            "run",
-            workspace="shared",
-            wait=lambda state, a: state.run_wait_s(state.timeout_for(a["timeout_sec"])),
-            bound=lambda state: state.run_bound,
-            consistent=True,
-        ),
-        after=_shape_run,  # detail, profile offers, rich content: off the run's slot
-        params=lambda s: {"timeout_sec": <bounded by s.max_timeout_s>},
-        fill=lambda s: {"imports": surface.imports_clause(s), ...},
-        annotations=ToolAnnotations(...),
-        output=RunOutput,
-    )
-    async def run_sandbox_code(code: str, ctx: Context, timeout_sec: float | None = None)
-            -> RunResult:  # the body: the run, holding its slot and the shared workspace
+The fullest use is ``run_sandbox_code`` (:mod:`mcp_secure_sandbox.tools.sandbox`): a run's
+admission (its wait from the time-out), the answer shaped in ``after`` once the slot is released.
 """
 
 from __future__ import annotations
